@@ -1,0 +1,5 @@
+import sys
+
+from perfcast.cli import main
+
+sys.exit(main())

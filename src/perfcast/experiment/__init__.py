@@ -1,0 +1,6 @@
+"""Measurements: the Experiment table, the call tree, and one reader/writer per format."""
+
+from perfcast.experiment.calltree import CallNode, CallTree
+from perfcast.experiment.experiment import Experiment, Metric
+
+__all__ = ["CallNode", "CallTree", "Experiment", "Metric"]

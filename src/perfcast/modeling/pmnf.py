@@ -1,0 +1,272 @@
+"""The performance model normal form (PMNF) and fitted models.
+
+    f(x) = c_0 + sum_k c_k * prod_l x_l^(i_kl) * log2(x_l)^(j_kl)
+
+Exponents are exact :class:`~fractions.Fraction` values so that ``n^(1/3)`` survives a JSON
+round trip and two models can be compared term by term without float fuzz.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+ArrayLike = np.ndarray | Sequence[float] | float
+
+
+def fraction(value: Fraction | int | float | str) -> Fraction:
+    """Exact exponent from ``"1/3"``, ``0.25``, ``2`` or a Fraction (floats snapped to /12)."""
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, float):
+        return Fraction(value).limit_denominator(12)
+    return Fraction(value)
+
+
+def format_fraction(value: Fraction) -> str:
+    return (
+        str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+    )
+
+
+@dataclass(frozen=True, order=True)
+class Factor:
+    """``parameter^exponent * log2(parameter)^log_exponent``."""
+
+    parameter: str
+    exponent: Fraction
+    log_exponent: int = 0
+
+    def evaluate(self, values: np.ndarray) -> np.ndarray:
+        out = np.ones_like(values, dtype=float)
+        if self.exponent:
+            out = out * np.power(values, float(self.exponent))
+        if self.log_exponent:
+            out = out * np.power(np.log2(values), self.log_exponent)
+        return out
+
+    @property
+    def needs_log(self) -> bool:
+        return self.log_exponent != 0
+
+    def text(self) -> str:
+        parts = []
+        if self.exponent:
+            e = format_fraction(self.exponent)
+            parts.append(self.parameter if e == "1" else f"{self.parameter}^({e})")
+        if self.log_exponent:
+            log = f"log2({self.parameter})"
+            parts.append(log if self.log_exponent == 1 else f"{log}^({self.log_exponent})")
+        return " * ".join(parts)
+
+    def python(self) -> str:
+        parts = []
+        if self.exponent:
+            parts.append(f"{self.parameter}**({format_fraction(self.exponent)})")
+        if self.log_exponent:
+            parts.append(f"log2({self.parameter})**{self.log_exponent}")
+        return " * ".join(parts)
+
+    def latex(self) -> str:
+        parts = []
+        if self.exponent:
+            e = self.exponent
+            exp = (
+                str(e.numerator)
+                if e.denominator == 1
+                else rf"\frac{{{e.numerator}}}{{{e.denominator}}}"
+            )
+            parts.append(self.parameter if e == 1 else f"{self.parameter}^{{{exp}}}")
+        if self.log_exponent:
+            log = rf"\log_2{{{self.parameter}}}"
+            parts.append(log if self.log_exponent == 1 else f"{log}^{{{self.log_exponent}}}")
+        return r" \cdot ".join(parts)
+
+    def to_json(self) -> dict:
+        return {
+            "parameter": self.parameter,
+            "exponent": format_fraction(self.exponent),
+            "log_exponent": self.log_exponent,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> Factor:
+        return cls(
+            str(data["parameter"]), fraction(data["exponent"]), int(data.get("log_exponent", 0))
+        )
+
+
+@dataclass(frozen=True)
+class Term:
+    """A coefficient times a product of factors over distinct parameters."""
+
+    coefficient: float
+    factors: tuple[Factor, ...]
+
+    @property
+    def shape(self) -> tuple[Factor, ...]:
+        """The term without its coefficient: what the hypothesis search chooses."""
+        return self.factors
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        return tuple(f.parameter for f in self.factors)
+
+    def basis(self, point: Mapping[str, np.ndarray]) -> np.ndarray:
+        out: np.ndarray | float = 1.0
+        for factor in self.factors:
+            out = out * factor.evaluate(np.asarray(point[factor.parameter], dtype=float))
+        return np.asarray(out, dtype=float)
+
+    def to_json(self) -> dict:
+        return {"coefficient": self.coefficient, "factors": [f.to_json() for f in self.factors]}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> Term:
+        return cls(float(data["coefficient"]), tuple(Factor.from_json(f) for f in data["factors"]))
+
+
+@dataclass(frozen=True)
+class FitStatistics:
+    """How well a model fits its (aggregated) training points."""
+
+    rss: float = float("nan")
+    smape: float = float("nan")
+    adjusted_r2: float = float("nan")
+    cv_error: float = float("nan")
+    points: int = 0
+
+    def to_json(self) -> dict:
+        return {
+            "rss": self.rss,
+            "smape": self.smape,
+            "adjusted_r2": self.adjusted_r2,
+            "cv_error": self.cv_error,
+            "points": self.points,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> FitStatistics:
+        return cls(
+            **{
+                k: data[k]
+                for k in ("rss", "smape", "adjusted_r2", "cv_error", "points")
+                if k in data
+            }
+        )
+
+
+@dataclass
+class Model:
+    """A fitted PMNF function for one (call path, metric)."""
+
+    callpath: str
+    metric: str
+    constant: float
+    terms: tuple[Term, ...] = ()
+    statistics: FitStatistics = field(default_factory=FitStatistics)
+    prior: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """Parameters that appear in the model, in order of first appearance."""
+        seen: dict[str, None] = {}
+        for term in self.terms:
+            for p in term.parameters:
+                seen.setdefault(p)
+        return tuple(seen)
+
+    def is_constant(self) -> bool:
+        return not self.terms
+
+    def evaluate(self, point: Mapping[str, ArrayLike]) -> np.ndarray:
+        """Vectorised: each parameter maps to a scalar or an array of equal length."""
+        arrays = {k: np.asarray(v, dtype=float) for k, v in point.items()}
+        missing = [p for p in self.parameters if p not in arrays]
+        if missing:
+            raise KeyError(f"model of {self.callpath!r} needs values for {missing}")
+        out = np.asarray(self.constant, dtype=float)
+        for term in self.terms:
+            out = out + term.coefficient * term.basis(arrays)
+        return out
+
+    def leading_term(self) -> Term | None:
+        """The term that dominates growth: largest exponent, then log exponent, per parameter
+        set. Used to compare a model's asymptotics with the truth."""
+        if not self.terms:
+            return None
+        return max(
+            self.terms,
+            key=lambda t: sorted(((f.exponent, f.log_exponent) for f in t.factors), reverse=True),
+        )
+
+    def leading_exponents(self) -> dict[str, tuple[Fraction, int]]:
+        """Per parameter, the largest (exponent, log exponent) over all terms; (0, 0) if absent."""
+        result: dict[str, tuple[Fraction, int]] = {}
+        for term in self.terms:
+            for f in term.factors:
+                result[f.parameter] = max(
+                    result.get(f.parameter, (Fraction(0), 0)), (f.exponent, f.log_exponent)
+                )
+        return result
+
+    def text(self, precision: int = 4) -> str:
+        parts = [f"{self.constant:.{precision}g}"]
+        for term in self.terms:
+            sign = "-" if term.coefficient < 0 else "+"
+            body = " * ".join(f.text() for f in term.factors)
+            parts.append(f"{sign} {abs(term.coefficient):.{precision}g} * {body}")
+        return " ".join(parts)
+
+    def python(self) -> str:
+        """A Python expression; ``log2`` comes from ``math`` or ``numpy``."""
+        parts = [repr(float(self.constant))]
+        for term in self.terms:
+            parts.append(
+                f"{float(term.coefficient)!r} * " + " * ".join(f.python() for f in term.factors)
+            )
+        return " + ".join(parts)
+
+    def latex(self, precision: int = 4) -> str:
+        parts = [_latex_number(self.constant, precision)]
+        for term in self.terms:
+            sign = "-" if term.coefficient < 0 else "+"
+            body = r" \cdot ".join(f.latex() for f in term.factors)
+            parts.append(f"{sign} {_latex_number(abs(term.coefficient), precision)} \\cdot {body}")
+        return " ".join(parts)
+
+    def to_json(self) -> dict:
+        return {
+            "callpath": self.callpath,
+            "metric": self.metric,
+            "constant": self.constant,
+            "terms": [t.to_json() for t in self.terms],
+            "statistics": self.statistics.to_json(),
+            "prior": self.prior,
+            "warnings": list(self.warnings),
+            "formula": self.text(),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> Model:
+        return cls(
+            callpath=str(data["callpath"]),
+            metric=str(data["metric"]),
+            constant=float(data["constant"]),
+            terms=tuple(Term.from_json(t) for t in data.get("terms", [])),
+            statistics=FitStatistics.from_json(data.get("statistics", {})),
+            prior=data.get("prior"),
+            warnings=list(data.get("warnings", [])),
+        )
+
+
+def _latex_number(value: float, precision: int) -> str:
+    text = f"{value:.{precision}g}"
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        return rf"{mantissa} \times 10^{{{int(exponent)}}}"
+    return text
