@@ -1,0 +1,179 @@
+"""Extra-P, the comparison peer, in its own virtual environment.
+
+Extra-P 4.2.5 pins ``numpy<2`` and pulls in PySide6, so it cannot share perfcast's
+interpreter: benchmarks run it in ``benchmarks/.extrap-venv`` through a subprocess. Several
+engineers (or several benchmark runs) may need the venv at the same time, so creation is
+guarded by an exclusive lock on a file next to it; whoever gets the lock second finds a
+working venv and uses it.
+
+This file is also the script that runs *inside* that venv (it imports nothing from
+perfcast, which needs NumPy 2)::
+
+    python benchmarks/_extrap.py                      # create the venv if missing
+    .extrap-venv/bin/python _extrap.py model IN.txt OUT.json [--measure mean]
+
+``model`` reads an Extra-P text file, runs Extra-P's default model generator (single- or
+multi-parameter, chosen by Extra-P from the parameter count, as ``extrap --text`` does),
+and writes the seconds spent reading + modeling and every model in perfcast's model JSON
+layout (constant, terms with factors ``{"parameter", "exponent": "p/q", "log_exponent"}``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import subprocess
+import sys
+import time
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+EXTRAP_VERSION = "4.2.5"
+"""The Extra-P release perfcast is measured against (the one users run today)."""
+
+VENV_DIR = Path(__file__).resolve().parent / ".extrap-venv"
+
+
+def venv_python(venv: Path = VENV_DIR) -> Path:
+    return venv / "bin" / "python"
+
+
+def is_working(venv: Path = VENV_DIR) -> bool:
+    """True if the venv imports the expected Extra-P version."""
+    python = venv_python(venv)
+    if not python.exists():
+        return False
+    probe = "import importlib.metadata as m, extrap; print(m.version('extrap'))"
+    result = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, check=False)
+    return result.returncode == 0 and result.stdout.strip() == EXTRAP_VERSION
+
+
+def ensure_extrap(venv: Path = VENV_DIR) -> Path:
+    """Return the venv's Python, creating the venv and installing Extra-P if needed."""
+    if is_working(venv):
+        return venv_python(venv)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.with_name(venv.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # blocks while another process installs
+        try:
+            if not is_working(venv):
+                _install(venv)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    if not is_working(venv):
+        raise RuntimeError(f"Extra-P {EXTRAP_VERSION} does not import from {venv} after install")
+    return venv_python(venv)
+
+
+def _install(venv: Path) -> None:
+    print(f"installing Extra-P {EXTRAP_VERSION} into {venv} (once, ~650 MB)", file=sys.stderr)
+    # --clear: a half-built venv from an interrupted install is rebuilt from scratch.
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    pip = [str(venv_python(venv)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, f"extrap=={EXTRAP_VERSION}"], check=True)
+
+
+def run_extrap(
+    text_file: Path,
+    output: Path,
+    *,
+    measure: str = "mean",
+    at: list[float] | None = None,
+    venv: Path = VENV_DIR,
+) -> dict:
+    """Model ``text_file`` with Extra-P in the venv; returns the ``model`` command's JSON.
+
+    ``at``: a point (one value per parameter) where Extra-P evaluates each of its models
+    itself, so the caller can check that the translated models compute the same.
+    """
+    python = ensure_extrap(venv)
+    command = [str(python), __file__, "model", str(text_file), str(output), "--measure", measure]
+    if at is not None:
+        command += ["--at", ",".join(repr(float(v)) for v in at)]
+    subprocess.run(command, check=True)
+    return json.loads(output.read_text())
+
+
+# -- inside the venv -----------------------------------------------------------------------
+
+
+def _model(text_file: str, output: str, measure: str, at: list[float] | None) -> None:
+    from extrap.entities.measurement import Measure
+    from extrap.fileio.file_reader.text_file_reader import TextFileReader
+    from extrap.modelers.model_generator import ModelGenerator
+
+    start = time.perf_counter()
+    experiment = TextFileReader().read_experiment(text_file)
+    generator = ModelGenerator(experiment, use_measure=Measure.from_str(measure))
+    generator.model_all()
+    seconds = time.perf_counter() - start
+
+    names = [p.name for p in experiment.parameters]
+    models = [
+        {
+            "callpath": callpath.name,
+            "metric": metric.name,
+            **_function_json(model.hypothesis.function, names),
+            **({} if at is None else {"value_at": _evaluate(model.hypothesis.function, at)}),
+        }
+        for (callpath, metric), model in generator.models.items()
+    ]
+    result = {"seconds": seconds, "extrap": EXTRAP_VERSION, "parameters": names, "models": models}
+    Path(output).write_text(json.dumps(result))
+
+
+def _evaluate(function: Any, point: list[float]) -> float:
+    """Extra-P's own evaluation; a tuple works for single- and multi-parameter functions."""
+    return float(function.evaluate(tuple(point)))
+
+
+def _function_json(function: Any, names: list[str]) -> dict:
+    """An Extra-P function as perfcast's ``constant`` + ``terms``.
+
+    Single-parameter functions hold ``CompoundTerm``s; multi-parameter ones hold
+    ``MultiParameterTerm``s of (parameter index, CompoundTerm) pairs, where both levels
+    carry a coefficient.
+    """
+    terms = []
+    for term in function.compound_terms:
+        pairs = getattr(term, "parameter_term_pairs", None)
+        if pairs is None:
+            pairs, coefficient = [(0, term)], 1.0
+        else:
+            coefficient = float(term.coefficient)
+        factors = []
+        for index, compound in pairs:
+            coefficient *= float(compound.coefficient)
+            exponent, log_exponent = Fraction(0), 0
+            for simple in compound.simple_terms:
+                if simple.term_type == "polynomial":
+                    exponent = Fraction(simple.exponent).limit_denominator(100)
+                else:
+                    log_exponent = round(float(simple.exponent))
+            factors.append(
+                {"parameter": names[index], "exponent": str(exponent), "log_exponent": log_exponent}
+            )
+        terms.append({"coefficient": coefficient, "factors": factors})
+    return {"constant": float(function.constant_coefficient), "terms": terms}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command")
+    model = commands.add_parser("model", help="model an Extra-P text file (inside the venv)")
+    model.add_argument("text_file")
+    model.add_argument("output")
+    model.add_argument("--measure", default="mean", choices=["mean", "median", "minimum"])
+    model.add_argument("--at", help="comma-separated point at which to evaluate each model")
+    args = parser.parse_args(argv)
+    if args.command == "model":
+        at = None if args.at is None else [float(v) for v in args.at.split(",")]
+        _model(args.text_file, args.output, args.measure, at)
+    else:
+        print(ensure_extrap())
+
+
+if __name__ == "__main__":
+    main()
