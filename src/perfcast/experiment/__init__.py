@@ -2,5 +2,6 @@
 
 from perfcast.experiment.calltree import CallNode, CallTree
 from perfcast.experiment.experiment import Experiment, Metric
+from perfcast.experiment.io import read_experiment, write_experiment
 
-__all__ = ["CallNode", "CallTree", "Experiment", "Metric"]
+__all__ = ["CallNode", "CallTree", "Experiment", "Metric", "read_experiment", "write_experiment"]

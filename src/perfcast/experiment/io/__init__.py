@@ -1,0 +1,70 @@
+"""Reading and writing measurements in the formats Extra-P users have.
+
+``read_experiment(path)`` recognises the format from the path (a directory is a Cube
+profile set), the extension and the first line; ``format=`` overrides the guess, and
+extra keyword options go to the reader (e.g. ``metrics=None`` to read every Cube
+metric). Each format is one module with a ``FORMAT`` entry; the table below registers
+them, and :data:`FORMATS` lists their names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from perfcast.errors import InputError, PerfcastError
+from perfcast.experiment.experiment import Experiment
+from perfcast.experiment.io import cube, jsonfile, jsonlines, talpas, text
+from perfcast.experiment.io.registry import (
+    Format,
+    detect_format,
+    format_names,
+    get_format,
+    register,
+)
+
+for _module in (text, jsonfile, jsonlines, talpas, cube):
+    register(_module.FORMAT)
+
+FORMATS: tuple[str, ...] = format_names()
+"""Names of the registered formats, e.g. for a ``--format`` choice list."""
+
+
+def read_experiment(path: str | Path, format: str | None = None, **options: Any) -> Experiment:
+    """Read measurements from a file or Cube directory into an Experiment."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError("no such file or directory", path=path)
+    entry = detect_format(path) if format is None else get_format(format)
+    problem = entry.accepts(options)
+    if problem:
+        raise PerfcastError(problem)
+    assert entry.reader is not None
+    if path.is_dir() != entry.directory:
+        kind = "a directory" if entry.directory else "a file"
+        raise InputError(f"the {entry.name} format is read from {kind}", path=path)
+    return entry.reader(path, **options)
+
+
+def write_experiment(experiment: Experiment, path: str | Path, format: str | None = None) -> None:
+    """Write an Experiment; the format defaults to the one the extension suggests."""
+    path = Path(path)
+    writers = [get_format(name) for name in FORMATS if get_format(name).writer]
+    if format is None:
+        matching = [f for f in writers if path.suffix.lower() in f.suffixes]
+        if not matching:
+            raise PerfcastError(
+                f"cannot tell the output format from the name {path.name!r}; use one of the "
+                f"extensions {[s for f in writers for s in f.suffixes]} or pass the format"
+            )
+        entry = matching[0]
+    else:
+        entry = get_format(format)
+    if entry.writer is None:
+        raise PerfcastError(
+            f"perfcast cannot write the {entry.name} format; it writes {[f.name for f in writers]}"
+        )
+    entry.writer(experiment, path)
+
+
+__all__ = ["FORMATS", "Format", "read_experiment", "write_experiment"]
