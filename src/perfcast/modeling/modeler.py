@@ -1,0 +1,556 @@
+"""The PMNF modeler: hypothesis search with batched fits and cross-validated selection.
+
+How a call path is modeled, and why:
+
+1. **Noise test.** Repetitions estimate the measurement noise; an F-test per parameter
+   (:mod:`perfcast.modeling.noise`) drops parameters whose effect is within the noise. A
+   call path left with no parameter gets a constant model.
+2. **Shapes per parameter.** Every single-parameter shape ``x^i log2(x)^j`` is fitted on
+   *every* line of the design that varies that parameter (the others fixed), and its
+   leave-one-out error is summed over the lines. Using all lines rather than one makes the
+   choice of exponent far more robust to noise; it is valid for additive and multiplicative
+   structures alike because each line gets its own coefficients. The best ``candidates``
+   shapes per parameter are kept, not only the best one.
+3. **Structures.** Term families (which parameters multiply, which add; see
+   :mod:`perfcast.modeling.space`) are enumerated over the significant parameters and
+   fitted on all points with each parameter's best shape; the best ``refine_structures``
+   families are then refitted with every combination of the kept candidate shapes.
+4. **Selection** by leave-one-out cross-validation (SMAPE by default, RSS optional) over all
+   fitted hypotheses, the constant model included.
+
+All fits are stacked NumPy solves across hypotheses and call paths
+(:mod:`perfcast.modeling.fitting`); there is no per-hypothesis Python loop.
+
+Priors (:class:`~perfcast.modeling.prior.Prior`) restrict steps 1-3: the parameters that may
+appear, the products that may be formed, or a fixed term structure whose coefficients alone
+are fitted.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations, product
+
+import numpy as np
+import pandas as pd
+
+from perfcast.errors import InputError
+from perfcast.experiment.experiment import (
+    AGGREGATIONS,
+    CALLPATH,
+    METRIC,
+    REPETITION,
+    VALUE,
+    Experiment,
+)
+from perfcast.modeling.fitting import (
+    CRITERIA,
+    adjusted_r2,
+    fit_batch,
+    fit_shared_basis,
+    relative_weights,
+    selection_cost,
+)
+from perfcast.modeling.modelset import ModelSet
+from perfcast.modeling.noise import Cells, parameter_p_values
+from perfcast.modeling.pmnf import Factor, FitStatistics, Model, Term
+from perfcast.modeling.prior import Prior
+from perfcast.modeling.space import Family, SearchSpace, family_parameters, term_families
+
+WEIGHTINGS = ("relative", "none")
+
+
+@dataclass(frozen=True)
+class _Hypothesis:
+    """A term family plus, per parameter, which kept candidate shape it uses."""
+
+    family: Family
+    slots: tuple[tuple[str, int], ...]  # (parameter, candidate rank)
+
+
+@dataclass
+class _Group:
+    """Call paths (of any metric) measured at the same coordinates with the same prior."""
+
+    keys: list[tuple[str, str]]
+    coordinates: np.ndarray  # (n, m)
+    values: np.ndarray  # (K, n) aggregated
+    repetitions: np.ndarray  # (K, n, r) raw, NaN-padded
+    prior: Prior | None
+    warnings: list[list[str]] = field(default_factory=list)
+
+
+class PMNFModeler:
+    """Finds a PMNF model per (call path, metric) of an :class:`Experiment`.
+
+    Args:
+        space: exponent sets of the search (Extra-P's defaults).
+        terms: number of terms per parameter (``terms`` shapes summed; 1 = Extra-P's default).
+        criterion: ``"smape"`` or ``"rss"`` of leave-one-out predictions.
+        aggregation: how repetitions at a point are combined before fitting.
+        candidates: shapes kept per parameter for the multi-parameter combination.
+        refine_structures: structures refitted with every candidate combination.
+        max_terms: largest number of product terms in a structure besides the constant
+            (default: the number of significant parameters, the paper's ``n = m + 1``).
+        significance: level of the per-parameter noise F-test; ``None`` disables it.
+        weighting: ``"relative"`` fits relative residuals (multiplicative noise),
+            ``"none"`` plain least squares.
+        positive_terms: reject hypotheses with a negative term coefficient. Costs are sums
+            of positive contributions; a negative term is almost always noise being fitted.
+            Disable for quantities that can fall (or use negative exponents).
+        min_points: fewest distinct values of a parameter that can support a model of it.
+    """
+
+    def __init__(
+        self,
+        space: SearchSpace | None = None,
+        *,
+        terms: int = 1,
+        criterion: str = "smape",
+        aggregation: str = "median",
+        candidates: int = 3,
+        refine_structures: int = 3,
+        max_terms: int | None = None,
+        significance: float | None = 0.001,
+        weighting: str = "relative",
+        positive_terms: bool = True,
+        min_points: int = 3,
+    ):
+        if criterion not in CRITERIA:
+            raise InputError(f"unknown criterion {criterion!r}; choose one of {sorted(CRITERIA)}")
+        if aggregation not in AGGREGATIONS:
+            raise InputError(f"unknown aggregation {aggregation!r}; choose one of {AGGREGATIONS}")
+        if weighting not in WEIGHTINGS:
+            raise InputError(f"unknown weighting {weighting!r}; choose one of {WEIGHTINGS}")
+        if terms < 1 or candidates < 1 or refine_structures < 1 or min_points < 2:
+            raise InputError(
+                "terms, candidates and refine_structures must be >= 1, min_points >= 2"
+            )
+        self.space = space or SearchSpace()
+        self.terms = terms
+        self.criterion = criterion
+        self.aggregation = aggregation
+        self.candidates = candidates
+        self.refine_structures = refine_structures
+        self.max_terms = max_terms
+        self.significance = significance
+        self.weighting = weighting
+        self.positive_terms = positive_terms
+        self.min_points = min_points
+
+    # -- public API --------------------------------------------------------------------------
+
+    def fit(self, experiment: Experiment, priors: Mapping[str, Prior] | None = None) -> ModelSet:
+        """Model every (call path, metric) of ``experiment``; ``priors`` by call path."""
+        experiment.validate()
+        priors = dict(priors or {})
+        for callpath, prior in priors.items():
+            prior.check(experiment.parameters, f"call path {callpath!r}")
+        self._check_parameters(experiment)
+        models = ModelSet(experiment.parameters)
+        for group in self._groups(experiment, priors):
+            for model in self._fit_group(group, experiment.parameters):
+                models.add(model)
+        return models
+
+    # -- input checks ------------------------------------------------------------------------
+
+    def _check_parameters(self, experiment: Experiment) -> None:
+        where = f" in {experiment.source}" if experiment.source else ""
+        if not experiment.parameters:
+            raise InputError(f"the experiment{where} has no parameters to model")
+        for name in experiment.parameters:
+            values = np.unique(experiment.data[name].to_numpy(dtype=float))
+            if len(values) < self.min_points:
+                raise InputError(
+                    f"parameter {name!r}{where} has {len(values)} distinct value(s) "
+                    f"{values.tolist()}; modeling needs at least {self.min_points} (5 or more "
+                    "recommended): measure more values of it"
+                )
+            if self.space.needs_positive_values and values.min() <= 0:
+                raise InputError(
+                    f"parameter {name!r}{where} takes the value {values.min():g}, but logarithms, "
+                    "fractional and negative exponents need positive values: shift the "
+                    "parameter (e.g. x+1) or restrict the search to non-negative integer "
+                    "exponents without logs"
+                )
+
+    # -- grouping ----------------------------------------------------------------------------
+
+    def _groups(self, experiment: Experiment, priors: Mapping[str, Prior]) -> Iterable[_Group]:
+        params = experiment.parameters
+        data = experiment.data
+        keys = pd.MultiIndex.from_frame(data[[CALLPATH, METRIC]])
+        key_codes, key_index = pd.factorize(keys)
+        point_codes = data.groupby(params, sort=True).ngroup().to_numpy()
+        coords = data[params].drop_duplicates().sort_values(params).to_numpy(dtype=float)
+        n_keys, n_points = len(key_index), len(coords)
+        raw = data[VALUE].to_numpy(dtype=float)
+        reps = data.groupby([key_codes, point_codes], sort=False)[REPETITION].cumcount().to_numpy()
+        repetitions = np.full((n_keys, n_points, int(reps.max()) + 1), np.nan)
+        repetitions[key_codes, point_codes, reps] = raw
+        aggregated = _aggregate(repetitions, self.aggregation)
+        present = ~np.isnan(aggregated)
+        signature = [(present[k].tobytes(), priors.get(key_index[k][0])) for k in range(n_keys)]
+        members: dict[tuple[bytes, Prior | None], list[int]] = {}
+        for k, sig in enumerate(signature):
+            members.setdefault(sig, []).append(k)
+        for (_, prior), rows in members.items():
+            mask = present[rows[0]]
+            yield _Group(
+                keys=[(str(key_index[k][0]), str(key_index[k][1])) for k in rows],
+                coordinates=coords[mask],
+                values=aggregated[rows][:, mask],
+                repetitions=repetitions[rows][:, mask, :],
+                prior=prior,
+                warnings=[[] for _ in rows],
+            )
+
+    # -- the search --------------------------------------------------------------------------
+
+    def _fit_group(self, group: _Group, parameters: Sequence[str]) -> list[Model]:
+        search = _GroupSearch(self, group, parameters)
+        if group.prior is not None and group.prior.structure is not None:
+            return search.fixed(group.prior.structure)
+        return search.run()
+
+    def _weights(self, y: np.ndarray) -> np.ndarray | None:
+        return relative_weights(y) if self.weighting == "relative" else None
+
+    def _cost(
+        self, y: np.ndarray, loo: np.ndarray, coefficients: np.ndarray, valid: np.ndarray
+    ) -> np.ndarray:
+        """Cross-validation cost; inf for singular fits and (optionally) negative terms."""
+        cost = selection_cost(self.criterion, y, loo)
+        bad = ~valid | ~np.isfinite(cost)
+        if self.positive_terms:
+            bad |= (coefficients[..., 1:] < 0).any(axis=-1)
+        return np.where(bad, np.inf, cost)
+
+
+class _GroupSearch:
+    """The search for one group of call paths sharing coordinates and prior."""
+
+    def __init__(self, modeler: PMNFModeler, group: _Group, parameters: Sequence[str]):
+        self.modeler = modeler
+        self.group = group
+        self.parameters = list(parameters)
+        self.y = group.values
+        self.weights = modeler._weights(self.y)
+        self.coords = {name: group.coordinates[:, j] for j, name in enumerate(parameters)}
+        self.shapes: dict[str, list[tuple[Factor, ...]]] = {}
+        self.basis: dict[str, np.ndarray] = {}  # name -> (n_shapes, terms, n)
+        self.ranked: dict[str, np.ndarray] = {}  # name -> (K, candidates) shape indices
+
+    # stage 0 ---------------------------------------------------------------------------------
+
+    def run(self) -> list[Model]:
+        usable = [name for name in self.parameters if self._usable(name)]
+        significant = self._significant(usable)
+        for name in usable:
+            self._rank_shapes(name)
+        by_active: dict[tuple[str, ...], list[int]] = {}
+        for k in range(len(self.group.keys)):
+            active = tuple(p for j, p in enumerate(usable) if significant[k, j])
+            by_active.setdefault(active, []).append(k)
+        models: dict[int, Model] = {}
+        for active, rows in by_active.items():
+            models.update(zip(rows, self._search(np.array(rows), active), strict=True))
+        return [models[k] for k in range(len(self.group.keys))]
+
+    def _usable(self, name: str) -> bool:
+        prior = self.group.prior
+        if prior is not None and not prior.allows_parameter(name):
+            return False
+        distinct = len(np.unique(self.coords[name]))
+        if distinct >= self.modeler.min_points:
+            return True
+        for notes in self.group.warnings:
+            notes.append(
+                f"{name} has only {distinct} distinct value(s) for this call path; "
+                "it is left out of the model"
+            )
+        return False
+
+    def _significant(self, usable: list[str]) -> np.ndarray:
+        """(K, len(usable)): parameters whose effect exceeds the noise (untestable = yes)."""
+        mask = np.ones((len(self.group.keys), len(usable)), dtype=bool)
+        if self.modeler.significance is None or not usable:
+            return mask
+        columns = [self.parameters.index(name) for name in usable]
+        cells = Cells(self.group.coordinates[:, columns], self.group.repetitions)
+        return mask & ~(parameter_p_values(cells) >= self.modeler.significance)
+
+    def _rank_shapes(self, name: str) -> None:
+        """Keep the ``candidates`` shapes with the lowest leave-one-out error summed over
+        every line of the design along ``name``."""
+        m = self.modeler
+        shapes = list(combinations(m.space.factors(name), m.terms))
+        self.shapes[name] = shapes
+        x_all = self.coords[name]
+        self.basis[name] = np.stack(
+            [np.stack([factor.evaluate(x_all) for factor in shape]) for shape in shapes]
+        )
+        cost = np.zeros((len(self.group.keys), len(shapes)))
+        for x, values in _lines(
+            self.group.coordinates, self.parameters.index(name), self.y, m.min_points
+        ):
+            design = np.concatenate(
+                [np.ones((len(shapes), len(x), 1)), _shape_basis(shapes, x).transpose(0, 2, 1)],
+                axis=2,
+            )
+            flat = values.reshape(-1, len(x))
+            fit = fit_shared_basis(design, flat, m._weights(flat))
+            line_cost = m._cost(flat[:, None, :], fit.loo_predictions, fit.coefficients, fit.valid)
+            cost += line_cost.reshape(len(self.group.keys), -1, len(shapes)).sum(axis=1)
+        self.ranked[name] = np.argsort(cost, axis=1, kind="stable")[:, : m.candidates]
+
+    # stages A and B ---------------------------------------------------------------------------
+
+    def _search(self, rows: np.ndarray, active: tuple[str, ...]) -> list[Model]:
+        m = self.modeler
+        families = term_families(active, m.max_terms or max(1, len(active)), self._products(active))
+        stage_a = [_Hypothesis(f, tuple((p, 0) for p in family_parameters(f))) for f in families]
+        cost, fits = self._evaluate(rows, stage_a)
+        pick = np.argmin(cost, axis=1)
+        n_rows = len(rows)
+        best = _Best(
+            cost=cost[np.arange(n_rows), pick],
+            hypothesis=[stage_a[h] for h in pick],
+            coefficients=[fits.coefficients[n, h] for n, h in enumerate(pick)],
+            predictions=[fits.predictions[n, h] for n, h in enumerate(pick)],
+        )
+        if m.candidates > 1 and active:
+            # Each call path refits only its own best structures, so the work grows with
+            # the number of call paths, not with the union of everybody's favourites.
+            ranked_families = np.argsort(cost, axis=1, kind="stable")[:, : m.refine_structures]
+            for rank in range(ranked_families.shape[1]):
+                for index in np.unique(ranked_families[:, rank]):
+                    members = np.flatnonzero(ranked_families[:, rank] == index)
+                    self._refine(rows, members, families[int(index)], best)
+        return [
+            self._model(
+                int(row),
+                self._column_factors(best.hypothesis[n], int(row)),
+                best.coefficients[n],
+                best.predictions[n],
+                float(best.cost[n]),
+                active,
+            )
+            for n, row in enumerate(rows)
+        ]
+
+    def _refine(self, rows: np.ndarray, members: np.ndarray, family: Family, best: _Best) -> None:
+        """Refit ``family`` with every combination of candidate shapes for ``rows[members]``."""
+        names = family_parameters(family)
+        hypotheses = [
+            _Hypothesis(family, tuple(zip(names, ranks, strict=True)))
+            for ranks in product(*(range(self.ranked[name].shape[1]) for name in names))
+            if any(ranks)
+        ]
+        if not hypotheses:
+            return
+        cost, fits = self._evaluate(rows[members], hypotheses)
+        pick = np.argmin(cost, axis=1)
+        for a, (n, h) in enumerate(zip(members, pick, strict=True)):
+            if cost[a, h] < best.cost[n]:
+                best.cost[n] = cost[a, h]
+                best.hypothesis[n] = hypotheses[h]
+                best.coefficients[n] = fits.coefficients[a, h]
+                best.predictions[n] = fits.predictions[a, h]
+
+    def _products(self, active: tuple[str, ...]) -> frozenset[frozenset[str]] | None:
+        prior = self.group.prior
+        if prior is None or prior.multiplicative is None:
+            return None
+        return frozenset(
+            frozenset(s)
+            for r in range(1, len(active) + 1)
+            for s in combinations(active, r)
+            if prior.allows_product(s)
+        )
+
+    def _evaluate(
+        self, rows: np.ndarray, hypotheses: list[_Hypothesis]
+    ) -> tuple[np.ndarray, _Fits]:
+        """Fit every hypothesis for the call paths ``rows``: cost (K, H) and the fits."""
+        y = self.y[rows]
+        weights = None if self.weights is None else self.weights[rows]
+        n_rows, n = y.shape
+        width = max(self._width(h) for h in hypotheses)
+        fits = _Fits.empty(n_rows, len(hypotheses), n, width + 1)
+        cost = np.full((n_rows, len(hypotheses)), np.inf)
+        by_width: dict[int, list[int]] = {}
+        for h, hypothesis in enumerate(hypotheses):
+            by_width.setdefault(self._width(hypothesis), []).append(h)
+        for t, members in by_width.items():
+            design = np.ones((n_rows, len(members), n, t + 1))
+            for a, h in enumerate(members):
+                if t:
+                    design[:, a, :, 1:] = self._columns(hypotheses[h], rows)
+            fit = fit_batch(
+                design.reshape(-1, n, t + 1),
+                np.repeat(y, len(members), axis=0),
+                None if weights is None else np.repeat(weights, len(members), axis=0),
+            )
+            coef = fit.coefficients.reshape(n_rows, len(members), t + 1)
+            fits.coefficients[:, members, : t + 1] = coef
+            fits.predictions[:, members] = fit.predictions.reshape(n_rows, len(members), n)
+            loo = fit.loo_predictions.reshape(n_rows, len(members), n)
+            cost[:, members] = self.modeler._cost(
+                y[:, None, :], loo, coef, fit.valid.reshape(n_rows, len(members))
+            )
+        return cost, fits
+
+    def _width(self, hypothesis: _Hypothesis) -> int:
+        return sum(self.modeler.terms ** len(term) for term in hypothesis.family)
+
+    def _columns(self, hypothesis: _Hypothesis, rows: np.ndarray) -> np.ndarray:
+        """Design columns (K, n, width): every term's product over its parameters' shapes."""
+        slots = dict(hypothesis.slots)
+        chosen = {
+            name: self.basis[name][self.ranked[name][rows, slots[name]]]  # (K, terms, n)
+            for name in family_parameters(hypothesis.family)
+        }
+        columns = []
+        for term in hypothesis.family:
+            names = sorted(term)
+            for picks in product(range(self.modeler.terms), repeat=len(names)):
+                column = np.ones((len(rows), self.y.shape[1]))
+                for name, q in zip(names, picks, strict=True):
+                    column = column * chosen[name][:, q, :]
+                columns.append(column)
+        return np.stack(columns, axis=-1)
+
+    def _column_factors(self, hypothesis: _Hypothesis, row: int) -> list[tuple[Factor, ...]]:
+        slots = dict(hypothesis.slots)
+        chosen = {name: self.shapes[name][self.ranked[name][row, slots[name]]] for name in slots}
+        return [
+            tuple(chosen[name][q] for name, q in zip(sorted(term), picks, strict=True))
+            for term in hypothesis.family
+            for picks in product(range(self.modeler.terms), repeat=len(term))
+        ]
+
+    # fixed structure (prior) -----------------------------------------------------------------
+
+    def fixed(self, structure: Sequence[Sequence[Factor]]) -> list[Model]:
+        """Fit only the coefficients of a prescribed structure (effort/static priors)."""
+        shapes = [tuple(shape) for shape in structure if shape]
+        n_rows, n = self.y.shape
+        design = np.ones((n_rows, n, len(shapes) + 1))
+        for c, shape in enumerate(shapes):
+            design[:, :, c + 1] = _product(shape, self.coords)
+        fit = fit_batch(design, self.y, self.weights)
+        cost = CRITERIA[self.modeler.criterion](self.y, fit.loo_predictions)
+        return [
+            self._model(k, shapes, fit.coefficients[k], fit.predictions[k], float(cost[k]), ())
+            for k in range(n_rows)
+        ]
+
+    # results ---------------------------------------------------------------------------------
+
+    def _model(
+        self,
+        row: int,
+        columns: Sequence[tuple[Factor, ...]],
+        coefficients: np.ndarray,
+        prediction: np.ndarray,
+        cv_error: float,
+        active: tuple[str, ...],
+    ) -> Model:
+        callpath, metric = self.group.keys[row]
+        y = self.y[row]
+        warnings = list(self.group.warnings[row])
+        terms = tuple(
+            Term(float(coefficients[c + 1]), tuple(sorted(factors)))
+            for c, factors in enumerate(columns)
+        )
+        if not terms:
+            constant = (
+                float(np.median(y)) if self.modeler.aggregation == "median" else float(y.mean())
+            )
+            prediction = np.full_like(y, constant)
+        else:
+            constant = float(coefficients[0])
+        ignored = [p for p in self.parameters if p not in active and p in self.basis]
+        if not terms and ignored and self.modeler.significance is not None and len(active) == 0:
+            warnings.append("variation is within the measurement noise: constant model")
+        prior = self.group.prior
+        return Model(
+            callpath=callpath,
+            metric=metric,
+            constant=constant,
+            terms=terms,
+            statistics=FitStatistics(
+                rss=float(((y - prediction) ** 2).sum()),
+                smape=float(CRITERIA["smape"](y, prediction)),
+                adjusted_r2=adjusted_r2(y, prediction, len(terms) + 1),
+                cv_error=cv_error,
+                points=len(y),
+            ),
+            prior=None if prior is None else prior.describe(),
+            warnings=warnings,
+        )
+
+
+@dataclass
+class _Best:
+    """The best hypothesis found so far for each call path of a search."""
+
+    cost: np.ndarray
+    hypothesis: list[_Hypothesis]
+    coefficients: list[np.ndarray]
+    predictions: list[np.ndarray]
+
+
+@dataclass
+class _Fits:
+    coefficients: np.ndarray  # (K, H, t_max + 1), unused columns NaN
+    predictions: np.ndarray  # (K, H, n)
+
+    @classmethod
+    def empty(cls, rows: int, hypotheses: int, n: int, width: int) -> _Fits:
+        return cls(
+            np.full((rows, hypotheses, width), np.nan), np.full((rows, hypotheses, n), np.nan)
+        )
+
+
+def _product(factors: Sequence[Factor], coords: Mapping[str, np.ndarray]) -> np.ndarray:
+    out = np.ones(len(next(iter(coords.values()))))
+    for factor in factors:
+        out = out * factor.evaluate(coords[factor.parameter])
+    return out
+
+
+def _shape_basis(shapes: Sequence[tuple[Factor, ...]], x: np.ndarray) -> np.ndarray:
+    """(n_shapes, terms, len(x))."""
+    return np.stack([np.stack([factor.evaluate(x) for factor in shape]) for shape in shapes])
+
+
+def _lines(
+    coordinates: np.ndarray, index: int, values: np.ndarray, min_points: int
+) -> Iterable[tuple[np.ndarray, np.ndarray]]:
+    """Lines of the design along parameter ``index``, batched by identical x-vectors:
+    yields (x sorted, values (K, lines, len(x)))."""
+    others = np.delete(coordinates, index, axis=1)
+    _, line_of = np.unique(others, axis=0, return_inverse=True)
+    line_of = line_of.reshape(-1)
+    batches: dict[bytes, tuple[np.ndarray, list[np.ndarray]]] = {}
+    for line in np.unique(line_of):
+        members = np.flatnonzero(line_of == line)
+        members = members[np.argsort(coordinates[members, index], kind="stable")]
+        if len(members) < min_points:
+            continue
+        x = coordinates[members, index]
+        batches.setdefault(x.tobytes(), (x, []))[1].append(members)
+    for x, member_lists in batches.values():
+        yield x, np.stack([values[:, members] for members in member_lists], axis=1)
+
+
+def _aggregate(repetitions: np.ndarray, how: str) -> np.ndarray:
+    reducer = getattr(np, f"nan{how}")  # nanmedian, nanmean, nanmin, nanmax
+    with warnings.catch_warnings():  # all-NaN cells (unmeasured points) are expected
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.asarray(reducer(repetitions, axis=2))

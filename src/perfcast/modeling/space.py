@@ -1,0 +1,124 @@
+"""The hypothesis space: which term shapes and which term structures the search tries.
+
+A *shape* is the coefficient-free part of a single-parameter term, ``x^i * log2(x)^j``.
+A *structure* (term family) says how parameters combine: a set of parameter subsets, each
+subset one product term. ``{x}, {y}`` is ``c0 + c1*f(x) + c2*g(y)``; ``{x, y}`` is
+``c0 + c1*f(x)*g(y)``; ``{x, y}, {x}`` is both. Families are enumerated for any number of
+parameters instead of being hand-listed, bounded by ``max_terms``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from itertools import chain, combinations
+from typing import TypeVar
+
+import numpy as np
+
+from perfcast.modeling.pmnf import Factor, fraction
+
+_EXTRAP_EXPONENTS = "0 1/4 1/3 1/2 2/3 3/4 4/5 1 5/4 4/3 3/2 5/3 7/4 2 9/4 7/3 5/2 8/3 11/4 3"
+DEFAULT_EXPONENTS: tuple[Fraction, ...] = tuple(map(Fraction, _EXTRAP_EXPONENTS.split(" ")))
+"""Extra-P's default polynomial exponent set I."""
+
+DEFAULT_LOG_EXPONENTS: tuple[int, ...] = (0, 1, 2)
+"""Extra-P's default logarithm exponent set J."""
+
+T = TypeVar("T")
+
+Family = tuple[frozenset[str], ...]
+"""A term structure: one parameter subset per product term."""
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Exponent sets of the PMNF search.
+
+    Negative exponents (``-1``, ``-1/2``) model strong scaling, where cost per rank falls
+    with ``p``; they are allowed as long as the measured values of a parameter are positive.
+    """
+
+    exponents: tuple[Fraction, ...] = DEFAULT_EXPONENTS
+    log_exponents: tuple[int, ...] = DEFAULT_LOG_EXPONENTS
+    _shapes: tuple[tuple[Fraction, int], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        exps = tuple(sorted({fraction(e) for e in self.exponents}))
+        logs = tuple(sorted({int(j) for j in self.log_exponents}))
+        if any(j < 0 for j in logs):
+            raise ValueError("log exponents must be non-negative integers")
+        object.__setattr__(self, "exponents", exps)
+        object.__setattr__(self, "log_exponents", logs)
+        shapes = tuple((i, j) for i in exps for j in logs if (i, j) != (0, 0))
+        if not shapes:
+            raise ValueError("the search space has no non-constant term shape")
+        object.__setattr__(self, "_shapes", shapes)
+
+    @classmethod
+    def from_strings(
+        cls, exponents: str | None = None, log_exponents: str | None = None
+    ) -> SearchSpace:
+        """Parse ``"0,1/2,1,2"`` and ``"0,1"`` (the CLI's spelling)."""
+        exps = DEFAULT_EXPONENTS if exponents is None else _split(exponents, fraction)
+        logs = DEFAULT_LOG_EXPONENTS if log_exponents is None else _split(log_exponents, int)
+        return cls(tuple(exps), tuple(logs))
+
+    @property
+    def shapes(self) -> tuple[tuple[Fraction, int], ...]:
+        """All (exponent, log exponent) pairs except the constant (0, 0)."""
+        return self._shapes
+
+    @property
+    def needs_positive_values(self) -> bool:
+        """Logs, fractional and negative powers are only real for positive parameters."""
+        return any(j > 0 for j in self.log_exponents) or any(
+            e.denominator != 1 or e < 0 for e in self.exponents
+        )
+
+    def factors(self, parameter: str) -> list[Factor]:
+        return [Factor(parameter, i, j) for i, j in self.shapes]
+
+    def basis(self, values: np.ndarray) -> np.ndarray:
+        """Every shape evaluated at ``values``: shape (n_shapes, len(values))."""
+        values = np.asarray(values, dtype=float)
+        exps = np.array([float(i) for i, _ in self.shapes])[:, None]
+        logs = np.array([j for _, j in self.shapes])[:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            power = np.where(exps == 0, 1.0, np.power(values[None, :], exps))
+            log = np.where(logs == 0, 1.0, np.power(np.log2(values)[None, :], logs))
+        return np.asarray(power * log)
+
+
+def term_families(
+    parameters: Sequence[str], max_terms: int, allowed: frozenset[frozenset[str]] | None = None
+) -> list[Family]:
+    """Every family of distinct, non-empty parameter subsets with at most ``max_terms`` members.
+
+    The empty family (the constant model) comes first. ``allowed``, if given, limits which
+    subsets may form a product term (a taint prior's multiplicative groups).
+    """
+    subsets = [
+        frozenset(s)
+        for s in chain.from_iterable(
+            combinations(parameters, r) for r in range(1, len(parameters) + 1)
+        )
+        if allowed is None or frozenset(s) in allowed
+    ]
+    families: list[Family] = [()]
+    for size in range(1, max_terms + 1):
+        families.extend(combinations(subsets, size))
+    return families
+
+
+def family_parameters(family: Family) -> tuple[str, ...]:
+    """The parameters a structure uses, sorted."""
+    return tuple(sorted(frozenset().union(*family))) if family else ()
+
+
+def _split(text: str, convert: Callable[[str], T]) -> list[T]:
+    try:
+        return [convert(part.strip()) for part in text.split(",") if part.strip()]
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"cannot parse exponent list {text!r}; write e.g. '0,1/2,1,2'") from None

@@ -1,0 +1,197 @@
+"""The PMNF modeler: exact recovery, noise handling, priors, bad input."""
+
+from fractions import Fraction
+from itertools import product
+
+import numpy as np
+import pytest
+
+from perfcast.errors import InputError
+from perfcast.experiment import Experiment
+from perfcast.modeling import Factor, ModelSet, PMNFModeler, Prior, SearchSpace
+
+GRID = {"p": (4, 8, 16, 32, 64), "n": (10, 20, 30, 40, 50), "s": (2, 4, 6, 8, 10)}
+
+
+def experiment(functions, parameters, repetitions=1, noise=0.0, seed=0):
+    """Sample ``{callpath: f(**point)}`` on the full grid of ``parameters``."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for point in product(*(GRID[p] for p in parameters)):
+        named = dict(zip(parameters, point, strict=True))
+        for callpath, function in functions.items():
+            for _ in range(repetitions):
+                value = function(**named) * (1 + noise * rng.uniform(-1, 1))
+                rows.append((callpath, "time", point, value))
+    return Experiment.from_rows(parameters, rows)
+
+
+def shape(model):
+    """The model's terms as sets of (parameter, exponent, log exponent)."""
+    return sorted(
+        tuple(sorted((f.parameter, f.exponent, f.log_exponent) for f in t.factors))
+        for t in model.terms
+    )
+
+
+def log2(x):
+    return np.log2(x)
+
+
+F = Fraction
+
+
+@pytest.mark.parametrize(
+    ("function", "expected"),
+    [
+        (lambda p: 3 + 2 * p, [(("p", F(1), 0),)]),
+        (lambda p: 1 + 0.5 * p**2 * log2(p), [(("p", F(2), 1),)]),
+        (lambda p: 7 + 4 * p ** (1 / 3), [(("p", F(1, 3), 0),)]),
+        (lambda p: 2 + 3 * log2(p) ** 2, [(("p", F(0), 2),)]),
+        (lambda p: 0.1 + 1e-3 * p**3, [(("p", F(3), 0),)]),
+    ],
+)
+def test_single_parameter_functions_are_recovered_exactly(function, expected):
+    models = PMNFModeler().fit(experiment({"f": function}, ["p"]))
+    model = models[("f", "time")]
+    assert shape(model) == expected
+    assert model.statistics.smape < 1e-6
+
+
+def test_two_parameter_sum_and_product():
+    functions = {
+        "sum": lambda p, n: 5 + 2 * p**2 + 3 * n ** (1 / 2) * log2(n),
+        "product": lambda p, n: 1 + 0.25 * p * log2(p) * n**2,
+        "mixed": lambda p, n: 2 + p * n + 4 * p,
+    }
+    models = PMNFModeler().fit(experiment(functions, ["p", "n"]))
+    assert shape(models[("sum", "time")]) == [(("n", F(1, 2), 1),), (("p", F(2), 0),)]
+    assert shape(models[("product", "time")]) == [(("n", F(2), 0), ("p", F(1), 1))]
+    assert shape(models[("mixed", "time")]) == [(("n", F(1), 0), ("p", F(1), 0)), (("p", F(1), 0),)]
+    assert models[("product", "time")].terms[0].coefficient == pytest.approx(0.25)
+
+
+def test_three_parameter_sums_and_products():
+    functions = {
+        "sum": lambda p, n, s: 1 + p + 2 * n**2 + 3 * s ** (1 / 2),
+        "product": lambda p, n, s: 2 + 0.5 * log2(p) * n * s**2,
+        "nested_plus": lambda p, n, s: 3 + p * n + 5 * s**3,
+    }
+    models = PMNFModeler().fit(experiment(functions, ["p", "n", "s"]))
+    assert shape(models[("sum", "time")]) == [
+        (("n", F(2), 0),),
+        (("p", F(1), 0),),
+        (("s", F(1, 2), 0),),
+    ]
+    assert shape(models[("product", "time")]) == [(("n", F(1), 0), ("p", F(0), 1), ("s", F(2), 0))]
+    assert shape(models[("nested_plus", "time")]) == [
+        (("n", F(1), 0), ("p", F(1), 0)),
+        (("s", F(3), 0),),
+    ]
+
+
+def test_constant_data_gives_constant_model():
+    models = PMNFModeler().fit(experiment({"c": lambda p, n: 42.0}, ["p", "n"], repetitions=3))
+    model = models[("c", "time")]
+    assert model.is_constant()
+    assert model.constant == pytest.approx(42.0)
+
+
+def test_variation_within_noise_gives_constant_model():
+    # 1 % growth across the range, 10 % noise on every repetition: not a real effect.
+    noisy = experiment({"f": lambda p: 100 + 0.01 * p}, ["p"], repetitions=5, noise=0.1)
+    model = PMNFModeler().fit(noisy)[("f", "time")]
+    assert model.is_constant()
+    assert any("noise" in w for w in model.warnings)
+    # The same growth without noise is a real dependency.
+    clean = experiment({"f": lambda p: 100 + 0.01 * p}, ["p"], repetitions=5)
+    assert shape(PMNFModeler().fit(clean)[("f", "time")]) == [(("p", F(1), 0),)]
+
+
+def test_noise_resilience_on_a_realistic_case():
+    noisy = experiment(
+        {"f": lambda p, n: 10 + 0.01 * p**2 * n}, ["p", "n"], repetitions=5, noise=0.05
+    )
+    model = PMNFModeler().fit(noisy)[("f", "time")]
+    assert model.leading_exponents() == {"p": (F(2), 0), "n": (F(1), 0)}
+
+
+def test_batched_result_does_not_depend_on_the_other_call_paths():
+    functions = {"a": lambda p, n: 1 + p * n, "b": lambda p, n: 3 + n**3, "c": lambda p, n: 9.0}
+    together = PMNFModeler().fit(experiment(functions, ["p", "n"]))
+    alone = PMNFModeler().fit(experiment({"b": functions["b"]}, ["p", "n"]))
+    assert together[("b", "time")].text() == alone[("b", "time")].text()
+
+
+def test_prior_excludes_parameters():
+    data = experiment({"f": lambda p, n: 1 + p + n**2}, ["p", "n"], repetitions=2, noise=0.01)
+    prior = Prior("taint", parameters=frozenset({"n"}))
+    model = PMNFModeler().fit(data, priors={"f": prior})[("f", "time")]
+    assert model.parameters == ("n",)
+    assert model.prior == "taint: parameters {n}"
+
+
+def test_prior_forbids_products():
+    data = experiment({"f": lambda p, n: 1 + p * n}, ["p", "n"])
+    prior = Prior("taint", multiplicative=(frozenset({"p"}), frozenset({"n"})))
+    model = PMNFModeler().fit(data, priors={"f": prior})[("f", "time")]
+    assert all(len(term.factors) == 1 for term in model.terms)
+    free = PMNFModeler().fit(data)[("f", "time")]
+    assert len(free.terms) == 1 and len(free.terms[0].factors) == 2
+
+
+def test_constant_prior_and_fixed_structure():
+    data = experiment({"f": lambda p, n: 5 + 2 * p * log2(p) + 0.5 * n}, ["p", "n"], repetitions=2)
+    constant = PMNFModeler().fit(data, priors={"f": Prior.constant("taint")})[("f", "time")]
+    assert constant.is_constant()
+    # A fixed structure that is wrong on purpose: only its coefficients are fitted.
+    fixed = Prior.fixed("effort", [(Factor("p", F(2), 0),), (Factor("n", F(1), 0),)])
+    model = PMNFModeler().fit(data, priors={"f": fixed})[("f", "time")]
+    assert shape(model) == [(("n", F(1), 0),), (("p", F(2), 0),)]
+    assert model.prior.startswith("effort: fixed terms")
+
+
+def test_prior_naming_unknown_parameter_is_rejected():
+    data = experiment({"f": lambda p: p}, ["p"])
+    with pytest.raises(InputError, match=r"\['q'\]"):
+        PMNFModeler().fit(data, priors={"f": Prior("taint", parameters=frozenset({"q"}))})
+
+
+def test_negative_exponents_model_strong_scaling():
+    data = experiment({"f": lambda p: 2 + 1000 / p}, ["p"])
+    space = SearchSpace(exponents=(F(-1), F(-1, 2), F(0), F(1)), log_exponents=(0, 1))
+    model = PMNFModeler(space).fit(data)[("f", "time")]
+    assert shape(model) == [(("p", F(-1), 0),)]
+
+
+def test_model_set_json_round_trip_and_vectorised_prediction(tmp_path):
+    models = PMNFModeler().fit(experiment({"f": lambda p, n: 1 + p * n**2}, ["p", "n"]))
+    path = tmp_path / "models.json"
+    models.save(path)
+    loaded = ModelSet.load(path)
+    model = loaded[("f", "time")]
+    assert model.text() == models[("f", "time")].text()
+    values = loaded.predict({"p": np.array([4.0, 128.0]), "n": np.array([10.0, 1000.0])})
+    np.testing.assert_allclose(values[("f", "time")], [401.0, 128_000_001.0], rtol=1e-9)
+
+
+def test_too_few_values_per_parameter():
+    rows = [("f", "time", (p, 1), float(p)) for p in (1, 2, 3, 4, 5)]
+    rows += [("f", "time", (p, 2), float(p)) for p in (1, 2, 3, 4, 5)]
+    with pytest.raises(InputError, match=r"parameter 'n' .* 2 distinct value"):
+        PMNFModeler().fit(Experiment.from_rows(["p", "n"], rows))
+
+
+def test_non_positive_values_need_a_shift():
+    rows = [("f", "time", (x,), float(x)) for x in (0, 1, 2, 3, 4)]
+    with pytest.raises(InputError, match=r"parameter 'x' takes the value 0"):
+        PMNFModeler().fit(Experiment.from_rows(["x"], rows))
+    integer_space = SearchSpace(exponents=(F(0), F(1), F(2)), log_exponents=(0,))
+    model = PMNFModeler(integer_space).fit(Experiment.from_rows(["x"], rows))[("f", "time")]
+    assert shape(model) == [(("x", F(1), 0),)]
+
+
+def test_nan_measurement_is_rejected():
+    rows = [("f", "time", (x,), float(x)) for x in (1, 2, 3, 4)] + [("f", "time", (5,), np.nan)]
+    with pytest.raises(InputError, match="NaN"):
+        PMNFModeler().fit(Experiment.from_rows(["x"], rows))
