@@ -15,7 +15,11 @@ from collections.abc import Sequence
 
 from perfcast.errors import PerfcastError
 
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = (
+    "perfcast.cli.model",
+    "perfcast.cli.predict",
+    "perfcast.cli.taint",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,6 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PerfcastError as exc:
         print(f"perfcast {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into `head` and the like
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print(f"perfcast {args.command}: interrupted", file=sys.stderr)
         return 130

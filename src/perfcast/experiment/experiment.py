@@ -124,6 +124,31 @@ class Experiment:
             mask &= (self.data[METRIC] == metric).to_numpy()
         return self.data[mask]
 
+    def restricted(
+        self, callpaths: Sequence[str] | None = None, metrics: Sequence[str] | None = None
+    ) -> Experiment:
+        """A copy with only the given call paths and metrics (``None`` keeps all)."""
+        mask = np.ones(len(self.data), dtype=bool)
+        for column, wanted in ((CALLPATH, callpaths), (METRIC, metrics)):
+            if wanted is None:
+                continue
+            wanted = [_normalise(w) for w in wanted] if column == CALLPATH else list(wanted)
+            known = set(self.data[column])
+            missing = [w for w in wanted if w not in known]
+            if missing:
+                raise InputError(
+                    f"no {column} {missing} in the experiment; it has {sorted(known)[:20]}",
+                    path=self.source,
+                )
+            mask &= self.data[column].isin(wanted).to_numpy()
+        kept = self.data[mask]
+        return Experiment(
+            self.parameters,
+            kept,
+            [m for m in self.metrics.values() if m.name in set(kept[METRIC])],
+            source=self.source,
+        )
+
     def aggregate(self, how: str = "median") -> pd.DataFrame:
         """One row per (call path, metric, coordinate): the aggregated value plus the
         repetition count and the repetitions' relative spread (std / |mean|), which the

@@ -48,7 +48,8 @@ def relative_weights(y: np.ndarray) -> np.ndarray:
     """1/|y|, floored so that no point (a zero, say) weighs more than
     ``1 / WEIGHT_FLOOR`` times the largest one and pins the fit on its own."""
     magnitude = np.abs(y)
-    floor = np.maximum(magnitude.max(axis=-1, keepdims=True) * WEIGHT_FLOOR, np.finfo(float).tiny)
+    largest = magnitude.max(axis=-1, keepdims=True)
+    floor = np.where(largest > 0, largest * WEIGHT_FLOOR, 1.0)  # all zero: plain weights
     return 1.0 / np.maximum(magnitude, floor)
 
 

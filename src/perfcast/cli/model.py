@@ -1,0 +1,77 @@
+"""``perfcast model FILE``: measurements in, PMNF models out."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from perfcast.errors import InputError
+from perfcast.experiment import read_experiment
+from perfcast.experiment.experiment import AGGREGATIONS
+from perfcast.experiment.io import FORMATS
+from perfcast.modeling import PMNFModeler, SearchSpace
+from perfcast.modeling.fitting import CRITERIA
+from perfcast.report import STYLES, render_models
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "model",
+        help="fit PMNF models to measurements",
+        description="Fit a PMNF model per call path and metric. Reads every format Extra-P "
+        "reads (text, JSON, JSON Lines, Talpas, Cube directories).",
+    )
+    parser.add_argument("input", type=Path, help="measurement file or Cube directory")
+    parser.add_argument("--format", choices=FORMATS, help="input format (default: detect)")
+    parser.add_argument("-o", "--output", type=Path, help="write the models as JSON here")
+    parser.add_argument(
+        "--style", choices=sorted(STYLES), default="text", help="how to print the models"
+    )
+    parser.add_argument("--metric", action="append", help="model only this metric (repeatable)")
+    parser.add_argument("--callpath", action="append", help="model only this call path")
+    search = parser.add_argument_group("search")
+    search.add_argument("--exponents", help="polynomial exponents, e.g. '0,1/2,1,2,3' or '-1,0,1'")
+    search.add_argument("--log-exponents", help="logarithm exponents, e.g. '0,1,2'")
+    search.add_argument("--terms", type=int, default=1, help="terms per parameter (default 1)")
+    search.add_argument("--criterion", choices=sorted(CRITERIA), default="smape")
+    search.add_argument("--aggregate", choices=AGGREGATIONS, default="median")
+    search.add_argument("--candidates", type=int, default=3, help="shapes kept per parameter")
+    search.add_argument(
+        "--significance",
+        type=float,
+        default=0.001,
+        help="level of the per-parameter noise test; 0 disables it (default 0.001)",
+    )
+    search.add_argument(
+        "--allow-negative-terms",
+        action="store_true",
+        help="accept hypotheses with negative term coefficients",
+    )
+    search.add_argument(
+        "--unweighted", action="store_true", help="plain instead of relative least squares"
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        space = SearchSpace.from_strings(args.exponents, args.log_exponents)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    modeler = PMNFModeler(
+        space,
+        terms=args.terms,
+        criterion=args.criterion,
+        aggregation=args.aggregate,
+        candidates=args.candidates,
+        significance=args.significance or None,
+        weighting="none" if args.unweighted else "relative",
+        positive_terms=not args.allow_negative_terms,
+    )
+    experiment = read_experiment(args.input, args.format)
+    experiment = experiment.restricted(callpaths=args.callpath, metrics=args.metric)
+    models = modeler.fit(experiment)
+    if args.output:
+        models.save(args.output)
+    print(render_models(models, args.style))
+    return 0

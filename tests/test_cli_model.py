@@ -1,0 +1,86 @@
+"""`perfcast model` and `perfcast predict` end to end, through the real entry point."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfcast.cli import main
+
+EXAMPLE = Path(__file__).parents[1] / "examples" / "data" / "relearn.txt"
+
+
+def test_model_prints_and_saves_extrap_like_models(tmp_path, capsys):
+    out = tmp_path / "models.json"
+    assert main(["model", str(EXAMPLE), "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "Callpath: Initialization" in printed
+    assert "Model: " in printed
+    data = json.loads(out.read_text())
+    assert data["parameters"] == ["p", "n"]
+    assert len(data["models"]) == 14
+    init = next(m for m in data["models"] if m["callpath"] == "Initialization")
+    assert init["metric"] == "time"
+    for term in init["terms"]:
+        assert set(term) == {"coefficient", "factors"}
+        for factor in term["factors"]:
+            assert set(factor) == {"parameter", "exponent", "log_exponent"}
+            assert factor["parameter"] in ("p", "n")
+    assert set(init["statistics"]) >= {"rss", "smape", "adjusted_r2", "cv_error"}
+
+
+@pytest.mark.parametrize("style", ["json", "python", "latex"])
+def test_model_styles(style, capsys):
+    assert main(["model", str(EXAMPLE), "--style", style, "--callpath", "Initialization"]) == 0
+    printed = capsys.readouterr().out
+    if style == "json":
+        assert json.loads(printed)["models"][0]["callpath"] == "Initialization"
+    elif style == "python":
+        namespace: dict = {}
+        exec(printed, namespace)
+        value = namespace["MODELS"][("Initialization", "time")](p=64, n=5000)
+        assert value > 0
+    else:
+        assert printed.startswith(r"\begin{tabular}")
+
+
+def test_predict_evaluates_saved_models(tmp_path, capsys):
+    out = tmp_path / "models.json"
+    main(["model", str(EXAMPLE), "-o", str(out)])
+    capsys.readouterr()
+    assert (
+        main(["predict", str(out), "p=64,4096", "n=5000,48000", "--callpath", "Initialization"])
+        == 0
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:2] == ["callpath", "metric"]
+    assert "p=4096, n=48000" in lines[0]
+    values = [float(v) for v in lines[1].split()[-2:]]
+    assert values[1] > values[0] > 0
+
+
+def test_predict_names_unknown_parameters(tmp_path, capsys):
+    out = tmp_path / "models.json"
+    main(["model", str(EXAMPLE), "-o", str(out)])
+    assert main(["predict", str(out), "q=3"]) == 2
+    assert "not ['q']" in capsys.readouterr().err
+    assert main(["predict", str(out), "p=3"]) == 2
+    assert "missing ['n']" in capsys.readouterr().err
+
+
+def test_malformed_input_is_a_message_not_a_traceback(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("PARAMETER p\n\nPOINTS ( 1 ) ( 2 ) ( 3 )\n\nREGION r\nMETRIC time\nDATA 1 2\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "perfcast", "model", str(bad)], capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert str(bad) in result.stderr
+
+
+def test_unknown_callpath_selection(capsys):
+    assert main(["model", str(EXAMPLE), "--callpath", "nope"]) == 2
+    assert "no callpath ['nope']" in capsys.readouterr().err
