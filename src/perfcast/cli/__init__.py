@@ -18,7 +18,6 @@ from perfcast.errors import PerfcastError
 COMMAND_MODULES: tuple[str, ...] = (
     "perfcast.cli.model",
     "perfcast.cli.predict",
-    "perfcast.cli.taint",
 )
 
 
