@@ -18,6 +18,7 @@ from perfcast.errors import PerfcastError
 COMMAND_MODULES: tuple[str, ...] = (
     "perfcast.cli.model",
     "perfcast.cli.predict",
+    "perfcast.cli.taint",
 )
 
 

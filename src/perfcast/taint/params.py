@@ -1,0 +1,54 @@
+"""Parameters marked from the command line, so most programs need no source change.
+
+A parameter is bound to where its value arrives in the program's ``argv``:
+
+* ``size=argv:1``   -- the first argument after the program name;
+* ``iters=flag:-i`` -- the value after ``-i`` (``-i 10``) or in ``-i=10``.
+
+The runtime labels the bytes of that argument before ``main`` runs; the label follows the
+value through ``atoi``/``strtol``/``std::stoi`` into the program. Parameters marked in the
+source with ``perfcast_register(&var, "name")`` need no binding.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from perfcast.errors import InputError
+
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class ArgvParameter:
+    name: str
+    kind: str  # "pos" or "flag"
+    where: str  # position (as text) or flag spelling
+
+    @classmethod
+    def parse(cls, text: str) -> ArgvParameter:
+        """Read ``name=argv:N`` or ``name=flag:-x``."""
+        name, sep, binding = text.partition("=")
+        kind, _, where = binding.partition(":")
+        if not sep or not NAME.match(name):
+            raise InputError(
+                f"parameter binding {text!r}: expected NAME=argv:N or NAME=flag:-x, "
+                "NAME a C identifier"
+            )
+        if kind == "argv" and where.isdigit() and int(where) > 0:
+            return cls(name, "pos", where)
+        if kind == "flag" and where.startswith("-") and not set(where) & {";", ":", " "}:
+            return cls(name, "flag", where)
+        raise InputError(
+            f"parameter binding {text!r}: use argv:N with N >= 1 (position after the program "
+            "name) or flag:-x (value after the flag -x)"
+        )
+
+    def describe(self) -> str:
+        return f"argv:{self.where}" if self.kind == "pos" else f"flag:{self.where}"
+
+
+def runtime_spec(parameters: list[ArgvParameter]) -> str:
+    """The ``$PERFCAST_TAINT_ARGV`` value the runtime reads."""
+    return ";".join(f"{p.name}:{p.kind}:{p.where}" for p in parameters)

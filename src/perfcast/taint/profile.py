@@ -1,0 +1,346 @@
+"""From run-time records to the taint profile (format: README.md in this package).
+
+The dependency of a call path is built over its loop-nest tree (paper section 4.2): a loop
+multiplies the labels of its exit conditions with everything inside it, items in sequence
+add, and a call composes the callee's dependency at the point of the call. Taint gives the
+parameters of a loop's trip count, not the function of them, so a dependency is a sum of
+*products of parameter sets*: ``size*p + iters``. Exponents are left to the modeler; terms
+contained in a larger term are absorbed (``n*m + n`` is ``n*m``: every model the first
+allows, the second allows too).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfcast.experiment.calltree import join_callpath
+from perfcast.taint.libdb import LibraryDatabase
+from perfcast.taint.records import Context, ContextRecord, RunRecords
+from perfcast.taint.sitemap import Function, SiteMap
+
+FORMAT = "perfcast-taint-profile/1"
+
+Term = frozenset[str]
+Dependency = frozenset[Term]
+CONSTANT: Dependency = frozenset({frozenset()})
+
+
+def absorb(terms: Iterable[Term]) -> Dependency:
+    unique = set(terms)
+    kept = {t for t in unique if not any(t < other for other in unique)}
+    return frozenset(kept or {frozenset()})
+
+
+def add(*parts: Dependency) -> Dependency:
+    return absorb(t for part in parts for t in part)
+
+
+def multiply(labels: Term, inner: Dependency) -> Dependency:
+    return absorb(labels | t for t in inner)
+
+
+def render(dependency: Dependency) -> str:
+    """``size*p + iters``; ``1`` for a constant."""
+    terms = sorted((sorted(t) for t in dependency if t), key=lambda t: (-len(t), t))
+    return " + ".join("*".join(t) for t in terms) or "1"
+
+
+def terms_json(dependency: Dependency) -> list[list[str]]:
+    return sorted((sorted(t) for t in dependency if t), key=lambda t: (-len(t), t))
+
+
+@dataclass
+class _Node:
+    """One calling context with everything needed to compose dependencies."""
+
+    context: Context
+    function: Function
+    record: ContextRecord
+    children: list[_Node] = field(default_factory=list)
+
+
+class ProfileBuilder:
+    def __init__(self, sitemap: SiteMap, records: RunRecords, database: LibraryDatabase):
+        self.sitemap = sitemap
+        self.functions = sitemap.by_fid()
+        self.records = records
+        self.database = database
+
+    # ---- per context ----------------------------------------------------------------------
+    def _loop_labels(self, function: Function, record: ContextRecord) -> dict[int, set[str]]:
+        labels: dict[int, set[str]] = {}
+        for loop in function.loops:
+            observed = [
+                record.sites[s] for s in function.loop_labels_sites(loop.index) if s in record.sites
+            ]
+            if observed:
+                labels[loop.index] = set().union(*(s.labels for s in observed))
+        return labels
+
+    def _call_params(self, routine: str, labels: set[str]) -> Term:
+        return frozenset(self.database.routine_parameters(routine, labels))
+
+    def _dependency(self, node: _Node, *, inclusive: bool) -> Dependency:
+        function, record = node.function, node.record
+        loop_labels = self._loop_labels(function, record)
+
+        def scope(loop: int | None) -> Dependency:
+            parts: list[Dependency] = [CONSTANT]
+            for child_loop in function.loops:
+                if child_loop.parent == loop and child_loop.index in loop_labels:
+                    inner = scope(child_loop.index)
+                    parts.append(multiply(frozenset(loop_labels[child_loop.index]), inner))
+            if inclusive:
+                key = -1 if loop is None else loop
+                for child in node.children:
+                    if child.context[-1][1] == key:
+                        parts.append(self._dependency(child, inclusive=True))
+                for (routine, call_loop), call in record.calls.items():
+                    if call_loop == key:
+                        parts.append(frozenset({self._call_params(routine, call.labels)}))
+            return add(*parts)
+
+        return scope(None)
+
+    def _loop_tree(self, function: Function, labels: dict[int, set[str]]) -> list[dict[str, Any]]:
+        def subtree(parent: int | None) -> list[dict[str, Any]]:
+            return [
+                {
+                    "line": loop.line,
+                    "kind": loop.kind,
+                    "params": sorted(labels.get(loop.index, ())),
+                    "executed": loop.index in labels,
+                    "constant_bounds": loop.constant,
+                    "loops": subtree(loop.index),
+                }
+                for loop in function.loops
+                if loop.parent == parent
+            ]
+
+        return subtree(None)
+
+    def _branches(self, function: Function, record: ContextRecord) -> list[dict[str, Any]]:
+        lines = {loop.index: loop.line for loop in function.loops}
+        out = []
+        for site in function.sites:
+            observed = record.sites.get(site.index)
+            if site.kind != "branch" or observed is None or not observed.labels:
+                continue
+            out.append(
+                {
+                    "line": site.line,
+                    "params": sorted(observed.labels),
+                    "in_loop": site.loop is not None,
+                    "exits_loops_at": sorted(lines[i] for i in site.exits),
+                    "evaluated": observed.count,
+                    "taken": observed.taken,
+                }
+            )
+        return out
+
+    # ---- assembly -----------------------------------------------------------------------
+    def _tree(self) -> list[_Node]:
+        nodes: dict[Context, _Node] = {}
+        for context in sorted(self.records.contexts, key=len):
+            function = self.functions.get(context[-1][0])
+            if function is None:
+                continue
+            node = _Node(context, function, self.records.contexts[context])
+            nodes[context] = node
+            parent = nodes.get(context[:-1])
+            if parent is not None:
+                parent.children.append(node)
+        return [n for n in nodes.values() if len(n.context) == 1 or n.context[:-1] not in nodes]
+
+    def _path(self, context: Context) -> str:
+        return join_callpath(self.functions[fid].name for fid, _ in context)
+
+    def build(self, batches: list[list[str]], sources: dict[str, str]) -> dict[str, Any]:
+        per_path: dict[str, dict[str, Any]] = {}
+        function_paths: dict[str, list[str]] = defaultdict(list)
+        library: dict[str, dict[str, Any]] = {}
+        warnings: list[str] = []
+        recursive: set[str] = set()
+
+        def visit(node: _Node) -> None:
+            path = self._path(node.context)
+            name = node.function.name
+            labels = self._loop_labels(node.function, node.record)
+            inclusive = self._dependency(node, inclusive=True)
+            exclusive = self._dependency(node, inclusive=False)
+            entry = per_path.get(path)
+            if node.record.recursive:
+                recursive.add(name)
+            if entry is None:
+                entry = per_path[path] = {
+                    "function": name,
+                    "dep": inclusive,
+                    "exc": exclusive,
+                    "labels": labels,
+                    "branches": self._branches(node.function, node.record),
+                    "mpi": {},
+                }
+                function_paths[name].append(path)
+            else:
+                entry["dep"] = add(entry["dep"], inclusive)
+                entry["exc"] = add(entry["exc"], exclusive)
+                for loop, found in labels.items():
+                    entry["labels"].setdefault(loop, set()).update(found)
+            for (routine, _), call in node.record.calls.items():
+                params = self._call_params(routine, call.labels)
+                mpi = entry["mpi"].setdefault(routine, {"params": set(), "calls": 0})
+                mpi["params"] |= params
+                mpi["calls"] += call.count
+                lib = library.setdefault(routine, {"params": set(), "callpaths": {}})
+                lib["params"] |= params
+                lib_path = join_callpath([path, routine])
+                lib["callpaths"].setdefault(lib_path, set()).update(params)
+            for child in node.children:
+                visit(child)
+
+        for root in self._tree():
+            visit(root)
+
+        functions: dict[str, Any] = {}
+        executed = set(function_paths)
+        for function in self.sitemap.functions:
+            if function.name not in executed:
+                continue
+            paths = function_paths[function.name]
+            entries = [per_path[p] for p in paths]
+            dep = add(*(e["dep"] for e in entries))
+            exc = add(*(e["exc"] for e in entries))
+            merged_labels: dict[int, set[str]] = defaultdict(set)
+            for e in entries:
+                for loop, found in e["labels"].items():
+                    merged_labels[loop] |= found
+            functions[function.name] = {
+                "file": function.file,
+                "line": function.line,
+                "params": sorted(set().union(*dep)),
+                "dependency": render(dep),
+                "terms": terms_json(dep),
+                "exclusive_dependency": render(exc),
+                "exclusive_terms": terms_json(exc),
+                "loops": self._loop_tree(function, merged_labels),
+                "branches": [b for e in entries for b in e["branches"]],
+                "mpi": _mpi_json(entries),
+                "recursive": function.name in recursive,
+                "callpaths": {
+                    p: {
+                        "params": sorted(set().union(*per_path[p]["dep"])),
+                        "dependency": render(per_path[p]["dep"]),
+                        "terms": terms_json(per_path[p]["dep"]),
+                        "exclusive_dependency": render(per_path[p]["exc"]),
+                        "exclusive_terms": terms_json(per_path[p]["exc"]),
+                        "loops": self._loop_tree(function, per_path[p]["labels"]),
+                        "mpi": _mpi_json([per_path[p]]),
+                    }
+                    for p in paths
+                },
+            }
+        for routine, lib in sorted(library.items()):
+            term = frozenset(lib["params"])
+            functions[routine] = {
+                "file": None,
+                "line": None,
+                "library": self.database.library,
+                "params": sorted(term),
+                "dependency": render(absorb([term])),
+                "terms": terms_json(absorb([term])),
+                "exclusive_dependency": render(absorb([term])),
+                "exclusive_terms": terms_json(absorb([term])),
+                "loops": [],
+                "branches": [],
+                "mpi": {},
+                "recursive": False,
+                "callpaths": {
+                    p: {
+                        "params": sorted(params),
+                        "dependency": render(absorb([frozenset(params)])),
+                        "terms": terms_json(absorb([frozenset(params)])),
+                    }
+                    for p, params in sorted(lib["callpaths"].items())
+                },
+            }
+        parameters = self._coverage(functions, batches, sources)
+        unused = sorted(n for n, c in parameters.items() if not c["loops"] and not c["mpi"])
+        for name in unused:
+            warnings.append(
+                f"parameter {name} reaches no loop condition and no MPI call in this run: "
+                "it does not change the cost of any function; leave it out of the model"
+            )
+        for name in sorted(recursive):
+            warnings.append(
+                f"{name} is recursive: its dependency over-approximates (recursion depth is "
+                "not a loop the analysis sees)"
+            )
+        user = [f for f in self.sitemap.functions if f.name in functions]
+        return {
+            "format": FORMAT,
+            "parameters": parameters,
+            "functions": functions,
+            "pruned": sorted({f.name for f in self.sitemap.functions if f.pruned}),
+            "constant": sorted(f.name for f in user if functions[f.name]["dependency"] == "1"),
+            "not_executed": sorted(
+                {f.name for f in self.sitemap.functions if not f.pruned} - executed
+            ),
+            "relevant": sorted(f.name for f in user if functions[f.name]["dependency"] != "1"),
+            "unused_parameters": unused,
+            "batches": batches,
+            "processes": self.records.processes,
+            "warnings": warnings,
+        }
+
+    def _coverage(
+        self, functions: dict[str, Any], batches: list[list[str]], sources: dict[str, str]
+    ) -> dict[str, dict[str, Any]]:
+        names = [n for batch in batches for n in batch]
+        coverage: dict[str, dict[str, Any]] = {
+            n: {
+                "source": sources.get(n, "perfcast_register"),
+                "loops": 0,
+                "functions": 0,
+                "branches": 0,
+                "mpi": [],
+            }
+            for n in names
+        }
+        for name, entry in functions.items():
+            if entry["file"] is None:
+                for param in entry["params"]:
+                    if param in coverage:
+                        coverage[param]["mpi"].append(name)
+                continue
+            direct: set[str] = set()
+            for loop in _walk(entry["loops"]):
+                for param in loop["params"]:
+                    coverage[param]["loops"] += 1
+                    direct.add(param)
+            for param in direct:
+                coverage[param]["functions"] += 1
+            for branch in entry["branches"]:
+                for param in branch["params"]:
+                    coverage[param]["branches"] += 1
+        return coverage
+
+
+def _walk(loops: list[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+    for loop in loops:
+        yield loop
+        yield from _walk(loop["loops"])
+
+
+def _mpi_json(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    merged: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        for routine, info in e["mpi"].items():
+            target = merged.setdefault(routine, {"params": set(), "calls": 0})
+            target["params"] |= info["params"]
+            target["calls"] += info["calls"]
+    return {
+        r: {"params": sorted(v["params"]), "calls": v["calls"]} for r, v in sorted(merged.items())
+    }

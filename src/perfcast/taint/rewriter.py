@@ -1,0 +1,779 @@
+"""Source-to-source instrumentation of loops and branches with libclang.
+
+For every function definition of the project (its own files, not system headers) the
+rewriter inserts, as text, calls into the perfcast taint runtime:
+
+* a frame at the top of the body (``__PERFCAST_FRAME``), so records are per call path;
+* around every loop ``__perfcast_loop_begin/end``, so calls know which loop they sit in;
+* around every loop exit condition and every ``if``/``switch`` condition a sink
+  (``__perfcast_cond``) that records the condition's taint labels per site and keeps them
+  in a local *slot* variable; ``if`` conditions that guard a ``break``/``return`` are
+  recorded as exit guards of the loops they leave; range-for loops check ``begin != end``;
+* control-flow taint, which DataFlowSanitizer lacks: an assignment, increment, modifying
+  member call or ``return`` made under a branch or inside a loop gets the labels of the
+  enclosing conditions (``__perfcast_flow``). A simple variable only inherits from
+  conditions whose statement does not also contain its declaration, because a variable
+  born inside a loop body does not carry the trip count out of the loop.
+
+Only insertions are made (plus the left-hand side of instrumented assignments, which is
+re-emitted), never new lines, so line numbers stay those of the original file; a ``#line``
+directive after the prelude keeps diagnostics pointing at the user's file.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clang import cindex
+from clang.cindex import Cursor, CursorKind, TypeKind
+
+from perfcast.taint.sitemap import Loop, Site
+
+CK = CursorKind
+
+LOOP_KINDS = {
+    CK.FOR_STMT: "for",
+    CK.WHILE_STMT: "while",
+    CK.DO_STMT: "do",
+    CK.CXX_FOR_RANGE_STMT: "range-for",
+}
+FUNCTION_KINDS = {
+    CK.FUNCTION_DECL,
+    CK.CXX_METHOD,
+    CK.CONSTRUCTOR,
+    CK.DESTRUCTOR,
+    CK.FUNCTION_TEMPLATE,
+    CK.CONVERSION_FUNCTION,
+}
+SCALAR_TYPES = {
+    TypeKind.BOOL,
+    TypeKind.CHAR_U,
+    TypeKind.UCHAR,
+    TypeKind.CHAR16,
+    TypeKind.CHAR32,
+    TypeKind.USHORT,
+    TypeKind.UINT,
+    TypeKind.ULONG,
+    TypeKind.ULONGLONG,
+    TypeKind.CHAR_S,
+    TypeKind.SCHAR,
+    TypeKind.WCHAR,
+    TypeKind.SHORT,
+    TypeKind.INT,
+    TypeKind.LONG,
+    TypeKind.LONGLONG,
+    TypeKind.FLOAT,
+    TypeKind.DOUBLE,
+    TypeKind.LONGDOUBLE,
+    TypeKind.POINTER,
+    TypeKind.ENUM,
+}
+ASSIGN_OPS = {"=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=", "|=", "^="}
+STEP_OPS = {"++", "--"}
+NESTING_STATEMENTS = {
+    CK.IF_STMT,
+    CK.FOR_STMT,
+    CK.WHILE_STMT,
+    CK.CXX_FOR_RANGE_STMT,
+    CK.LABEL_STMT,
+    CK.CASE_STMT,
+    CK.DEFAULT_STMT,
+}
+"""Statements that end where their last sub-statement ends."""
+SIMPLE_OBJECT_TOKENS = {".", "this", "->"}
+
+
+@dataclass
+class Token:
+    start: int
+    end: int
+    spelling: str
+
+
+class SourceText:
+    """One file's bytes and tokens; offsets are byte offsets into the file."""
+
+    def __init__(self, path: Path, tu: cindex.TranslationUnit):
+        self.path = path
+        self.data = path.read_bytes()
+        handle = tu.get_file(str(path))
+        extent = cindex.SourceRange.from_locations(
+            cindex.SourceLocation.from_offset(tu, handle, 0),
+            cindex.SourceLocation.from_offset(tu, handle, len(self.data)),
+        )
+        self.tokens = [
+            Token(t.extent.start.offset, t.extent.end.offset, t.spelling)
+            for t in tu.get_tokens(extent=extent)
+        ]
+        self._starts = [t.start for t in self.tokens]
+
+    def text(self, start: int, end: int) -> str:
+        return self.data[start:end].decode()
+
+    def first_at(self, offset: int) -> int:
+        """Index of the first token starting at or after ``offset``."""
+        return bisect.bisect_left(self._starts, offset)
+
+    def tokens_in(self, start: int, end: int) -> list[Token]:
+        return self.tokens[self.first_at(start) : self.first_at(end)]
+
+
+@dataclass(order=True)
+class Edit:
+    """Insert ``text`` at ``start`` (``end == start``) or replace ``[start, end)``.
+
+    ``rank`` orders edits at the same offset: closing text before opening text, inner
+    closers before outer ones, outer openers before inner ones.
+    """
+
+    start: int
+    rank: tuple[int, int]
+    end: int = field(compare=False)
+    text: str = field(compare=False)
+
+
+def apply_edits(data: bytes, edits: list[Edit]) -> bytes:
+    out: list[bytes] = []
+    pos = 0
+    for edit in sorted(edits):
+        if edit.start < pos:  # overlapping replacement: the rewriter never produces one
+            raise AssertionError(f"overlapping edits at byte {edit.start}")
+        out.append(data[pos : edit.start])
+        out.append(edit.text.encode())
+        pos = edit.end
+    out.append(data[pos:])
+    return b"".join(out)
+
+
+def strip(cursor: Cursor) -> Cursor:
+    """Look through implicit casts and parentheses."""
+    while cursor.kind in (CK.UNEXPOSED_EXPR, CK.PAREN_EXPR):
+        children = list(cursor.get_children())
+        if len(children) != 1:
+            break
+        cursor = children[0]
+    return cursor
+
+
+def is_constant_expression(cursor: Cursor) -> bool:
+    cursor = strip(cursor)
+    kind = cursor.kind
+    if kind in (CK.INTEGER_LITERAL, CK.CHARACTER_LITERAL, CK.CXX_BOOL_LITERAL_EXPR):
+        return True
+    if kind == CK.CXX_UNARY_EXPR:  # sizeof / alignof
+        return True
+    if kind in (CK.BINARY_OPERATOR, CK.UNARY_OPERATOR, CK.CSTYLE_CAST_EXPR):
+        children = list(cursor.get_children())
+        return bool(children) and all(is_constant_expression(c) for c in children)
+    if kind == CK.DECL_REF_EXPR and cursor.referenced is not None:
+        ref = cursor.referenced
+        if ref.kind == CK.ENUM_CONSTANT_DECL:
+            return True
+        if ref.kind == CK.VAR_DECL and ref.type.is_const_qualified():
+            inits = [c for c in ref.get_children() if c.kind != CK.TYPE_REF]
+            return len(inits) == 1 and is_constant_expression(inits[0])
+    return False
+
+
+class FunctionRewriter:
+    """Instruments one function body; ``record`` False keeps only control-flow taint."""
+
+    def __init__(
+        self,
+        source: SourceText,
+        cursor: Cursor,
+        fid: int,
+        *,
+        record: bool,
+        cplusplus: bool,
+        constant_loops: set[int],
+    ):
+        self.src = source
+        self.cursor = cursor
+        self.fid = fid
+        self.record = record
+        self.cplusplus = cplusplus
+        self.constant_loops = constant_loops  # body offsets of loops with constant trip counts
+        self.edits: list[Edit] = []
+        self.loops: list[Loop] = []
+        self.sites: list[Site] = []
+        self._scopes: list[_Scope] = []
+        self._loop_stack: list[int] = []
+        self._breakables: list[int | None] = []  # loop index, or None for a switch
+        self._depth = 0
+
+    # ---- edits --------------------------------------------------------------------------
+    def _open(self, offset: int, text: str) -> None:
+        self.edits.append(Edit(offset, (1, self._depth), offset, text))
+
+    def _close(self, offset: int, text: str) -> None:
+        self.edits.append(Edit(offset, (0, -self._depth), offset, text))
+
+    # ---- entry --------------------------------------------------------------------------
+    def run(self, body: Cursor) -> None:
+        for statement in body.get_children():
+            self._statement(statement)
+        self._resolve_loop_controls()
+        brace = body.extent.start.offset + 1
+        prelude = []
+        if self.record:
+            prelude.append(f"__PERFCAST_FRAME({self.fid}, {len(self.sites)});")
+        if self.sites:
+            slots = ", ".join(f"__pc_s{s.index} = 0" for s in self.sites)
+            prelude.append(f"__attribute__((unused)) __pc_label {slots};")
+        if self.record and self.cursor.spelling == "main":
+            params = [c.spelling for c in self.cursor.get_children() if c.kind == CK.PARM_DECL]
+            if len(params) >= 2 and all(params[:2]):
+                prelude.append(f"__perfcast_argv({params[0]}, {params[1]});")
+        if prelude:
+            self.edits.append(Edit(brace, (1, -1), brace, " " + " ".join(prelude) + " "))
+
+    # ---- statements ---------------------------------------------------------------------
+    def _statement(self, cursor: Cursor) -> None:
+        kind = cursor.kind
+        self._depth += 1
+        try:
+            if kind in LOOP_KINDS:
+                self._loop(cursor)
+            elif kind == CK.IF_STMT:
+                self._if(cursor)
+            elif kind == CK.SWITCH_STMT:
+                self._switch(cursor)
+            elif kind == CK.BREAK_STMT:
+                self._break()
+            elif kind in (CK.RETURN_STMT, CK.GOTO_STMT):
+                self._leave_function(cursor)
+            elif kind in (
+                CK.COMPOUND_STMT,
+                CK.LABEL_STMT,
+                CK.CASE_STMT,
+                CK.DEFAULT_STMT,
+                CK.CXX_TRY_STMT,
+                CK.CXX_CATCH_STMT,
+            ):
+                for child in cursor.get_children():
+                    if child.kind.is_statement() or child.kind.is_expression():
+                        self._statement(child)
+            elif kind.is_expression():
+                self._expression_statement(cursor)
+        finally:
+            self._depth -= 1
+
+    def _statement_end(self, cursor: Cursor) -> int:
+        """Offset just past the statement, including its terminating ``;``."""
+        kind = cursor.kind
+        children = list(cursor.get_children())
+        if children and kind in NESTING_STATEMENTS:
+            return max(cursor.extent.end.offset, self._statement_end(children[-1]))
+        end = cursor.extent.end.offset
+        if kind == CK.COMPOUND_STMT:
+            return end
+        index = self.src.first_at(end - 1)
+        if index < len(self.src.tokens) and self.src.tokens[index].spelling == ";":
+            return self.src.tokens[index].end
+        index = self.src.first_at(end)
+        if index < len(self.src.tokens) and self.src.tokens[index].spelling == ";":
+            return self.src.tokens[index].end
+        return end
+
+    def _parens(self, cursor: Cursor, keyword: str, after: int | None = None) -> tuple[int, int]:
+        """Token indices of the ``(`` and matching ``)`` following ``keyword``."""
+        start = cursor.extent.start.offset if after is None else after
+        index = self.src.first_at(start)
+        tokens = self.src.tokens
+        while index < len(tokens) and tokens[index].spelling != keyword:
+            index += 1
+        while index < len(tokens) and tokens[index].spelling != "(":
+            if tokens[index].spelling in ("{", ";"):
+                raise _Skip
+            index += 1
+        if index >= len(tokens):
+            raise _Skip
+        open_index, level = index, 0
+        for index in range(open_index, len(tokens)):
+            spelling = tokens[index].spelling
+            if spelling in ("(", "[", "{"):
+                level += 1
+            elif spelling in (")", "]", "}"):
+                level -= 1
+                if level == 0:
+                    return open_index, index
+        raise _Skip
+
+    def _top_level(self, first: int, last: int, spelling: str) -> list[int]:
+        """Token indices of ``spelling`` strictly between ``first`` and ``last`` at depth 0."""
+        found, level = [], 0
+        for index in range(first + 1, last):
+            s = self.src.tokens[index].spelling
+            if s in ("(", "[", "{"):
+                level += 1
+            elif s in (")", "]", "}"):
+                level -= 1
+            elif s == spelling and level == 0:
+                found.append(index)
+        return found
+
+    def _wrap_condition(self, first: int, last: int, site: Site | None, slot: int) -> None:
+        """Wrap the tokens ``first..last`` (inclusive) in a condition sink."""
+        tokens = self.src.tokens
+        if first > last:
+            return
+        start, end = tokens[first].start, tokens[last].end
+        number = site.index if site is not None else -1
+        self._open(start, f"__perfcast_cond({number}, !!(")
+        self._close(end, f"), &__pc_s{slot})")
+
+    def _new_site(self, kind: str, line: int, loop: int | None) -> Site:
+        site = Site(index=len(self.sites), kind=kind, line=line, loop=loop)
+        self.sites.append(site)
+        return site
+
+    # ---- loops --------------------------------------------------------------------------
+    def _loop(self, cursor: Cursor) -> None:
+        kind = LOOP_KINDS[cursor.kind]
+        keyword = {"range-for": "for"}.get(kind, kind)
+        first = self.src.tokens[self.src.first_at(cursor.extent.start.offset)]
+        if first.spelling != keyword:  # written inside a macro: leave it alone
+            return
+        children = list(cursor.get_children())
+        body = children[0] if kind == "do" else children[-1]
+        try:
+            if kind == "do":
+                lparen, rparen = self._parens(cursor, "while", after=body.extent.end.offset)
+            else:
+                lparen, rparen = self._parens(cursor, keyword)
+        except _Skip:
+            return
+        index = len(self.loops)
+        parent = self._loop_stack[-1] if self._loop_stack else None
+        line = cursor.location.line
+        site: Site | None = None
+        cond_first, cond_last = lparen + 1, rparen - 1
+        if kind == "for":
+            semis = self._top_level(lparen, rparen, ";")
+            if len(semis) != 2:
+                return
+            cond_first, cond_last = semis[0] + 1, semis[1] - 1
+        elif kind == "range-for":
+            colons = self._top_level(lparen, rparen, ":")
+            if not colons:
+                return
+            cond_first = colons[-1] + 1
+        has_condition = cond_first <= cond_last
+        if has_condition:
+            site = self._new_site("loop", line, index)
+        loop = Loop(
+            index=index,
+            kind=kind,
+            line=line,
+            parent=parent,
+            condition=site.index if site is not None else None,
+            constant=cursor.extent.start.offset in self.constant_loops,
+        )
+        self.loops.append(loop)
+        if site is not None:
+            self._condition_for_loop(kind, cond_first, cond_last, site)
+        if self.record:
+            self._open(cursor.extent.start.offset, f"{{ __perfcast_loop_begin({index}); ")
+            self._close(
+                self._statement_end(cursor),
+                f" __perfcast_loop_end({-1 if parent is None else parent}); }}",
+            )
+        scope = _Scope(
+            start=cursor.extent.start.offset,
+            end=cursor.extent.end.offset,
+            slot=site.index if site is not None else None,
+            site=None,
+            loops=list(self._loop_stack),
+            loop=index,
+        )
+        self._scopes.append(scope)
+        self._loop_stack.append(index)
+        self._breakables.append(index)
+        try:
+            self._statement(body)
+        finally:
+            self._breakables.pop()
+            self._loop_stack.pop()
+            self._scopes.pop()
+
+    def _condition_for_loop(self, kind: str, first: int, last: int, site: Site) -> None:
+        number = site.index if self.record else -1
+        if kind == "range-for":
+            if not self.cplusplus:
+                return
+            tokens = self.src.tokens
+            self._open(tokens[first].start, f"__perfcast_range({number}, &__pc_s{site.index}, ")
+            self._close(tokens[last].end, ")")
+        else:
+            self._wrap_condition(first, last, site if self.record else None, site.index)
+
+    # ---- branches -----------------------------------------------------------------------
+    def _if(self, cursor: Cursor) -> None:
+        tokens = self.src.tokens
+        start = self.src.first_at(cursor.extent.start.offset)
+        if tokens[start].spelling != "if":
+            return
+        try:
+            lparen, rparen = self._parens(cursor, "if")
+        except _Skip:
+            return
+        constexpr = tokens[start + 1].spelling == "constexpr"
+        boundary = tokens[rparen].end
+        children = list(cursor.get_children())
+        header = [c for c in children if c.extent.start.offset < boundary]
+        bodies = [c for c in children if c.extent.start.offset >= boundary]
+        plain = (
+            not constexpr
+            and not self._top_level(lparen, rparen, ";")
+            and not any(c.kind in (CK.VAR_DECL, CK.DECL_STMT) for c in header)
+        )
+        site = None
+        if plain:
+            site = self._new_site(
+                "branch", cursor.location.line, self._loop_stack[-1] if self._loop_stack else None
+            )
+            self._wrap_condition(lparen + 1, rparen - 1, site if self.record else None, site.index)
+        self._branch_scope(cursor, site, bodies)
+
+    def _switch(self, cursor: Cursor) -> None:
+        try:
+            lparen, rparen = self._parens(cursor, "switch")
+        except _Skip:
+            return
+        children = list(cursor.get_children())
+        condition = [c for c in children if c.extent.start.offset < self.src.tokens[rparen].end]
+        bodies = [c for c in children if c.extent.start.offset >= self.src.tokens[rparen].end]
+        site = None
+        value = strip(condition[-1]) if condition else None
+        if (
+            value is not None
+            and not self._top_level(lparen, rparen, ";")
+            and value.type.get_canonical().kind in SCALAR_TYPES
+        ):
+            site = self._new_site(
+                "branch", cursor.location.line, self._loop_stack[-1] if self._loop_stack else None
+            )
+            text = self.src.text(self.src.tokens[lparen + 1].start, self.src.tokens[rparen - 1].end)
+            number = site.index if self.record else -1
+            self._open(
+                self.src.tokens[lparen + 1].start,
+                f"(__typeof__({text}))__perfcast_value({number}, (long long)(",
+            )
+            self._close(self.src.tokens[rparen - 1].end, f"), &__pc_s{site.index})")
+        self._breakables.append(None)
+        try:
+            self._branch_scope(cursor, site, bodies)
+        finally:
+            self._breakables.pop()
+
+    def _branch_scope(self, cursor: Cursor, site: Site | None, bodies: list[Cursor]) -> None:
+        scope = _Scope(
+            start=cursor.extent.start.offset,
+            end=cursor.extent.end.offset,
+            slot=site.index if site is not None else None,
+            site=site,
+            loops=list(self._loop_stack),
+            loop=None,
+        )
+        self._scopes.append(scope)
+        try:
+            for body in bodies:
+                self._statement(body)
+        finally:
+            self._scopes.pop()
+
+    # ---- early exits --------------------------------------------------------------------
+    def _break(self) -> None:
+        if not self._breakables or self._breakables[-1] is None:
+            return
+        target = self._breakables[-1]
+        for scope in reversed(self._scopes):
+            if scope.loop == target:
+                break
+            if scope.site is not None and target not in scope.site.exits:
+                scope.site.exits.append(target)
+
+    def _leave_function(self, cursor: Cursor) -> None:
+        for scope in self._scopes:
+            if scope.site is not None:
+                for loop in scope.loops:
+                    if loop not in scope.site.exits:
+                        scope.site.exits.append(loop)
+        if cursor.kind == CK.RETURN_STMT:
+            self._return_flow(cursor)
+
+    # ---- control-flow taint -------------------------------------------------------------
+    def _control(self, declared_at: int | None) -> str:
+        """The OR of the slots of enclosing conditions a write at this point depends on.
+
+        ``declared_at`` is the declaration offset of a simple local variable being written;
+        conditions whose statement encloses that declaration do not reach it."""
+        slots = [
+            f"@loop{scope.loop}@" if scope.loop is not None else f"__pc_s{scope.slot}"
+            for scope in self._scopes
+            if (scope.slot is not None or scope.loop is not None)
+            and (declared_at is None or not scope.start <= declared_at < scope.end)
+        ]
+        return " | ".join(dict.fromkeys(slots))
+
+    def _resolve_loop_controls(self) -> None:
+        """A loop's control labels are those of its condition and of its exit guards, which
+        are only all known once the body has been visited."""
+        for edit in self.edits:
+            for loop in self.loops:
+                marker = f"@loop{loop.index}@"
+                if marker in edit.text:
+                    slots = [f"__pc_s{s}" for s in self._loop_sites(loop)] or ["0"]
+                    edit.text = edit.text.replace(marker, "(" + " | ".join(slots) + ")")
+
+    def _loop_sites(self, loop: Loop) -> list[int]:
+        found = [loop.condition] if loop.condition is not None else []
+        return found + [s.index for s in self.sites if loop.index in s.exits]
+
+    def _declared_at(self, lvalue: Cursor) -> int | None:
+        target = strip(lvalue)
+        if target.kind != CK.DECL_REF_EXPR or target.referenced is None:
+            return None
+        ref = target.referenced
+        if ref.kind not in (CK.VAR_DECL, CK.PARM_DECL) or ref.location.file is None:
+            return None
+        if Path(ref.location.file.name).resolve() != self.src.path:
+            return None
+        return int(ref.extent.start.offset)
+
+    def _writable(self, lvalue: Cursor) -> bool:
+        target = strip(lvalue)
+        ref = target.referenced if target.kind == CK.MEMBER_REF_EXPR else None
+        if ref is not None and ref.kind == CK.FIELD_DECL and ref.is_bitfield():
+            return False
+        kind = lvalue.type.get_canonical().kind
+        if kind in SCALAR_TYPES:
+            return True
+        return not self.cplusplus and kind in (TypeKind.RECORD, TypeKind.ELABORATED)
+
+    def _expression_statement(self, cursor: Cursor) -> None:
+        if not self._scopes:
+            return
+        if cursor.kind in (CK.BINARY_OPERATOR, CK.COMPOUND_ASSIGNMENT_OPERATOR):
+            self._assignment_flow(cursor)
+        elif cursor.kind == CK.UNARY_OPERATOR:
+            self._step_flow(cursor)
+        elif cursor.kind == CK.CALL_EXPR:
+            self._call_flow(cursor)
+
+    def _assignment_flow(self, cursor: Cursor) -> None:
+        children = list(cursor.get_children())
+        if len(children) != 2:
+            return
+        lhs, rhs = children
+        index = self.src.first_at(lhs.extent.end.offset)
+        if index >= len(self.src.tokens):
+            return
+        op = self.src.tokens[index]
+        if op.spelling not in ASSIGN_OPS or rhs.extent.start.offset < op.end:
+            return
+        if not self._writable(lhs):
+            return
+        control = self._control(self._declared_at(lhs))
+        if not control:
+            return
+        target = self.src.text(lhs.extent.start.offset, lhs.extent.end.offset)
+        self.edits.append(
+            Edit(
+                lhs.extent.start.offset,
+                (1, self._depth),
+                op.end,
+                f"({{ __typeof__(&({target})) __pc_p = &({target}); *__pc_p {op.spelling} (",
+            )
+        )
+        self._close(
+            rhs.extent.end.offset,
+            f"); __perfcast_flow(__pc_p, sizeof(*__pc_p), (__pc_label)({control})); }})",
+        )
+
+    def _step_flow(self, cursor: Cursor) -> None:
+        tokens = self.src.tokens_in(cursor.extent.start.offset, cursor.extent.end.offset)
+        children = list(cursor.get_children())
+        if not tokens or len(children) != 1:
+            return
+        prefix = tokens[0].spelling in STEP_OPS
+        if not prefix and tokens[-1].spelling not in STEP_OPS:
+            return
+        operand = children[0]
+        if not self._writable(operand):
+            return
+        control = self._control(self._declared_at(operand))
+        if not control:
+            return
+        target = self.src.text(operand.extent.start.offset, operand.extent.end.offset)
+        step = tokens[0].spelling if prefix else tokens[-1].spelling
+        self.edits.append(
+            Edit(
+                cursor.extent.start.offset,
+                (1, self._depth),
+                cursor.extent.end.offset,
+                f"({{ __typeof__(&({target})) __pc_p = &({target}); (*__pc_p){step}; "
+                f"__perfcast_flow(__pc_p, sizeof(*__pc_p), (__pc_label)({control})); }})",
+            )
+        )
+
+    def _call_flow(self, cursor: Cursor) -> None:
+        """A call that modifies an object (non-const method, ``f(&x)``) writes it."""
+        objects: list[Cursor] = []
+        children = list(cursor.get_children())
+        if children and children[0].kind == CK.MEMBER_REF_EXPR:
+            method = cursor.referenced
+            receiver = list(children[0].get_children())
+            if (
+                method is not None
+                and method.kind == CK.CXX_METHOD
+                and receiver
+                and not method.is_const_method()
+                and not method.is_static_method()
+            ):
+                objects.append(receiver[0])
+        callee = cursor.referenced
+        parameter_types = (
+            list(callee.type.argument_types())
+            if callee is not None and callee.type.kind == TypeKind.FUNCTIONPROTO
+            else []
+        )
+        for position, argument in enumerate(children[1:]):
+            argument = strip(argument)
+            if position >= len(parameter_types):
+                break
+            if parameter_types[position].get_pointee().is_const_qualified():
+                continue  # passed read-only
+            if argument.kind == CK.UNARY_OPERATOR:
+                tokens = self.src.tokens_in(
+                    argument.extent.start.offset, argument.extent.end.offset
+                )
+                inner = list(argument.get_children())
+                if tokens and tokens[0].spelling == "&" and inner:
+                    objects.append(inner[0])
+        flows = []
+        for obj in objects:
+            tokens = self.src.tokens_in(obj.extent.start.offset, obj.extent.end.offset)
+            simple = all(
+                t.spelling in SIMPLE_OBJECT_TOKENS or t.spelling.isidentifier() for t in tokens
+            )
+            if not tokens or not simple or "->" in {t.spelling for t in tokens}:
+                continue
+            control = self._control(self._declared_at(obj))
+            if control:
+                text = self.src.text(obj.extent.start.offset, obj.extent.end.offset)
+                flows.append(f"__perfcast_flow(&({text}), sizeof({text}), (__pc_label)({control}))")
+        if flows:
+            self._open(cursor.extent.start.offset, "(")
+            self._close(cursor.extent.end.offset, ", " + ", ".join(flows) + ")")
+
+    def _return_flow(self, cursor: Cursor) -> None:
+        values = list(cursor.get_children())
+        result = self.cursor.result_type
+        spelling = result.spelling
+        if len(values) != 1 or result.get_canonical().kind not in SCALAR_TYPES:
+            return
+        if "auto" in spelling or "decltype" in spelling:
+            return
+        control = self._control(None)
+        if not control:
+            return
+        value = values[0]
+        self._open(value.extent.start.offset, f"({{ {spelling} __pc_r = (")
+        self._close(
+            value.extent.end.offset,
+            f"); __perfcast_flow(&__pc_r, sizeof __pc_r, (__pc_label)({control})); __pc_r; }})",
+        )
+
+
+@dataclass
+class _Scope:
+    """A statement whose condition controls what runs inside it."""
+
+    start: int
+    end: int
+    slot: int | None  # local site whose slot holds the condition's labels
+    site: Site | None  # branch site (for exit guards)
+    loops: list[int]  # loops enclosing the statement
+    loop: int | None  # the loop itself, for loop scopes
+
+
+class _Skip(Exception):
+    """The construct cannot be instrumented safely (macro, unusual syntax): leave it."""
+
+
+def loop_is_constant(cursor: Cursor, source: SourceText) -> bool:
+    """Static verdict for the pre-pass: a ``for`` loop with literal bounds, an induction
+    variable only its header writes, and no early exit from its body; or a range-for
+    over a fixed-size array."""
+    children = list(cursor.get_children())
+    if cursor.kind == CK.CXX_FOR_RANGE_STMT:
+        ranges = [c for c in children if c.kind != CK.VAR_DECL]
+        return bool(ranges) and strip(ranges[0]).type.get_canonical().kind == (
+            TypeKind.CONSTANTARRAY
+        )
+    if cursor.kind != CK.FOR_STMT or len(children) != 4:
+        return False
+    init, cond, step, body = children
+    variable = _induction_variable(init)
+    if variable is None or not _constant_bound(cond, variable):
+        return False
+    if not _is_step(step, variable, source):
+        return False
+    body_tokens = source.tokens_in(body.extent.start.offset, body.extent.end.offset)
+    for i, token in enumerate(body_tokens):
+        if token.spelling in ("break", "return", "goto"):
+            return False
+        if token.spelling == variable:
+            before = body_tokens[i - 1].spelling if i else ""
+            after = body_tokens[i + 1].spelling if i + 1 < len(body_tokens) else ""
+            if before in STEP_OPS | {"&"} or after in STEP_OPS | ASSIGN_OPS:
+                return False
+    return True
+
+
+def _induction_variable(init: Cursor) -> str | None:
+    if init.kind == CK.DECL_STMT:
+        decls = list(init.get_children())
+        if len(decls) == 1 and decls[0].kind == CK.VAR_DECL:
+            values = [c for c in decls[0].get_children() if c.kind != CK.TYPE_REF]
+            if len(values) == 1 and is_constant_expression(values[0]):
+                return str(decls[0].spelling)
+    if init.kind == CK.BINARY_OPERATOR:
+        parts = list(init.get_children())
+        if (
+            len(parts) == 2
+            and strip(parts[0]).kind == CK.DECL_REF_EXPR
+            and is_constant_expression(parts[1])
+        ):
+            return str(strip(parts[0]).spelling)
+    return None
+
+
+def _constant_bound(cond: Cursor, variable: str) -> bool:
+    if cond.kind != CK.BINARY_OPERATOR:
+        return False
+    parts = list(cond.get_children())
+    if len(parts) != 2:
+        return False
+    names = [strip(p).spelling if strip(p).kind == CK.DECL_REF_EXPR else None for p in parts]
+    if names[0] == variable:
+        return is_constant_expression(parts[1])
+    if names[1] == variable:
+        return is_constant_expression(parts[0])
+    return False
+
+
+def _is_step(step: Cursor, variable: str, source: SourceText) -> bool:
+    tokens = [
+        t.spelling for t in source.tokens_in(step.extent.start.offset, step.extent.end.offset)
+    ]
+    if tokens in ([variable, "++"], ["++", variable], [variable, "--"], ["--", variable]):
+        return True
+    if len(tokens) >= 3 and tokens[0] == variable and tokens[1] in ("+=", "-="):
+        parts = list(step.get_children())
+        return len(parts) == 2 and is_constant_expression(parts[1])
+    return False

@@ -1,0 +1,385 @@
+/* perfcast taint runtime: the sinks that the source rewriter calls.
+ *
+ * Compiled WITHOUT -fsanitize=dataflow and linked into a DataFlowSanitizer binary. The ABI
+ * list generated beside it marks every function here as uninstrumented; the sinks that need
+ * the taint label of an argument are `custom`, so the instrumented caller passes the labels
+ * explicitly (`__dfsw_` wrappers below), the others are `discard`.
+ *
+ * What it records, per calling context (a node of a shadow call tree keyed by function id and
+ * the caller's innermost loop at the call):
+ *   - per condition site of the function: the union of the labels seen, how often it was
+ *     evaluated and how often it was true;
+ *   - per MPI routine called from it (through the generated MPI wrappers): the union of the
+ *     labels of the routine's count arguments and the number of calls.
+ * At exit it writes one text file per process into $PERFCAST_TAINT_OUT (see write_records).
+ *
+ * Parameters: a label is one bit (DataFlowSanitizer has 8). $PERFCAST_TAINT_PARAMS lists the
+ * names tracked in this run, in bit order; with $PERFCAST_TAINT_DISCOVER=1 names registered
+ * at run time that are not listed take the next free bit. Names that find no bit are written
+ * as `untracked` so the driver can run them in a further batch.
+ *
+ * Single-threaded programs only: the call tree is shared and not locked.
+ */
+#define _GNU_SOURCE
+#include <sanitizer/dfsan_interface.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PC_MAX_LABELS 8
+#define PC_NAME_MAX 64
+
+typedef struct {
+  uint8_t labels;
+  uint64_t count;
+  uint64_t taken;
+} pc_site;
+
+typedef struct pc_mpi_record {
+  int routine;
+  int call_loop;
+  uint8_t labels;
+  uint64_t count;
+  struct pc_mpi_record *next;
+} pc_mpi_record;
+
+typedef struct {
+  int parent;
+  int fid;
+  int call_loop;
+  int nsites;
+  int recursive;
+  int first_child;
+  int next_sibling;
+  pc_site *sites;
+  pc_mpi_record *mpi;
+} pc_node;
+
+typedef struct {
+  int node;
+  int cur_loop;
+} pc_frame;
+
+static pc_node *nodes;
+static int n_nodes, cap_nodes;
+static pc_frame *frames;
+static int depth, cap_frames;
+static int initialised;
+
+static char param_names[PC_MAX_LABELS][PC_NAME_MAX];
+static int n_params;
+static int discover;
+static char untracked[64][PC_NAME_MAX];
+static int n_untracked;
+static char missing[64][PC_NAME_MAX];
+static int n_missing;
+
+static const char *mpi_names[256];
+static int n_mpi_names;
+
+static void *xrealloc(void *p, size_t n) {
+  void *q = realloc(p, n);
+  if (!q) {
+    fprintf(stderr, "perfcast taint runtime: out of memory\n");
+    abort();
+  }
+  return q;
+}
+
+static int new_node(int parent, int fid, int call_loop, int nsites) {
+  if (n_nodes == cap_nodes) {
+    cap_nodes = cap_nodes ? 2 * cap_nodes : 256;
+    nodes = xrealloc(nodes, cap_nodes * sizeof(pc_node));
+  }
+  pc_node *n = &nodes[n_nodes];
+  memset(n, 0, sizeof *n);
+  n->parent = parent;
+  n->fid = fid;
+  n->call_loop = call_loop;
+  n->nsites = nsites;
+  n->first_child = -1;
+  n->next_sibling = -1;
+  n->sites = nsites ? calloc(nsites, sizeof(pc_site)) : NULL;
+  if (parent >= 0) {
+    n->next_sibling = nodes[parent].first_child;
+    nodes[parent].first_child = n_nodes;
+  }
+  return n_nodes++;
+}
+
+static void push_frame(int node) {
+  if (depth == cap_frames) {
+    cap_frames = cap_frames ? 2 * cap_frames : 64;
+    frames = xrealloc(frames, cap_frames * sizeof(pc_frame));
+  }
+  frames[depth].node = node;
+  frames[depth].cur_loop = -1;
+  depth++;
+}
+
+static void write_records(void);
+
+static void load_params(void) {
+  const char *list = getenv("PERFCAST_TAINT_PARAMS");
+  const char *disc = getenv("PERFCAST_TAINT_DISCOVER");
+  discover = disc && strcmp(disc, "1") == 0;
+  if (!list) return;
+  const char *p = list;
+  while (*p && n_params < PC_MAX_LABELS) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len > 0 && len < PC_NAME_MAX) {
+      memcpy(param_names[n_params], p, len);
+      param_names[n_params][len] = 0;
+      n_params++;
+    }
+    if (!end) break;
+    p = end + 1;
+  }
+}
+
+static void init(void) {
+  if (initialised) return;
+  initialised = 1;
+  load_params();
+  new_node(-1, -1, -1, 0); /* root: the program before main's frame */
+  push_frame(0);
+  atexit(write_records);
+}
+
+static pc_frame *top(void) {
+  init();
+  return &frames[depth - 1];
+}
+
+/* ---- shadow call stack ------------------------------------------------------------------ */
+
+void __perfcast_enter(int fid, int nsites) {
+  pc_frame *caller = top();
+  int parent = caller->node;
+  for (int c = nodes[parent].first_child; c >= 0; c = nodes[c].next_sibling) {
+    if (nodes[c].fid == fid && nodes[c].call_loop == caller->cur_loop) {
+      push_frame(c);
+      return;
+    }
+  }
+  /* Recursion: reuse the ancestor's node so the tree stays finite. */
+  for (int d = depth - 1; d > 0; d--) {
+    int a = frames[d].node;
+    if (nodes[a].fid == fid) {
+      nodes[a].recursive = 1;
+      push_frame(a);
+      return;
+    }
+  }
+  push_frame(new_node(parent, fid, caller->cur_loop, nsites));
+}
+
+void __perfcast_leave(int *frame_variable) {
+  (void)frame_variable;
+  if (depth > 1) depth--;
+}
+
+void __perfcast_loop_begin(int loop) { top()->cur_loop = loop; }
+
+void __perfcast_loop_end(int parent_loop) { top()->cur_loop = parent_loop; }
+
+/* ---- sinks ------------------------------------------------------------------------------- */
+
+static void record_site(int site, int value, dfsan_label label) {
+  if (site < 0) return;
+  pc_node *n = &nodes[top()->node];
+  if (site >= n->nsites) return;
+  pc_site *s = &n->sites[site];
+  s->labels |= label;
+  s->count++;
+  if (value) s->taken++;
+}
+
+/* A loop exit condition or a branch: record its labels, keep them for control-flow taint in
+ * the caller's slot, and hand the value back with its label unchanged. Site -1 records
+ * nothing: functions pruned statically keep their control-flow taint without a frame. */
+int __dfsw___perfcast_cond(int site, int value, dfsan_label *slot, dfsan_label site_label,
+                           dfsan_label value_label, dfsan_label slot_label,
+                           dfsan_label *ret_label) {
+  (void)site_label;
+  (void)slot_label;
+  record_site(site, value, value_label);
+  *slot = value_label;
+  *ret_label = value_label;
+  return value;
+}
+
+/* A switch value: recorded like a condition (taken = nonzero), returned unchanged. */
+long long __dfsw___perfcast_value(int site, long long value, dfsan_label *slot,
+                                  dfsan_label site_label, dfsan_label value_label,
+                                  dfsan_label slot_label, dfsan_label *ret_label) {
+  (void)site_label;
+  (void)slot_label;
+  record_site(site, value != 0, value_label);
+  *slot = value_label;
+  *ret_label = value_label;
+  return value;
+}
+
+/* Control-flow taint: a store made under a tainted condition inherits its labels. */
+void __perfcast_flow(void *addr, unsigned long size, dfsan_label label) {
+  if (label && addr) dfsan_add_label(label, addr, size);
+}
+
+/* ---- parameters -------------------------------------------------------------------------- */
+
+static int bit_of(const char *name) {
+  for (int i = 0; i < n_params; i++)
+    if (strcmp(param_names[i], name) == 0) return i;
+  if (discover && n_params < PC_MAX_LABELS && strlen(name) < PC_NAME_MAX) {
+    strcpy(param_names[n_params], name);
+    return n_params++;
+  }
+  for (int i = 0; i < n_untracked; i++)
+    if (strcmp(untracked[i], name) == 0) return -1;
+  if (n_untracked < 64 && strlen(name) < PC_NAME_MAX) strcpy(untracked[n_untracked++], name);
+  return -1;
+}
+
+void __perfcast_register(void *addr, unsigned long size, const char *name) {
+  init();
+  int bit = bit_of(name);
+  if (bit >= 0) dfsan_add_label((dfsan_label)(1u << bit), addr, size);
+}
+
+static void note_missing(const char *name) {
+  if (n_missing < 64 && strlen(name) < PC_NAME_MAX) strcpy(missing[n_missing++], name);
+}
+
+/* $PERFCAST_TAINT_ARGV: "name:pos:N;name:flag:-s;..." -- mark the bytes of the command-line
+ * argument at position N, or the value of flag -s (`-s V`, `-s=V`), as parameter `name`. */
+void __perfcast_argv(int argc, char **argv) {
+  init();
+  const char *spec = getenv("PERFCAST_TAINT_ARGV");
+  if (!spec || !*spec) return;
+  char *copy = strdup(spec);
+  char *save = NULL;
+  for (char *entry = strtok_r(copy, ";", &save); entry; entry = strtok_r(NULL, ";", &save)) {
+    char *kind = strchr(entry, ':');
+    if (!kind) continue;
+    *kind++ = 0;
+    char *where = strchr(kind, ':');
+    if (!where) continue;
+    *where++ = 0;
+    char *value = NULL;
+    if (strcmp(kind, "pos") == 0) {
+      int pos = atoi(where);
+      if (pos > 0 && pos < argc) value = argv[pos];
+    } else if (strcmp(kind, "flag") == 0) {
+      size_t len = strlen(where);
+      for (int i = 1; i < argc && !value; i++) {
+        if (strcmp(argv[i], where) == 0 && i + 1 < argc)
+          value = argv[i + 1];
+        else if (strncmp(argv[i], where, len) == 0 && argv[i][len] == '=')
+          value = argv[i] + len + 1;
+      }
+    }
+    if (value)
+      __perfcast_register(value, strlen(value) + 1, entry);
+    else
+      note_missing(entry);
+  }
+  free(copy);
+}
+
+/* libc's converters are uninstrumented: give their result the labels of the digits read. */
+int __dfsw_atoi(const char *s, dfsan_label s_label, dfsan_label *ret_label) {
+  (void)s_label;
+  char *end;
+  long v = strtol(s, &end, 10);
+  *ret_label = dfsan_read_label(s, (size_t)(end - s));
+  return (int)v;
+}
+
+long __dfsw_atol(const char *s, dfsan_label s_label, dfsan_label *ret_label) {
+  (void)s_label;
+  char *end;
+  long v = strtol(s, &end, 10);
+  *ret_label = dfsan_read_label(s, (size_t)(end - s));
+  return v;
+}
+
+long long __dfsw_atoll(const char *s, dfsan_label s_label, dfsan_label *ret_label) {
+  (void)s_label;
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  *ret_label = dfsan_read_label(s, (size_t)(end - s));
+  return v;
+}
+
+double __dfsw_atof(const char *s, dfsan_label s_label, dfsan_label *ret_label) {
+  (void)s_label;
+  char *end;
+  double v = strtod(s, &end);
+  *ret_label = dfsan_read_label(s, (size_t)(end - s));
+  return v;
+}
+
+/* ---- library routines (called by the generated MPI wrappers) ------------------------------ */
+
+static int routine_index(const char *name) {
+  for (int i = 0; i < n_mpi_names; i++)
+    if (mpi_names[i] == name || strcmp(mpi_names[i], name) == 0) return i;
+  if (n_mpi_names == 256) return -1;
+  mpi_names[n_mpi_names] = name;
+  return n_mpi_names++;
+}
+
+void __perfcast_library_call(const char *routine, dfsan_label count_labels) {
+  pc_frame *f = top();
+  pc_node *n = &nodes[f->node];
+  int r = routine_index(routine);
+  if (r < 0) return;
+  for (pc_mpi_record *m = n->mpi; m; m = m->next) {
+    if (m->routine == r && m->call_loop == f->cur_loop) {
+      m->labels |= count_labels;
+      m->count++;
+      return;
+    }
+  }
+  pc_mpi_record *m = calloc(1, sizeof *m);
+  m->routine = r;
+  m->call_loop = f->cur_loop;
+  m->labels = count_labels;
+  m->count = 1;
+  m->next = n->mpi;
+  n->mpi = m;
+}
+
+/* ---- output ------------------------------------------------------------------------------ */
+
+static void write_records(void) {
+  const char *dir = getenv("PERFCAST_TAINT_OUT");
+  if (!dir || !*dir) return;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/taint.%ld.txt", dir, (long)getpid());
+  FILE *out = fopen(path, "w");
+  if (!out) {
+    fprintf(stderr, "perfcast taint runtime: cannot write %s\n", path);
+    return;
+  }
+  fprintf(out, "perfcast-taint-raw 1\n");
+  for (int i = 0; i < n_params; i++) fprintf(out, "param %d %s\n", i, param_names[i]);
+  for (int i = 0; i < n_untracked; i++) fprintf(out, "untracked %s\n", untracked[i]);
+  for (int i = 0; i < n_missing; i++) fprintf(out, "missing %s\n", missing[i]);
+  for (int i = 1; i < n_nodes; i++) {
+    pc_node *n = &nodes[i];
+    fprintf(out, "node %d %d %d %d %d\n", i, n->parent, n->fid, n->call_loop, n->recursive);
+    for (int s = 0; s < n->nsites; s++)
+      if (n->sites[s].count)
+        fprintf(out, "site %d %d %u %llu %llu\n", i, s, n->sites[s].labels,
+                (unsigned long long)n->sites[s].count, (unsigned long long)n->sites[s].taken);
+    for (pc_mpi_record *m = n->mpi; m; m = m->next)
+      fprintf(out, "call %d %d %s %u %llu\n", i, m->call_loop, mpi_names[m->routine], m->labels,
+              (unsigned long long)m->count);
+  }
+  fclose(out);
+}
