@@ -226,7 +226,7 @@ class ProfileBuilder:
                 "exclusive_dependency": render(exc),
                 "exclusive_terms": terms_json(exc),
                 "loops": self._loop_tree(function, merged_labels),
-                "branches": [b for e in entries for b in e["branches"]],
+                "branches": _merge_branches(e["branches"] for e in entries),
                 "mpi": _mpi_json(entries),
                 "recursive": function.name in recursive,
                 "callpaths": {
@@ -332,6 +332,21 @@ def _walk(loops: list[dict[str, Any]]) -> Iterable[dict[str, Any]]:
     for loop in loops:
         yield loop
         yield from _walk(loop["loops"])
+
+
+def _merge_branches(lists: Iterable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One entry per branch line: labels united, counts added over call paths."""
+    merged: dict[int, dict[str, Any]] = {}
+    for branches in lists:
+        for branch in branches:
+            target = merged.get(branch["line"])
+            if target is None:
+                merged[branch["line"]] = dict(branch)
+                continue
+            target["params"] = sorted(set(target["params"]) | set(branch["params"]))
+            target["evaluated"] += branch["evaluated"]
+            target["taken"] += branch["taken"]
+    return [merged[line] for line in sorted(merged)]
 
 
 def _mpi_json(entries: list[dict[str, Any]]) -> dict[str, Any]:
