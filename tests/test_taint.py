@@ -223,6 +223,7 @@ int main(int argc, char **argv) {
   double acc = 0;
   for (std::size_t k = 0; k < history.size(); k++) acc += grid.total();
   acc += sum(grid.cells_);
+  for (int w : {1, 2, 3}) acc += w;
   return acc > 1e300;
 }
 """
@@ -242,7 +243,9 @@ def test_cxx_templates_range_for_and_header_methods(tmp_path: Path) -> None:
     assert loops(functions["sum(const std::vector<T> &)"]) == [(7, ["n"], [])]
     main = functions["main"]
     # push_back under a steps loop labels the vector; its size() bounds the next loop.
-    assert loops(main) == [(16, ["steps"], []), (18, ["steps"], [])]
+    assert loops(main) == [(16, ["steps"], []), (18, ["steps"], []), (20, [], [])]
+    assert main["loops"][2]["constant_bounds"] is True  # range over a braced list
+    assert main["loops"][2]["executed"] is None  # ... has no condition to observe
     assert main["dependency"] == "n*steps"
     assert list(functions["Grid::total() const"]["callpaths"]) == ["main->Grid::total() const"]
     assert profile["pruned"] == ["Grid::Grid(int)", "Grid::cells() const"]
@@ -275,17 +278,19 @@ int main(int argc, char **argv) {
 """
 
 
-def test_mpi_implicit_p_count_labels_and_receive_buffers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("processes", [2, 4])
+def test_mpi_implicit_p_count_labels_and_receive_buffers(tmp_path: Path, processes: int) -> None:
     write(tmp_path, "ring.c", MPI_PROGRAM)
     profile = taint_program(
         ["mpicc", "ring.c", "-o", "ring"],
-        f"{MPIRUN} -np 3 ./ring 4 2",
+        f"{MPIRUN} -np {processes} ./ring 4 2",
         [ArgvParameter.parse("n=argv:1"), ArgvParameter.parse("iters=argv:2")],
         cwd=tmp_path,
     )
     functions = profile["functions"]
-    assert profile["processes"] == 3
-    assert functions["exchange"]["mpi"] == {"MPI_Allreduce": {"params": ["n", "p"], "calls": 6}}
+    assert profile["processes"] == processes
+    allreduce = {"params": ["n", "p"], "calls": 2 * processes}  # iters=2 calls per rank
+    assert functions["exchange"]["mpi"] == {"MPI_Allreduce": allreduce}
     assert functions["exchange"]["dependency"] == "n*p"
     assert functions["exchange"]["exclusive_dependency"] == "1"
     main = functions["main"]

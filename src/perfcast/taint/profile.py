@@ -112,7 +112,9 @@ class ProfileBuilder:
                     "line": loop.line,
                     "kind": loop.kind,
                     "params": sorted(labels.get(loop.index, ())),
-                    "executed": loop.index in labels,
+                    "executed": (
+                        loop.index in labels if function.loop_labels_sites(loop.index) else None
+                    ),
                     "constant_bounds": loop.constant,
                     "loops": subtree(loop.index),
                 }

@@ -362,6 +362,8 @@ class FunctionRewriter:
                 return
             cond_first = colons[-1] + 1
         has_condition = cond_first <= cond_last
+        if kind == "range-for" and self.src.tokens[cond_first].spelling == "{":
+            has_condition = False  # a braced list: its length is fixed in the source
         if has_condition:
             site = self._new_site("loop", line, index)
         loop = Loop(
@@ -712,9 +714,11 @@ def loop_is_constant(cursor: Cursor, source: SourceText) -> bool:
     children = list(cursor.get_children())
     if cursor.kind == CK.CXX_FOR_RANGE_STMT:
         ranges = [c for c in children if c.kind != CK.VAR_DECL]
-        return bool(ranges) and strip(ranges[0]).type.get_canonical().kind == (
-            TypeKind.CONSTANTARRAY
-        )
+        if not ranges:
+            return False
+        first = source.tokens_in(ranges[0].extent.start.offset, ranges[0].extent.end.offset)
+        braced = bool(first) and first[0].spelling == "{"
+        return braced or strip(ranges[0]).type.get_canonical().kind == TypeKind.CONSTANTARRAY
     if cursor.kind != CK.FOR_STMT or len(children) != 4:
         return False
     init, cond, step, body = children
