@@ -289,6 +289,9 @@ def test_text_any_number_of_parameters(tmp_path):
             "already has data from line 4",
         ),
         ("PARAMETER x\nPOINTS 1\nREGION r\nDATA 1\nPOINTS 2\n", 5, "POINTS after DATA"),
+        ("PARAMETER x\nPOINTS 1\nPARAMETER y\n", 3, "PARAMETER after POINTS"),
+        ("PARAMETER x\nPOINTS\n", 2, "POINTS line without points"),
+        ("PARAMETER x y\nPOINTS ( 1 2 ) 3\n", 2, "unexpected '3' outside the parentheses"),
     ],
 )
 def test_malformed_text_names_file_line_and_problem(tmp_path, text, line, message):
@@ -543,3 +546,29 @@ def test_unknown_content_and_options_are_clear_errors(tmp_path):
         read_experiment(path, metrics=None)
     with pytest.raises(InputError, match="read from a directory"):
         read_experiment(path, format="cube")
+
+
+def test_single_cube_profile_points_to_the_set(formats_dir):
+    profile = formats_dir / "cubeset/single_parameter/mm.x10y1z1.r1/profile.cubex"
+    with pytest.raises(InputError, match="cube format is read from a directory"):
+        read_experiment(profile)
+
+
+def test_legacy_json_errors(tmp_path):
+    document = {
+        "parameters": [{"id": 1, "name": "x"}],
+        "callpaths": [{"id": 1, "name": "main"}],
+        "metrics": [{"id": 1, "name": "time"}],
+        "coordinates": [
+            {"id": 1, "parameter_value_pairs": [{"parameter_id": 1, "parameter_value": 4}]}
+        ],
+        "measurements": [{"coordinate_id": 1, "callpath_id": 2, "metric_id": 1, "value": 1.0}],
+    }
+    path = write(tmp_path, json.dumps(document), "legacy.json")
+    with pytest.raises(InputError, match=r"measurements\[0\] refers to the unknown id 2"):
+        read_experiment(path)
+    document["measurements"][0]["callpath_id"] = 1
+    document["coordinates"][0]["parameter_value_pairs"][0]["parameter_id"] = 3
+    path.write_text(json.dumps(document))
+    with pytest.raises(InputError, match=r"gives parameter ids \[3\], expected \[1\]"):
+        read_experiment(path)

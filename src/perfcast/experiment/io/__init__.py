@@ -41,7 +41,7 @@ def read_experiment(path: str | Path, format: str | None = None, **options: Any)
         raise PerfcastError(problem)
     assert entry.reader is not None
     if path.is_dir() != entry.directory:
-        kind = "a directory" if entry.directory else "a file"
+        kind = "a directory (of run directories)" if entry.directory else "a file"
         raise InputError(f"the {entry.name} format is read from {kind}", path=path)
     return entry.reader(path, **options)
 

@@ -218,5 +218,6 @@ FORMAT = Format(
     name="cube",
     summary="Score-P Cube profile directories (<prefix>.<name><value>...[.r<n>]/*.cubex)",
     reader=read_cube,
+    suffixes=(".cubex",),  # a single profile: detected, then refused with a hint
     directory=True,
 )

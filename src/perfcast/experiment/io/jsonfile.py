@@ -113,6 +113,8 @@ def _by_id(document: dict, key: str, path: Path) -> dict[int, dict]:
     table: dict[int, dict] = {}
     for index, entry in enumerate(entries):
         entry_id = _get(entry, "id", f"{key}[{index}]", path)
+        if not isinstance(entry_id, int):
+            raise InputError(f"{key}[{index}] has the id {entry_id!r}; ids are integers", path=path)
         if entry_id in table:
             raise InputError(f"{key} has the id {entry_id} twice", path=path)
         table[entry_id] = entry

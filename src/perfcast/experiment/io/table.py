@@ -2,8 +2,8 @@
 
 Readers meet measurements as groups (one call path, metric and point with any number of
 repetitions). :class:`MeasurementTable` interns the names and points, keeps the values in
-one flat list, and builds the long-form DataFrame with a few NumPy operations at the end,
-so reading 600 000 values costs one ``float()`` per value and nothing per row.
+one flat list (still as text where the file had text), and builds the long-form DataFrame
+with a few NumPy operations at the end: no per-row Python work beyond splitting lines.
 Writers go the other way with :class:`Cells`: the table regrouped per call path, metric
 and point, again without a Python loop over rows.
 """

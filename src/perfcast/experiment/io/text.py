@@ -46,8 +46,9 @@ class _TextReader:
         self.path = path
         self.parameters: list[str] = []
         self.table: MeasurementTable | None = None
-        self.points: list[int] = []
-        self.point_lines: dict[Point, int] = {}
+        self.point_lines: list[int] = []
+        """Line of each declared point; point ids are POINTS order, so DATA line k of a
+        block belongs to point k."""
         self.region: str | None = None
         self.metric = UNNAMED_METRIC
         self.block: tuple[str, str] | None = None
@@ -105,15 +106,13 @@ class _TextReader:
             self.table = MeasurementTable(self.parameters, path=self.path)
         for values in self.split_points(rest, line):
             point_id = self.table.point(values, line=line)
-            if point_id < len(self.points):
-                point = self.table.points[point_id]
+            if point_id < len(self.point_lines):
                 raise self.error(
-                    f"duplicate point {_format(point)}, first given in line "
-                    f"{self.point_lines[point]}",
+                    f"duplicate point {_format(self.table.points[point_id])}, first given in "
+                    f"line {self.point_lines[point_id]}",
                     line,
                 )
-            self.points.append(point_id)
-            self.point_lines[self.table.points[point_id]] = line
+            self.point_lines.append(line)
 
     def split_points(self, rest: str, line: int) -> list[list[str]]:
         if "(" not in rest and ")" not in rest:
@@ -123,11 +122,12 @@ class _TextReader:
                     "e.g. POINTS ( 20 1 ) ( 30 1 )",
                     line,
                 )
-            return [[token] for token in rest.split(" ") if token]
-        outside = _GROUP.sub(" ", rest).strip()
-        if outside:
-            raise self.error(f"unexpected {outside!r} outside the parentheses of POINTS", line)
-        groups = [group.split() for group in _GROUP.findall(rest)]
+            groups = [[token] for token in rest.split(" ") if token]
+        else:
+            outside = _GROUP.sub(" ", rest).strip()
+            if outside:
+                raise self.error(f"unexpected {outside!r} outside the parentheses of POINTS", line)
+            groups = [group.split() for group in _GROUP.findall(rest)]
         if not groups:
             raise self.error("POINTS line without points", line)
         return groups
@@ -151,15 +151,14 @@ class _TextReader:
             raise self.error("DATA line without values", line)
         if self.block is None:
             self.open_block(line)
-        if self.block_rows == len(self.points):
+        if self.block_rows == len(self.point_lines):
             raise self.error(
-                f"more DATA lines than the {len(self.points)} POINTS for region "
+                f"more DATA lines than the {len(self.point_lines)} POINTS for region "
                 f"{self.region!r}, metric {self.metric!r} (block starts in line "
                 f"{self.block_start})",
                 line,
             )
-        point = self.points[self.block_rows]
-        self.table.add(self.region, self.metric, point, rest.split(" "), line=line)
+        self.table.add(self.region, self.metric, self.block_rows, rest.split(" "), line=line)
         self.block_rows += 1
 
     # -- blocks: one REGION/METRIC pair with one DATA line per point --------------------
@@ -177,10 +176,10 @@ class _TextReader:
         self.blocks_seen[key] = line
 
     def close_block(self) -> None:
-        if self.block is not None and self.block_rows != len(self.points):
+        if self.block is not None and self.block_rows != len(self.point_lines):
             raise self.error(
                 f"region {self.block[0]!r}, metric {self.block[1]!r} has {self.block_rows} "
-                f"DATA line(s) but {len(self.points)} POINTS are declared; give one DATA "
+                f"DATA line(s) but {len(self.point_lines)} POINTS are declared; give one DATA "
                 "line per point",
                 self.block_start,
             )
@@ -212,7 +211,9 @@ def write_text(experiment: Experiment, path: Path) -> None:
         )
     lines = [f"PARAMETER {name}" for name in experiment.parameters]
     lines += ["POINTS " + _format(point) for point in cells.points]
-    unnamed_first = sorted(range(len(cells.series)), key=lambda s: cells.series[s][1] != "")
+    unnamed_first = sorted(
+        range(len(cells.series)), key=lambda s: cells.series[s][1] != UNNAMED_METRIC
+    )
     for index in unnamed_first:
         callpath, metric = cells.series[index]
         lines.append(f"REGION {callpath}")
