@@ -73,6 +73,8 @@ def read_cube(
     path: Path, *, metrics: Sequence[str] | None = DEFAULT_METRICS, scaling: str = "weak"
 ) -> Experiment:
     """Read a directory of Cube profiles; ``metrics=None`` reads every metric."""
+    if isinstance(metrics, str):
+        metrics = (metrics,)
     if scaling not in SCALING:
         raise InputError(f"unknown scaling {scaling!r}; choose one of {SCALING}", path=path)
     if not path.is_dir():
@@ -161,8 +163,6 @@ def _read_profile(
                     columns[METRIC].append(np.full(len(samples), metric.name, object))
                     columns[REPETITION].append(np.arange(len(samples)))
                     columns[VALUE].append(samples)
-    except InputError:
-        raise
     except Exception as exc:  # pycubexr raises bare KeyErrors, tar errors, XML errors
         raise InputError(f"cannot read the Cube profile: {exc!r}", path=file) from None
     frame = pd.DataFrame(
