@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MAX_BATCH_ELEMENTS = 4_000_000
-"""Chunk size (batch * n * t floats) that keeps temporary arrays around 100 MB."""
+MAX_BATCH_ELEMENTS = 1_000_000
+"""Call paths per block are chosen so a block's temporaries (~8 MB each) stay cache-friendly."""
 
 CONDITION_LIMIT = 1e-12
 """Smallest eigenvalue ratio of the scaled normal matrix before a hypothesis counts as singular."""
@@ -36,7 +36,8 @@ LEVERAGE_LIMIT = 1 - 1e-9
 
 @dataclass
 class BatchFit:
-    """Result of :func:`fit_batch`; ``valid`` is False where a system was singular."""
+    """Fitted regressions; ``valid`` is False where a system was singular or a leave-one-out
+    prediction is undefined."""
 
     coefficients: np.ndarray  # (batch, t)
     predictions: np.ndarray  # (batch, n)
@@ -53,47 +54,61 @@ def relative_weights(y: np.ndarray) -> np.ndarray:
     return 1.0 / np.maximum(magnitude, floor)
 
 
-def fit_batch(design: np.ndarray, y: np.ndarray, weights: np.ndarray | None) -> BatchFit:
-    """Solve ``min || w * (design @ beta - y) ||`` for every system in the batch.
+def fit_subsets(
+    columns: np.ndarray, y: np.ndarray, weights: np.ndarray | None, subsets: np.ndarray
+) -> BatchFit:
+    """Fit, for every data row, every hypothesis that is a subset of a shared column set.
 
-    design: (batch, n, t); y, weights: (batch, n), or broadcastable to it.
+    columns: (K, n, d) candidate columns per call path (column 0 the constant);
+    y, weights: (K, n); subsets: (H, t) column indices of each hypothesis, all of width t.
+    Results have leading shape (K, H).
+
+    Every hypothesis of a structure search draws its columns from a small dictionary, so
+    the weighted Gram matrix of the dictionary is formed once per call path and each
+    hypothesis's normal matrix is a sub-matrix of it: the n-length products are done once
+    per column pair, not once per hypothesis.
     """
-    batch, n, t = design.shape
-    y = np.broadcast_to(y, (batch, n))
-    w = np.ones((batch, n)) if weights is None else np.broadcast_to(weights, (batch, n))
-    coefficients = np.empty((batch, t))
-    predictions = np.empty((batch, n))
-    loo = np.empty((batch, n))
-    valid = np.empty(batch, dtype=bool)
-    step = max(1, MAX_BATCH_ELEMENTS // max(1, n * t))
-    for start in range(0, batch, step):
-        part = slice(start, min(batch, start + step))
-        coefficients[part], predictions[part], loo[part], valid[part] = _solve(
-            design[part], y[part], w[part]
-        )
-    return BatchFit(coefficients, predictions, loo, valid)
+    rows, n, d = columns.shape
+    hypotheses, t = subsets.shape
+    w = np.ones((rows, n)) if weights is None else np.broadcast_to(weights, (rows, n))
+    out = BatchFit(
+        np.empty((rows, hypotheses, t)),
+        np.empty((rows, hypotheses, n)),
+        np.empty((rows, hypotheses, n)),
+        np.empty((rows, hypotheses), dtype=bool),
+    )
+    step = max(1, MAX_BATCH_ELEMENTS // (n * max(d * d, hypotheses * t)))
+    for start in range(0, rows, step):
+        part = slice(start, min(rows, start + step))
+        fit = _fit_subsets_chunk(columns[part], y[part], w[part], subsets)
+        out.coefficients[part] = fit.coefficients
+        out.predictions[part] = fit.predictions
+        out.loo_predictions[part] = fit.loo_predictions
+        out.valid[part] = fit.valid
+    return out
 
 
-def _solve(
-    design: np.ndarray, y: np.ndarray, w: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    xw = design * w[:, :, None]
-    yw = y * w
+def _fit_subsets_chunk(
+    columns: np.ndarray, y: np.ndarray, w: np.ndarray, subsets: np.ndarray
+) -> BatchFit:
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        scale = np.sqrt(np.square(xw).sum(axis=1))
-        finite = np.isfinite(scale).all(axis=1) & (scale > 0).all(axis=1)
-        scale = np.where(finite[:, None], scale, 1.0)
-        xs = np.where(finite[:, None, None], xw / scale[:, None, :], 0.0)
-        gram_inv, ok = _invert_symmetric(np.swapaxes(xs, 1, 2) @ xs)
-        ok &= finite
-        beta_scaled = _matvec(gram_inv, (xs * yw[:, :, None]).sum(axis=1))
-        leverage = _quadratic(xs, gram_inv[:, None])
-        ok &= (leverage < LEVERAGE_LIMIT).all(axis=1)
-        beta = beta_scaled / scale
-        predictions = _dot(design, beta[:, None, :])
-        residual = y - predictions
-        loo = y - residual / (1.0 - np.where(ok[:, None], leverage, 0.0))
-    return beta, predictions, loo, ok
+        xw = columns * w[:, :, None]
+        scale = np.sqrt(np.square(xw).sum(axis=1))  # (K, d): conditions the normal matrices
+        finite = np.isfinite(scale) & (scale > 0)
+        xs = np.where(finite[:, None, :], xw / np.where(finite, scale, 1.0)[:, None, :], 0.0)
+        gram = np.swapaxes(xs, 1, 2) @ xs  # (K, d, d)
+        rhs = (xs * (y * w)[:, :, None]).sum(axis=1)  # (K, d)
+        gram_inv, ok = _invert_symmetric(gram[:, subsets[:, :, None], subsets[:, None, :]])
+        ok &= finite[:, subsets].all(axis=2)
+        beta = _matvec(gram_inv, rhs[:, subsets])  # (K, H, t), scaled coordinates
+        gathered = xs[:, :, subsets]  # (K, n, H, t)
+        fitted = (_dot(gathered, beta[:, None]) / w[:, :, None]).transpose(0, 2, 1)
+        leverage = _quadratic(gathered, gram_inv[:, None]).transpose(0, 2, 1)  # (K, H, n)
+        ok &= (leverage < LEVERAGE_LIMIT).all(axis=2)
+        residual = y[:, None, :] - fitted
+        loo = y[:, None, :] - residual / (1.0 - np.where(ok[:, :, None], leverage, 0.0))
+        coefficients = beta / np.where(finite, scale, 1.0)[:, subsets]
+    return BatchFit(coefficients, fitted, loo, ok)
 
 
 def fit_shared_basis(design: np.ndarray, y: np.ndarray, weights: np.ndarray | None) -> BatchFit:
@@ -107,6 +122,8 @@ def fit_shared_basis(design: np.ndarray, y: np.ndarray, weights: np.ndarray | No
     shapes, n, t = design.shape
     rows = y.shape[0]
     w2 = np.ones((rows, n)) if weights is None else np.asarray(weights) ** 2
+    if t == 2 and np.all(design[:, :, 0] == 1.0):
+        return _fit_constant_plus_one(design[:, :, 1], y, w2)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         scale = np.abs(design).max(axis=1)  # (S, t): keeps the Gram matrices well conditioned
         finite = np.isfinite(scale).all(axis=1) & (scale > 0).all(axis=1)
@@ -126,6 +143,39 @@ def fit_shared_basis(design: np.ndarray, y: np.ndarray, weights: np.ndarray | No
         residual = y[:, None, :] - predictions
         loo = y[:, None, :] - residual / (1.0 - np.where(ok[:, :, None], leverage, 0.0))
     return BatchFit(beta_scaled / scale[None, :, :], predictions, loo, ok)
+
+
+def _fit_constant_plus_one(basis: np.ndarray, y: np.ndarray, w2: np.ndarray) -> BatchFit:
+    """``c0 + c1 * basis`` in closed form: the single-term search, by far the most frequent
+    regression. basis (S, n); y, w2 (C, n). With the 2x2 normal matrix ``[[a, b], [b, d]]``
+    the leverage of point i is ``w2_i (d - 2 b x_i + a x_i^2) / det``."""
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        scale = np.abs(basis).max(axis=1)  # (S,)
+        finite = np.isfinite(scale) & (scale > 0)
+        x = np.where(finite[:, None], basis / np.where(finite, scale, 1.0)[:, None], 0.0)
+        a = w2.sum(axis=1)[:, None]  # (C, 1)
+        b = w2 @ x.T  # (C, S)
+        d = w2 @ (x * x).T
+        wy = w2 * y
+        ry = wy.sum(axis=1)[:, None]
+        rx = wy @ x.T
+        det = a * d - b * b
+        ok = finite[None, :] & (det > CONDITION_LIMIT * a * d)
+        det = np.where(ok, det, 1.0)
+        slope = (a * rx - b * ry) / det
+        intercept = (d * ry - b * rx) / det
+        predictions = intercept[:, :, None] + slope[:, :, None] * x[None]
+        leverage = (
+            w2[:, None, :]
+            * (d[:, :, None] - 2 * b[:, :, None] * x[None] + a[:, :, None] * (x * x)[None])
+            / det[:, :, None]
+        )
+        ok &= (leverage < LEVERAGE_LIMIT).all(axis=2)
+        loo = y[:, None, :] - (y[:, None, :] - predictions) / (
+            1.0 - np.where(ok[:, :, None], leverage, 0.0)
+        )
+    coefficients = np.stack([intercept, slope / np.where(finite, scale, 1.0)[None, :]], axis=-1)
+    return BatchFit(coefficients, predictions, loo, ok)
 
 
 # Small-matrix helpers. Regressions here have 2 to ~6 columns; numpy's stacked matmul has a

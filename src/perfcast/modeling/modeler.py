@@ -48,8 +48,8 @@ from perfcast.experiment.experiment import (
 from perfcast.modeling.fitting import (
     CRITERIA,
     adjusted_r2,
-    fit_batch,
     fit_shared_basis,
+    fit_subsets,
     relative_weights,
     selection_cost,
 )
@@ -60,6 +60,12 @@ from perfcast.modeling.prior import Prior
 from perfcast.modeling.space import Family, SearchSpace, family_parameters, term_families
 
 WEIGHTINGS = ("relative", "none")
+
+LINE_BLOCK = 200_000
+"""Elements (rows x shapes x points) of the per-line search processed at once."""
+
+ColumnKey = tuple[tuple[str, int, int], ...]
+"""A design column: (parameter, candidate rank, shape term) for each factor of a product."""
 
 
 @dataclass(frozen=True)
@@ -301,10 +307,17 @@ class _GroupSearch:
                 [np.ones((len(shapes), len(x), 1)), _shape_basis(shapes, x).transpose(0, 2, 1)],
                 axis=2,
             )
-            flat = values.reshape(-1, len(x))
-            fit = fit_shared_basis(design, flat, m._weights(flat))
-            line_cost = m._cost(flat[:, None, :], fit.loo_predictions, fit.coefficients, fit.valid)
-            cost += line_cost.reshape(len(self.group.keys), -1, len(shapes)).sum(axis=1)
+            # Call paths in cache-sized blocks: the (rows, shapes, points) temporaries of a
+            # block stay in cache across the fit and the cost, which halves the time.
+            lines = values.shape[1]
+            step = max(1, LINE_BLOCK // (lines * len(shapes) * len(x)))
+            for start in range(0, len(self.group.keys), step):
+                block = values[start : start + step].reshape(-1, len(x))
+                fit = fit_shared_basis(design, block, m._weights(block))
+                line_cost = m._cost(
+                    block[:, None, :], fit.loo_predictions, fit.coefficients, fit.valid
+                )
+                cost[start : start + step] += line_cost.reshape(-1, lines, len(shapes)).sum(axis=1)
         self.ranked[name] = np.argsort(cost, axis=1, kind="stable")[:, : m.candidates]
 
     # stages A and B ---------------------------------------------------------------------------
@@ -375,62 +388,50 @@ class _GroupSearch:
     def _evaluate(
         self, rows: np.ndarray, hypotheses: list[_Hypothesis]
     ) -> tuple[np.ndarray, _Fits]:
-        """Fit every hypothesis for the call paths ``rows``: cost (K, H) and the fits."""
+        """Fit every hypothesis for the call paths ``rows``: cost (K, H) and the fits.
+
+        The hypotheses' columns are collected into one dictionary per call path, so each
+        distinct product column is computed once however many hypotheses share it."""
         y = self.y[rows]
         weights = None if self.weights is None else self.weights[rows]
-        n_rows, n = y.shape
-        width = max(self._width(h) for h in hypotheses)
-        fits = _Fits.empty(n_rows, len(hypotheses), n, width + 1)
-        cost = np.full((n_rows, len(hypotheses)), np.inf)
+        keys_of = [self._column_keys(h) for h in hypotheses]
+        index: dict[ColumnKey, int] = {}
+        for keys in keys_of:
+            for key in keys:
+                index.setdefault(key, len(index) + 1)  # column 0 is the constant
+        columns = np.ones((len(rows), y.shape[1], len(index) + 1))
+        for key, column in index.items():
+            for name, slot, q in key:
+                columns[:, :, column] *= self.basis[name][self.ranked[name][rows, slot], q, :]
+        width = max(len(keys) for keys in keys_of) + 1
+        fits = _Fits.empty(len(rows), len(hypotheses), y.shape[1], width)
+        cost = np.full((len(rows), len(hypotheses)), np.inf)
         by_width: dict[int, list[int]] = {}
-        for h, hypothesis in enumerate(hypotheses):
-            by_width.setdefault(self._width(hypothesis), []).append(h)
+        for h, keys in enumerate(keys_of):
+            by_width.setdefault(len(keys) + 1, []).append(h)
         for t, members in by_width.items():
-            design = np.ones((n_rows, len(members), n, t + 1))
-            for a, h in enumerate(members):
-                if t:
-                    design[:, a, :, 1:] = self._columns(hypotheses[h], rows)
-            fit = fit_batch(
-                design.reshape(-1, n, t + 1),
-                np.repeat(y, len(members), axis=0),
-                None if weights is None else np.repeat(weights, len(members), axis=0),
-            )
-            coef = fit.coefficients.reshape(n_rows, len(members), t + 1)
-            fits.coefficients[:, members, : t + 1] = coef
-            fits.predictions[:, members] = fit.predictions.reshape(n_rows, len(members), n)
-            loo = fit.loo_predictions.reshape(n_rows, len(members), n)
+            subsets = np.array([[0] + [index[k] for k in keys_of[h]] for h in members])
+            fit = fit_subsets(columns, y, weights, subsets)
+            fits.coefficients[:, members, :t] = fit.coefficients
+            fits.predictions[:, members] = fit.predictions
             cost[:, members] = self.modeler._cost(
-                y[:, None, :], loo, coef, fit.valid.reshape(n_rows, len(members))
+                y[:, None, :], fit.loo_predictions, fit.coefficients, fit.valid
             )
         return cost, fits
 
-    def _width(self, hypothesis: _Hypothesis) -> int:
-        return sum(self.modeler.terms ** len(term) for term in hypothesis.family)
-
-    def _columns(self, hypothesis: _Hypothesis, rows: np.ndarray) -> np.ndarray:
-        """Design columns (K, n, width): every term's product over its parameters' shapes."""
+    def _column_keys(self, hypothesis: _Hypothesis) -> list[ColumnKey]:
+        """Each term's columns: one per choice of a shape term for each of its parameters."""
         slots = dict(hypothesis.slots)
-        chosen = {
-            name: self.basis[name][self.ranked[name][rows, slots[name]]]  # (K, terms, n)
-            for name in family_parameters(hypothesis.family)
-        }
-        columns = []
-        for term in hypothesis.family:
-            names = sorted(term)
-            for picks in product(range(self.modeler.terms), repeat=len(names)):
-                column = np.ones((len(rows), self.y.shape[1]))
-                for name, q in zip(names, picks, strict=True):
-                    column = column * chosen[name][:, q, :]
-                columns.append(column)
-        return np.stack(columns, axis=-1)
-
-    def _column_factors(self, hypothesis: _Hypothesis, row: int) -> list[tuple[Factor, ...]]:
-        slots = dict(hypothesis.slots)
-        chosen = {name: self.shapes[name][self.ranked[name][row, slots[name]]] for name in slots}
         return [
-            tuple(chosen[name][q] for name, q in zip(sorted(term), picks, strict=True))
+            tuple((name, slots[name], q) for name, q in zip(sorted(term), picks, strict=True))
             for term in hypothesis.family
             for picks in product(range(self.modeler.terms), repeat=len(term))
+        ]
+
+    def _column_factors(self, hypothesis: _Hypothesis, row: int) -> list[tuple[Factor, ...]]:
+        return [
+            tuple(self.shapes[name][self.ranked[name][row, slot]][q] for name, slot, q in key)
+            for key in self._column_keys(hypothesis)
         ]
 
     # fixed structure (prior) -----------------------------------------------------------------
@@ -439,13 +440,15 @@ class _GroupSearch:
         """Fit only the coefficients of a prescribed structure (effort/static priors)."""
         shapes = [tuple(shape) for shape in structure if shape]
         n_rows, n = self.y.shape
-        design = np.ones((n_rows, n, len(shapes) + 1))
+        columns = np.ones((n_rows, n, len(shapes) + 1))
         for c, shape in enumerate(shapes):
-            design[:, :, c + 1] = _product(shape, self.coords)
-        fit = fit_batch(design, self.y, self.weights)
-        cost = CRITERIA[self.modeler.criterion](self.y, fit.loo_predictions)
+            columns[:, :, c + 1] = _product(shape, self.coords)
+        fit = fit_subsets(columns, self.y, self.weights, np.arange(len(shapes) + 1)[None, :])
+        cost = selection_cost(self.modeler.criterion, self.y, fit.loo_predictions[:, 0])
         return [
-            self._model(k, shapes, fit.coefficients[k], fit.predictions[k], float(cost[k]), ())
+            self._model(
+                k, shapes, fit.coefficients[k, 0], fit.predictions[k, 0], float(cost[k]), ()
+            )
             for k in range(n_rows)
         ]
 
