@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from perfcast.errors import PerfcastError
 
 COMMAND_MODULES: tuple[str, ...] = (
+    "perfcast.cli.build",
     "perfcast.cli.model",
     "perfcast.cli.predict",
     "perfcast.cli.taint",

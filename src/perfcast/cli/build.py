@@ -1,0 +1,41 @@
+"""``perfcast build [--filter FILE] [--counters] -- COMPILE COMMAND``: a measured program."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from perfcast.measure.build import BuildOptions, run
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "build",
+        help="compile a C/C++ (MPI) program with perfcast's call-path measurement",
+        description=(
+            "Prefix a compile or link command, e.g. perfcast build -- mpicxx -O2 app.cpp -o app, "
+            'or make CC="perfcast build -- mpicc". The program then writes one profile per '
+            "rank to $PERFCAST_PROFILE_DIR (default ./perfcast-profile) when it exits."
+        ),
+    )
+    parser.add_argument(
+        "--filter",
+        type=Path,
+        metavar="FILE",
+        help="measure only the functions listed in FILE, one per line (main always); "
+        "takes effect at the link step; PERFCAST_FILTER=FILE overrides it at run time",
+    )
+    parser.add_argument(
+        "--counters",
+        action="store_true",
+        help="also count executed basic blocks per call path (give it to compile steps)",
+    )
+    parser.add_argument("--verbose", action="store_true", help="print the command perfcast runs")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the compile command, after --")
+    parser.set_defaults(handler=_handle)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    options = BuildOptions(counters=args.counters, filter_file=args.filter)
+    return run(command, options, verbose=args.verbose)

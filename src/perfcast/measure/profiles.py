@@ -1,0 +1,351 @@
+"""Reading the runtime's per-rank profiles into an :class:`Experiment`.
+
+One run of a program built with ``perfcast build`` leaves one ``rank-<r>.pcprof`` per
+process in its profile directory (format: ``README.md`` beside this module). This module
+reads them (:func:`read_rank_profile`), checks that they form one complete run, and turns
+them into measurements (:func:`read_profiles`); :func:`combine_runs` joins many runs at
+different parameter values, or repetitions at the same values, into one Experiment for
+``perfcast model``.
+
+Metric convention. Every quantity is per call path and *exclusive* (time spent, blocks
+executed in the function itself, not in measured callees), as in Score-P/Cube profiles
+and Extra-P; ``time_inclusive`` adds the callees. Within a rank, threads are summed. Over
+ranks, two metrics are kept: ``<name>`` is the mean over all ranks (a rank that never
+reached the call path counts as 0) and ``<name>:max`` the maximum (the slowest rank decides
+the run time of bulk-synchronous codes).
+
+==================== ===== ==============================================================
+metric               unit  per call path
+==================== ===== ==============================================================
+time                 s     exclusive wall time
+time_inclusive       s     wall time including measured callees
+visits                     calls
+basic_blocks               executed basic blocks (``--counters`` builds; not on MPI leaves)
+mpi_bytes_sent       bytes bytes sent by the MPI call path (rules: runtime/perfcast_mpi.c)
+mpi_bytes_received   bytes bytes received by the MPI call path
+==================== ===== ==============================================================
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perfcast.errors import InputError
+from perfcast.experiment.calltree import join_callpath
+from perfcast.experiment.experiment import Experiment, Metric, Row
+
+FORMAT_VERSION = 1
+PROFILE_GLOB = "rank-*.pcprof"
+PARTIAL_GLOB = ".rank-*.pcprof.*.tmp"
+NANOSECONDS = 1e-9
+MAX_SUFFIX = ":max"
+
+METRICS = (
+    Metric("time", "s"),
+    Metric("time_inclusive", "s"),
+    Metric("visits"),
+    Metric("basic_blocks"),
+    Metric("mpi_bytes_sent", "bytes"),
+    Metric("mpi_bytes_received", "bytes"),
+)
+"""The per-rank quantities; each appears as ``name`` (mean over ranks) and ``name:max``."""
+
+_PROFILE_NAME = re.compile(r"^rank-(\d+)\.pcprof$")
+
+
+@dataclass(frozen=True)
+class MpiRecord:
+    """One MPI operation at one call path on communicators of one size."""
+
+    operation: str
+    comm_size: int
+    calls: int
+    bytes_sent: int
+    bytes_received: int
+
+
+@dataclass
+class CallPathRecord:
+    """What one rank measured at one call path (threads summed)."""
+
+    visits: int = 0
+    inclusive_ns: int = 0
+    exclusive_ns: int = 0
+    basic_blocks: int = 0
+    mpi: list[MpiRecord] = field(default_factory=list)
+
+    def values(self) -> dict[str, float]:
+        """This record's metric values, named as in :data:`METRICS`."""
+        values = {
+            "time": self.exclusive_ns * NANOSECONDS,
+            "time_inclusive": self.inclusive_ns * NANOSECONDS,
+            "visits": float(self.visits),
+        }
+        if self.mpi:
+            values["mpi_bytes_sent"] = float(sum(m.bytes_sent for m in self.mpi))
+            values["mpi_bytes_received"] = float(sum(m.bytes_received for m in self.mpi))
+        else:
+            values["basic_blocks"] = float(self.basic_blocks)
+        return values
+
+
+@dataclass
+class RankProfile:
+    """One process's profile file."""
+
+    path: Path
+    rank: int
+    ranks: int
+    run: str
+    program: str
+    counters: bool
+    functions_measured: int
+    functions_total: int
+    filter_source: str
+    unmatched_filter: list[str]
+    threads: int
+    outside_basic_blocks: int
+    callpaths: dict[str, CallPathRecord]
+
+
+def read_rank_profile(path: str | Path) -> RankProfile:
+    """Parse one ``rank-<r>.pcprof``; InputError (file and line) if it is not complete."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the profile: {exc}", path=path) from None
+    return parse_rank_profile(text, path)
+
+
+def parse_rank_profile(text: str, source: str | Path) -> RankProfile:
+    """Parse a profile's text (e.g. kept in a campaign store); ``source`` names it in errors."""
+    return _Parser(Path(source), text.splitlines()).parse()
+
+
+class _Parser:
+    """A line reader that names the file and line of anything unexpected."""
+
+    def __init__(self, path: Path, lines: list[str]):
+        self.path = path
+        self.lines = lines
+        self.number = 0
+
+    def fail(self, message: str) -> InputError:
+        return InputError(message, path=self.path, line=self.number or None)
+
+    def next(self, keyword: str, fields: int) -> list[str]:
+        """The next line, which must start with ``keyword``: its ``fields`` values (the
+        last one takes the rest of the line)."""
+        if self.number >= len(self.lines):
+            raise self.fail(
+                f"the profile ends before its '{keyword}' line: it is not a complete "
+                "perfcast profile (was it written by an older or crashed program?)"
+            )
+        self.number += 1
+        parts = self.lines[self.number - 1].split(" ", fields)
+        if parts[0] != keyword or len(parts) != fields + 1:
+            raise self.fail(f"expected a '{keyword}' line with {fields} value(s)")
+        return parts[1:]
+
+    def peek(self) -> str:
+        return self.lines[self.number].split(" ", 1)[0] if self.number < len(self.lines) else ""
+
+    def integers(self, values: Sequence[str]) -> list[int]:
+        try:
+            return [int(v) for v in values]
+        except ValueError:
+            raise self.fail(f"expected integers, got {' '.join(values)!r}") from None
+
+    def parse(self) -> RankProfile:
+        (version,) = self.next("perfcast-profile", 1)
+        if version != str(FORMAT_VERSION):
+            raise self.fail(
+                f"profile format version {version} is not the version {FORMAT_VERSION} this "
+                "perfcast reads; rebuild the program with this perfcast"
+            )
+        (rank,) = self.integers(self.next("rank", 1))
+        (ranks,) = self.integers(self.next("ranks", 1))
+        (run,) = self.next("run", 1)
+        (program,) = self.next("program", 1)
+        self.next("clock", 2)
+        counters, _blocks = self.integers(self.next("counters", 2))
+        measured, total, source = self.next("functions", 3)
+        measured_total = self.integers([measured, total])
+        unmatched = []
+        while self.peek() == "unmatched":
+            unmatched.append(self.next("unmatched", 1)[0])
+        (threads,) = self.integers(self.next("threads", 1))
+        callpaths: dict[str, CallPathRecord] = {}
+        outside = 0
+        for _ in range(threads):
+            outside += self._thread(callpaths)
+        self.next("end", 0)
+        if self.number != len(self.lines):
+            self.number += 1
+            raise self.fail("unexpected text after the 'end' line")
+        return RankProfile(
+            path=self.path,
+            rank=rank,
+            ranks=ranks,
+            run=run,
+            program=program,
+            counters=bool(counters),
+            functions_measured=measured_total[0],
+            functions_total=measured_total[1],
+            filter_source=source,
+            unmatched_filter=unmatched,
+            threads=threads,
+            outside_basic_blocks=outside,
+            callpaths=callpaths,
+        )
+
+    def _thread(self, callpaths: dict[str, CallPathRecord]) -> int:
+        """Add one thread's nodes to ``callpaths``; returns its blocks outside any function."""
+        self.next("thread", 1)
+        (outside,) = self.integers(self.next("outside", 1))
+        paths: dict[int, str] = {}
+        while self.peek() in ("node", "mpi"):
+            if self.peek() == "mpi":
+                values = self.integers(self.next("mpi", 5))
+                node, comm_size, calls, sent, received = values
+                if node not in paths:
+                    raise self.fail(f"MPI record for node {node}, which is not defined above")
+                operation = paths[node].rsplit("->", 1)[-1]
+                mpi = MpiRecord(operation, comm_size, calls, sent, received)
+                callpaths[paths[node]].mpi.append(mpi)
+                continue
+            *numbers, name = self.next("node", 7)
+            node, parent, visits, inclusive, exclusive, blocks = self.integers(numbers)
+            if parent != 0 and parent not in paths:
+                raise self.fail(f"node {node} names parent {parent}, which is not defined above")
+            path = join_callpath([paths[parent], name]) if parent else name
+            paths[node] = path
+            record = callpaths.setdefault(path, CallPathRecord())
+            record.visits += visits
+            record.inclusive_ns += inclusive
+            record.exclusive_ns += exclusive
+            record.basic_blocks += blocks
+        return outside
+
+
+def _directory_profiles(directory: Path) -> list[RankProfile]:
+    """Every rank's profile of the one run in ``directory``, checked to be complete."""
+    if not directory.is_dir():
+        raise InputError("no such profile directory", path=directory)
+    files = sorted(p for p in directory.glob(PROFILE_GLOB) if _PROFILE_NAME.match(p.name))
+    partial = sorted(p.name for p in directory.glob(PARTIAL_GLOB))
+    if not files:
+        hint = f" (only unfinished files: {', '.join(partial)})" if partial else ""
+        raise InputError(
+            f"no perfcast profiles ({PROFILE_GLOB}) here{hint}: the program must be built with "
+            "'perfcast build', run with PERFCAST_PROFILE_DIR set to this directory, and exit "
+            "normally (a crash, a signal or MPI_Abort writes no profile)",
+            path=directory,
+        )
+    return check_run([read_rank_profile(p) for p in files], directory)
+
+
+def check_run(profiles: Sequence[RankProfile], source: str | Path) -> list[RankProfile]:
+    """``profiles`` sorted by rank, if they are every rank of one run; InputError naming
+    ``source`` if ranks are missing or runs are mixed. Warns about unmatched filter names."""
+    directory = Path(source)
+    if not profiles:
+        raise InputError("no perfcast profiles in this run", path=directory)
+    profiles = sorted(profiles, key=lambda p: p.rank)
+    first = profiles[0]
+    for profile in profiles[1:]:
+        if (profile.run, profile.ranks) != (first.run, first.ranks):
+            raise InputError(
+                f"profiles of different runs ({first.path.name}: run {first.run} of "
+                f"{first.ranks} ranks, {profile.path.name}: run {profile.run} of "
+                f"{profile.ranks} ranks): give every run its own PERFCAST_PROFILE_DIR",
+                path=directory,
+            )
+    missing = sorted(set(range(first.ranks)) - {p.rank for p in profiles})
+    if missing:
+        shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+        raise InputError(
+            f"rank(s) {shown} of {first.ranks} wrote no profile: the run crashed, was killed "
+            "or called MPI_Abort on those ranks, so this run is not a complete measurement; "
+            "fix the failure and run it again",
+            path=directory,
+        )
+    for profile in profiles:
+        if profile.unmatched_filter and profile.rank == 0:
+            warnings.warn(
+                f"{profile.path}: filter entries that match no function in {profile.program}, "
+                f"so they were not measured: {', '.join(profile.unmatched_filter)}",
+                stacklevel=3,
+            )
+    return list(profiles)
+
+
+def _run_rows(profiles: Sequence[RankProfile], point: Sequence[float]) -> Iterator[Row]:
+    """Mean and max over ranks of every metric of every call path (absent counts as 0)."""
+    callpaths: list[str] = []
+    for profile in profiles:
+        callpaths += [c for c in profile.callpaths if c not in callpaths]
+    counters = all(p.counters for p in profiles)
+    empty = CallPathRecord()
+    for callpath in callpaths:
+        per_rank = [p.callpaths.get(callpath, empty) for p in profiles]
+        is_mpi = any(r.mpi for r in per_rank)
+        for metric in METRICS:
+            if metric.name == "basic_blocks" and (not counters or is_mpi):
+                continue
+            if metric.name.startswith("mpi_") and not is_mpi:
+                continue
+            values = [r.values().get(metric.name, 0.0) for r in per_rank]
+            yield callpath, metric.name, point, sum(values) / len(values)
+            yield callpath, metric.name + MAX_SUFFIX, point, max(values)
+
+
+def _metrics() -> list[Metric]:
+    return [m for base in METRICS for m in (base, Metric(base.name + MAX_SUFFIX, base.unit))]
+
+
+def read_profiles(directory: str | Path, point: Mapping[str, float] | None = None) -> Experiment:
+    """One run's per-rank profiles as an Experiment at ``point`` (parameter values; none by
+    default). InputError if ranks are missing, files are incomplete or runs are mixed."""
+    return combine_runs([(point or {}, directory)])
+
+
+RunSource = str | Path | Sequence[RankProfile]
+"""A run: its profile directory, or its already parsed per-rank profiles."""
+
+
+def combine_runs(runs: Iterable[tuple[Mapping[str, float], RunSource]]) -> Experiment:
+    """Many runs, each ``(parameter values, profile directory or profiles)``, as one
+    Experiment. Every run must give the same parameter names; runs at the same values
+    become repetitions, in the order given.
+    """
+    runs = list(runs)
+    if not runs:
+        raise InputError("no runs given to combine")
+    parameters = list(runs[0][0])
+    rows: list[Row] = []
+    for values, run in runs:
+        name = str(run) if isinstance(run, str | Path) else _describe(run)
+        if sorted(values) != sorted(parameters):
+            raise InputError(
+                f"this run has parameters {sorted(values)} but the first has {sorted(parameters)}",
+                path=name,
+            )
+        point = [float(values[p]) for p in parameters]
+        if isinstance(run, str | Path):
+            profiles = _directory_profiles(Path(run))
+        else:
+            profiles = check_run(run, name)
+        rows += _run_rows(profiles, point)
+    first = runs[0][1]
+    source = str(first) if isinstance(first, str | Path) else _describe(first)
+    return Experiment.from_rows(parameters, rows, _metrics(), source=source)
+
+
+def _describe(profiles: Sequence[RankProfile]) -> str:
+    return str(profiles[0].path.parent) if profiles else "<no profiles>"
