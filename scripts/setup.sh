@@ -9,6 +9,7 @@ APT_PACKAGES=(
   clang-16 libclang-rt-16-dev llvm-16   # instrumentation (XRay, sancov, DataFlowSanitizer)
   libopenmpi-dev openmpi-bin            # MPI programs and the PMPI profiling layer
   valgrind                              # exact instruction counts (ground truth)
+  slurm-wlm munge                       # the Slurm campaign backend (and its test)
 )
 
 missing=()

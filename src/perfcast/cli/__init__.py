@@ -17,6 +17,11 @@ from perfcast.errors import PerfcastError
 
 COMMAND_MODULES: tuple[str, ...] = (
     "perfcast.cli.build",
+    "perfcast.cli.demo",
+    "perfcast.cli.design",
+    "perfcast.cli.export",
+    "perfcast.cli.init",
+    "perfcast.cli.measure",
     "perfcast.cli.model",
     "perfcast.cli.predict",
     "perfcast.cli.taint",

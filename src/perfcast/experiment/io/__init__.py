@@ -14,7 +14,7 @@ from typing import Any
 
 from perfcast.errors import InputError, PerfcastError
 from perfcast.experiment.experiment import Experiment
-from perfcast.experiment.io import cube, jsonfile, jsonlines, talpas, text
+from perfcast.experiment.io import cube, jsonfile, jsonlines, sqlite, talpas, text
 from perfcast.experiment.io.registry import (
     Format,
     detect_format,
@@ -23,7 +23,7 @@ from perfcast.experiment.io.registry import (
     register,
 )
 
-for _module in (text, jsonfile, jsonlines, talpas, cube):
+for _module in (text, jsonfile, jsonlines, talpas, cube, sqlite):
     register(_module.FORMAT)
 
 FORMATS: tuple[str, ...] = format_names()

@@ -1,0 +1,33 @@
+"""``perfcast export INPUT -o OUTPUT``: measurements (e.g. a campaign store) as Extra-P files."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from perfcast.experiment import read_experiment, write_experiment
+from perfcast.experiment.io import FORMATS
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "export",
+        help="write measurements as Extra-P text or JSON",
+        description="Convert measurements, such as a perfcast campaign store, into a file "
+        "Extra-P reads; the output format follows the extension (.txt text, .json JSON).",
+    )
+    parser.add_argument("input", type=Path, help="campaign store or any readable measurements")
+    parser.add_argument("-o", "--output", type=Path, required=True, help="file to write")
+    parser.add_argument("--format", choices=FORMATS, help="input format (default: detect)")
+    parser.add_argument("--to", choices=FORMATS, help="output format (default: by extension)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    experiment = read_experiment(args.input, args.format)
+    write_experiment(experiment, args.output, args.to)
+    print(
+        f"wrote {args.output}: {len(experiment.callpaths)} call paths, "
+        f"{len(experiment.metrics)} metrics, {len(experiment.coordinates())} points"
+    )
+    return 0

@@ -1,0 +1,100 @@
+"""Campaign stores (``perfcast measure``'s SQLite file) as an Experiment.
+
+Every successful run contributes its per-rank profiles, parsed straight from the blobs
+in the store (:mod:`perfcast.measure.profiles`: per call path, the mean and the maximum
+over ranks); runs at the same point are repetitions. The experiment's parameters are the
+campaign's parameters that take more than one value among the stored runs — fixed ones
+cannot be modeled. Failed runs are left out (``perfcast measure`` reports them).
+
+A program run without perfcast's instrumentation leaves no profiles; such runs still give
+one measurement, the run's wall time as perfcast saw it (launcher start-up included), as
+metric :data:`RUN_TIME` at a call path named after the campaign.
+
+If the campaign's spec lists ``[metrics] collect``, only those metrics are read (a name
+also selects its ``:max`` twin).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perfcast.errors import InputError
+from perfcast.experiment.experiment import Experiment, Metric, Row
+from perfcast.experiment.io.registry import Format
+from perfcast.measure.profiles import MAX_SUFFIX, RankProfile, combine_runs, parse_rank_profile
+from perfcast.measure.store import OK, CampaignStore, StoredRun
+
+RUN_TIME = Metric("run_time", "s")
+"""Wall time of a whole run, for programs that write no profiles."""
+
+SQLITE_MAGIC = "SQLite format 3"
+
+
+def read_sqlite(path: str | Path) -> Experiment:
+    """Read a campaign store's successful runs into an Experiment."""
+    path = Path(path)
+    with CampaignStore.open(path) as store:
+        info = store.info()
+        runs = store.runs(OK)
+        if not runs:
+            failed = store.counts()["failed"]
+            raise InputError(
+                f"the campaign has no successful run yet ({failed} failed); run "
+                "`perfcast measure` (with --resume) first",
+                path=path,
+            )
+        parameters = [
+            name for name in info.parameters if len({run.point[name] for run in runs}) > 1
+        ]
+        profiled: list[tuple[dict[str, float], list[RankProfile]]] = []
+        unprofiled: list[StoredRun] = []
+        for run in runs:
+            blobs = store.profiles(run.id)
+            if not blobs:
+                unprofiled.append(run)
+                continue
+            point = {name: run.point[name] for name in parameters}
+            profiles = [
+                parse_rank_profile(data.decode("utf-8"), f"{path}[{run.key}]/{name}")
+                for name, data in sorted(blobs.items())
+            ]
+            profiled.append((point, profiles))
+    parts = []
+    if profiled:
+        parts.append(combine_runs(profiled))
+    if unprofiled:
+        parts.append(_run_times(info.name, parameters, unprofiled, str(path)))
+    experiment = parts[0] if len(parts) == 1 else Experiment.concat(parts)
+    experiment.source = str(path)
+    if info.metrics:
+        wanted = set(info.metrics)
+        keep = [m for m in experiment.metrics if m in wanted or m.split(MAX_SUFFIX)[0] in wanted]
+        if not keep:
+            raise InputError(
+                f"none of the metrics the campaign collects ({', '.join(info.metrics)}) is in "
+                f"its runs; they have {', '.join(experiment.metrics)}",
+                path=path,
+            )
+        experiment = experiment.restricted(metrics=keep)
+    return experiment
+
+
+def _run_times(name: str, parameters: list[str], runs: list[StoredRun], source: str) -> Experiment:
+    rows: list[Row] = [
+        (name, RUN_TIME.name, [run.point[p] for p in parameters], float(run.seconds or 0.0))
+        for run in runs
+    ]
+    return Experiment.from_rows(parameters, rows, [RUN_TIME], source=source)
+
+
+def looks_like_sqlite(first_line: str) -> bool:
+    return first_line.startswith(SQLITE_MAGIC)
+
+
+FORMAT = Format(
+    name="sqlite",
+    summary="perfcast campaign store (SQLite, written by perfcast measure)",
+    reader=read_sqlite,
+    suffixes=(".sqlite", ".sqlite3", ".db"),
+    sniff=looks_like_sqlite,
+)

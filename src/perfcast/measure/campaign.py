@@ -1,0 +1,245 @@
+"""A measurement campaign end to end: build, plan, run what is missing, store everything.
+
+:func:`measure` is what ``perfcast measure`` calls. It is safe to call again on the same
+store (``resume``): runs already stored are skipped, runs a killed perfcast left in flight
+are stopped or collected by the backend, and the rest is measured. Failed runs are stored
+with their reason and reported; ``retry_failed`` gives them another round.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from perfcast.errors import InputError, PerfcastError
+from perfcast.measure.design import ExperimentPlan, plan_from_spec
+from perfcast.measure.runner import Backend, ExecutionReport, Job, Progress, execute
+from perfcast.measure.spec import BUILD_PLACEHOLDER, AppSpec, expand
+from perfcast.measure.store import FAILED, CampaignStore, StoredRun
+
+BUILD_LOG_LINES = 30
+"""Lines of a failed build's output shown in the error."""
+
+
+@dataclass
+class CampaignResult:
+    """How a call of :func:`measure` went, and what the store now holds."""
+
+    store: Path
+    planned: int
+    """Runs in the plan."""
+    already_stored: int
+    """Runs that were in the store before this call and were not run again."""
+    report: ExecutionReport
+    failed: list[StoredRun]
+    """Every failed run in the store (from this call or earlier ones)."""
+    stored_ok: int
+
+    def summary(self) -> str:
+        lines = [
+            f"{self.store}: {self.stored_ok} runs ok, {len(self.failed)} failed "
+            f"({self.planned} planned, {self.already_stored} already stored, "
+            f"{self.report.succeeded + len(self.report.failed)} run now, "
+            f"{len(self.report.retried)} attempts retried)"
+        ]
+        if self.failed:
+            lines.append("failed runs (use --resume --retry-failed to run them again):")
+            for run in self.failed:
+                lines.append(f"  {run.key}: {run.reason} [{run.attempts} attempt(s)]")
+                last = [line for line in run.stderr_tail.splitlines() if _is_text(line)][-1:]
+                if last:
+                    lines.append(f"    stderr: {last[0].strip()[:200]}")
+        return "\n".join(lines)
+
+
+def _is_text(line: str) -> bool:
+    """Not a blank line or an MPI banner rule (``-----``)."""
+    return any(c.isalnum() for c in line)
+
+
+def scratch_directory(store: Path) -> Path:
+    """Where runs write their profiles and output until they are stored (next to the
+    store, so a cluster's compute nodes see it when the store is on a shared file system)."""
+    return store.with_name(store.name + ".runs")
+
+
+def perfcast_build_prefix(spec: AppSpec) -> list[str]:
+    """``python -m perfcast build [--counters] [--filter F] --``"""
+    prefix = [sys.executable, "-m", "perfcast", "build"]
+    if spec.build is not None and spec.build.counters:
+        prefix.append("--counters")
+    if spec.build is not None and spec.build.filter is not None:
+        prefix += ["--filter", str(spec.build.filter)]
+    return [*prefix, "--"]
+
+
+def build_program(spec: AppSpec, stream: IO[str] | None = None) -> None:
+    """Build the program through ``perfcast build`` as ``[build]`` says."""
+    build = spec.build
+    if build is None:
+        return
+    prefix = perfcast_build_prefix(spec)
+    if build.command is not None:
+        command: str | list[str] = build.command.replace(
+            "{" + BUILD_PLACEHOLDER + "}", shlex.join(prefix)
+        )
+        shown = command
+    else:
+        assert build.output is not None
+        command = [*prefix, build.compiler, *build.flags, *build.sources, "-o", build.output]
+        shown = shlex.join(command)
+    if stream is not None:
+        print(f"build: {shown}", file=stream, flush=True)
+    try:
+        result = subprocess.run(
+            command,
+            shell=isinstance(command, str),
+            cwd=spec.directory,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+        )
+    except OSError as exc:
+        raise PerfcastError(f"cannot run the build in {spec.directory}: {exc}") from None
+    if result.returncode != 0:
+        output = (result.stdout + result.stderr).strip().splitlines()[-BUILD_LOG_LINES:]
+        raise PerfcastError(
+            f"the build failed (exit status {result.returncode}) in {spec.directory}:\n"
+            f"  {shown}\n" + "\n".join("  | " + line for line in output)
+        )
+
+
+def make_jobs(spec: AppSpec, plan: ExperimentPlan, scratch: Path, skip: set[str]) -> list[Job]:
+    """A first attempt for every run of the plan not in ``skip``."""
+    jobs = []
+    for run in plan.runs():
+        if run.key in skip:
+            continue
+        argv = tuple(shlex.split(expand(spec.run.command, run.point)))
+        jobs.append(
+            Job(
+                run=run,
+                attempt=1,
+                argv=argv,
+                cwd=spec.directory,
+                directory=scratch / re.sub(r"[^A-Za-z0-9_.=-]+", "_", run.key),
+                timeout=spec.run.timeout,
+                expect_profiles=spec.build is not None,
+                mpirun_args=spec.run.mpirun_args,
+            )
+        )
+    return jobs
+
+
+def check_program(spec: AppSpec, jobs: Sequence[Job]) -> None:
+    """Fail early, with the fix, when the run command's program is missing."""
+    if not jobs:
+        return
+    program = jobs[0].argv[0] if jobs[0].argv else ""
+    if "/" in program:
+        if not (spec.directory / program).exists():
+            raise InputError(
+                f"the run command's program {program} does not exist in {spec.directory}; "
+                "check [build] output and [run] command",
+                path=spec.path,
+            )
+    elif shutil.which(program) is None:
+        raise InputError(
+            f"the run command's program {program!r} is not on PATH; write ./{program} for a "
+            "program in the app directory",
+            path=spec.path,
+        )
+
+
+def measure(
+    spec: AppSpec,
+    backend: Backend,
+    *,
+    store_path: Path | None = None,
+    resume: bool = False,
+    retry_failed: bool = False,
+    build: bool = True,
+    design: str | None = None,
+    stream: IO[str] | None = None,
+) -> CampaignResult:
+    """Run the campaign ``spec`` describes into its store; see the module docstring."""
+    store_path = Path(store_path or spec.store)
+    plan = plan_from_spec(spec, design)
+    if store_path.exists() and not resume:
+        with CampaignStore.open(store_path) as existing:
+            stored = sum(existing.counts().values())
+        if stored:
+            raise PerfcastError(
+                f"{store_path} already holds {stored} runs; pass --resume to continue that "
+                "campaign, or remove the file (or choose another with --store) to start over"
+            )
+    store = CampaignStore.create_or_open(
+        store_path,
+        name=spec.name,
+        parameters=[p.name for p in spec.parameters],
+        metrics=list(spec.metrics),
+        spec_path=str(spec.path),
+        spec_text=spec.path.read_text(encoding="utf-8") if spec.path.is_file() else None,
+    )
+    try:
+        store.lock()
+        if build:
+            build_program(spec, stream)
+        skip = store.finished_keys()
+        if retry_failed:
+            skip -= store.finished_keys(FAILED)
+        planned = plan.runs()
+        already = sum(1 for run in planned if run.key in skip)
+        scratch = scratch_directory(store_path)
+        jobs = make_jobs(spec, plan, scratch, skip)
+        check_program(spec, jobs)
+        recovered = _recover(store, backend, jobs)
+        watched = {job.key for job in recovered}
+        fresh = [job for job in jobs if job.key not in watched]
+        progress = Progress(len(jobs), stream=stream)
+        report = execute(
+            fresh,
+            backend,
+            store,
+            retries=spec.run.retries,
+            progress=progress,
+            recovered=recovered,
+        )
+        counts = store.counts()
+        return CampaignResult(
+            store=store_path,
+            planned=len(planned),
+            already_stored=already,
+            report=report,
+            failed=store.runs(FAILED),
+            stored_ok=counts["ok"],
+        )
+    finally:
+        store.close()
+
+
+def _recover(store: CampaignStore, backend: Backend, jobs: list[Job]) -> list[Job]:
+    """Hand runs a killed perfcast left in flight back to their backend."""
+    inflight = store.inflight()
+    if not inflight:
+        return []
+    others = sorted({entry.backend for entry in inflight} - {backend.name})
+    if others:
+        raise PerfcastError(
+            f"{store.path}: runs of this campaign are still in flight on the {others[0]} "
+            f"backend; resume with --backend {others[0]}"
+        )
+    by_key = {job.key: job for job in jobs}
+    recovered = backend.recover(inflight, by_key)
+    watched = {job.key for job in recovered}
+    for entry in inflight:
+        if entry.key not in watched:
+            store.forget_inflight(entry.key)
+    return recovered

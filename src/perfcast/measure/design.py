@@ -1,0 +1,264 @@
+"""Experiment designs: which parameter combinations a campaign measures, and what it costs.
+
+The plan is an explicit object (:class:`ExperimentPlan`: a list of points and a repetition
+count) rather than a loop hidden in the runner, so other stages can inspect and shrink it
+— the taint analysis, for one, replaces the full grid by one-parameter lines where
+parameters only combine additively — and ``perfcast design`` can print it before anything
+runs.
+
+Designs (``[design] kind``):
+
+``full``
+    Every combination of every parameter's values (the default; what the modeler's
+    multi-parameter search likes best).
+``lines``
+    One line per varied parameter through a base point: the parameter takes all its values,
+    the others stay at the base (``[design] base``; default: each parameter's smallest
+    value). Enough for additive models and for the per-parameter shape search.
+``cross``
+    Extra-P's cross design: the lines through the cheapest corner (every parameter at its
+    smallest value). Extra-P's multi-parameter modeler needs at least
+    :data:`EXTRAP_LINE_POINTS` points on each line.
+``sparse``
+    The cross plus ``extra_points`` points off its lines, cheapest first, as Extra-P's
+    sparse modeler recommends: the extra points let the search tell a product of
+    parameters from a sum.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from perfcast.errors import InputError
+from perfcast.measure.spec import RANKS, AppSpec, Parameter, format_value
+
+EXTRAP_LINE_POINTS = 5
+"""Points per parameter line that Extra-P's modelers ask for; fewer earns a note."""
+
+Coordinate = tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One execution: a point of the plan and the repetition number (0-based)."""
+
+    point: Mapping[str, float]
+    repetition: int
+
+    @property
+    def key(self) -> str:
+        """Stable identity in the store: ``p=4,size=128#2``."""
+        return f"{point_key(self.point)}#{self.repetition}"
+
+    @property
+    def ranks(self) -> int:
+        return int(self.point.get(RANKS, 1))
+
+
+def point_key(point: Mapping[str, float]) -> str:
+    """``p=4,size=128``: a point spelled the same way everywhere (names in plan order)."""
+    return ",".join(f"{name}={format_value(value)}" for name, value in point.items())
+
+
+@dataclass(frozen=True)
+class PlanCost:
+    """What a plan costs: runs, and rank-seconds (ranks x seconds, summed over runs).
+
+    ``rank_seconds`` is an estimate when the spec gives ``run.expected_seconds``, otherwise
+    an upper bound from the timeout (``bounded`` is then True).
+    """
+
+    points: int
+    runs: int
+    rank_runs: int
+    rank_seconds: float
+    bounded: bool
+
+    def describe(self) -> str:
+        what = "at most" if self.bounded else "about"
+        basis = "the timeout" if self.bounded else "run.expected_seconds"
+        return (
+            f"{self.points} points, {self.runs} runs, {self.rank_runs} rank-runs; "
+            f"{what} {_duration(self.rank_seconds)} rank-time (from {basis})"
+        )
+
+
+@dataclass(frozen=True)
+class ExperimentPlan:
+    """The points to measure (every parameter, fixed ones included) and how often."""
+
+    parameters: tuple[str, ...]
+    points: tuple[Coordinate, ...]
+    repetitions: int
+    kind: str = "full"
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        for point in self.points:
+            if len(point) != len(self.parameters):
+                raise ValueError(f"point {point} does not match parameters {self.parameters}")
+        if len(set(self.points)) != len(self.points):
+            raise ValueError("a plan lists a point twice")
+
+    @property
+    def varied(self) -> list[str]:
+        """Parameters that take more than one value in this plan: the model's parameters."""
+        return [
+            name
+            for i, name in enumerate(self.parameters)
+            if len({point[i] for point in self.points}) > 1
+        ]
+
+    def point(self, index: int) -> dict[str, float]:
+        return dict(zip(self.parameters, self.points[index], strict=True))
+
+    def runs(self) -> list[PlannedRun]:
+        """Every run, repetitions of a point interleaved with the other points: repetition
+        r of all points before repetition r+1, so slow drift of the machine spreads over
+        the whole grid instead of biasing one point."""
+        return [
+            PlannedRun(self.point(i), repetition)
+            for repetition in range(self.repetitions)
+            for i in range(len(self.points))
+        ]
+
+    def subset(self, keep: Callable[[Mapping[str, float]], bool], note: str) -> ExperimentPlan:
+        """The plan with only the points ``keep`` accepts (how other stages shrink it)."""
+        points = tuple(p for i, p in enumerate(self.points) if keep(self.point(i)))
+        return replace(self, points=points, notes=(*self.notes, note))
+
+    def cost(self, *, expected_seconds: float | None, timeout: float) -> PlanCost:
+        runs = self.runs()
+        rank_runs = sum(run.ranks for run in runs)
+        seconds = expected_seconds if expected_seconds is not None else timeout
+        return PlanCost(
+            points=len(self.points),
+            runs=len(runs),
+            rank_runs=rank_runs,
+            rank_seconds=rank_runs * seconds,
+            bounded=expected_seconds is None,
+        )
+
+    def table(self) -> str:
+        """The points as an aligned table, one row per point."""
+        header = list(self.parameters)
+        rows = [[format_value(v) for v in point] for point in self.points]
+        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+        lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
+        lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+        return "\n".join(lines)
+
+
+def plan_from_spec(spec: AppSpec, kind: str | None = None) -> ExperimentPlan:
+    """The plan ``[design]`` asks for (or ``kind``, overriding it)."""
+    kind = kind or spec.design.kind
+    parameters = list(spec.parameters)
+    if kind == "full":
+        plan = full_factorial(parameters, spec.run.repetitions)
+    elif kind == "lines":
+        plan = lines(parameters, spec.run.repetitions, spec.design.base)
+    elif kind == "cross":
+        plan = cross(parameters, spec.run.repetitions)
+    elif kind == "sparse":
+        plan = sparse(parameters, spec.run.repetitions, spec.design.extra_points)
+    else:
+        raise InputError(f"unknown design {kind!r}; choose full, lines, cross or sparse")
+    return plan
+
+
+def full_factorial(parameters: Sequence[Parameter], repetitions: int) -> ExperimentPlan:
+    points = tuple(itertools.product(*(p.values for p in parameters)))
+    return ExperimentPlan(tuple(p.name for p in parameters), points, repetitions, "full")
+
+
+def lines(
+    parameters: Sequence[Parameter],
+    repetitions: int,
+    base: Mapping[str, float] | None = None,
+    kind: str = "lines",
+) -> ExperimentPlan:
+    """One-parameter lines through ``base`` (missing entries: the smallest value)."""
+    base = dict(base or {})
+    for name in base:
+        if name not in {p.name for p in parameters}:
+            raise InputError(f"the base point names {name!r}, which is not a parameter")
+    centre = tuple(base.get(p.name, p.values[0]) for p in parameters)
+    points: list[Coordinate] = [centre]
+    notes = []
+    for i, parameter in enumerate(parameters):
+        if parameter.fixed:
+            continue
+        for value in parameter.values:
+            point = (*centre[:i], value, *centre[i + 1 :])
+            if point not in points:
+                points.append(point)
+        if len(parameter.values) < EXTRAP_LINE_POINTS:
+            notes.append(
+                f"the line of {parameter.name} has {len(parameter.values)} points; Extra-P "
+                f"asks for at least {EXTRAP_LINE_POINTS}"
+            )
+    names = tuple(p.name for p in parameters)
+    return ExperimentPlan(names, tuple(points), repetitions, kind, tuple(notes))
+
+
+def cross(parameters: Sequence[Parameter], repetitions: int) -> ExperimentPlan:
+    """Extra-P's cross: the lines through the cheapest corner."""
+    return lines(parameters, repetitions, None, kind="cross")
+
+
+def sparse(parameters: Sequence[Parameter], repetitions: int, extra_points: int) -> ExperimentPlan:
+    """The cross plus the ``extra_points`` cheapest points off its lines."""
+    base = cross(parameters, repetitions)
+    taken = set(base.points)
+    others = [p for p in itertools.product(*(q.values for q in parameters)) if p not in taken]
+    others.sort(key=lambda point: _cheapness(parameters, point))
+    added = tuple(others[:extra_points])
+    notes = list(base.notes)
+    if len(added) < extra_points:
+        notes.append(f"only {len(added)} points exist off the cross")
+    return ExperimentPlan(base.parameters, base.points + added, repetitions, "sparse", tuple(notes))
+
+
+def _cheapness(parameters: Sequence[Parameter], point: Iterable[float]) -> tuple[int, float]:
+    """Order points by how far up each parameter's value list they are (index sum), then
+    by the product of the values: small problems on few ranks first."""
+    indices = 0
+    product = 1.0
+    for parameter, value in zip(parameters, point, strict=True):
+        indices += parameter.values.index(value)
+        product *= value
+    return indices, product
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def describe_plan(spec: AppSpec, plan: ExperimentPlan) -> str:
+    """What ``perfcast design`` prints: the design, the points and the cost."""
+    full = full_factorial(list(spec.parameters), plan.repetitions)
+    cost = plan.cost(expected_seconds=spec.run.expected_seconds, timeout=spec.run.timeout)
+    lines_out = [
+        f"design: {plan.kind} over {', '.join(plan.varied) or 'no varied parameter'}"
+        + (
+            f" (fixed: {', '.join(f'{k}={format_value(v)}' for k, v in spec.fixed.items())})"
+            if spec.fixed
+            else ""
+        ),
+        plan.table(),
+        f"cost: {cost.describe()}; {plan.repetitions} repetitions per point",
+    ]
+    if len(plan.points) < len(full.points):
+        saved = len(full.points) - len(plan.points)
+        lines_out.append(
+            f"saves {saved} of {len(full.points)} points of the full factorial design "
+            f"({saved * plan.repetitions} runs)"
+        )
+    lines_out += [f"note: {note}" for note in plan.notes]
+    return "\n".join(lines_out)

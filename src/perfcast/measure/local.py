@@ -1,0 +1,210 @@
+"""The local backend: runs on this machine with ``mpirun``.
+
+Each run is started in a session of its own. Open MPI puts every rank into its own
+process group (inside mpirun's session), so killing mpirun's group alone can leave ranks
+running; on a timeout the backend therefore sends SIGTERM to mpirun (which forwards it to
+its ranks) and, after :data:`KILL_GRACE` seconds, SIGKILL to every process left in the
+session. The session id and the leader's start time are what the store keeps for a run
+in flight, so a campaign resumed after perfcast itself was killed can find that run's
+processes and stop them before measuring it again.
+
+Runs go one at a time by default: runs that share the machine disturb each other's
+timings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfcast.errors import PerfcastError
+from perfcast.measure.runner import PROFILE_DIR_VARIABLE, Backend, Job, finished_record
+from perfcast.measure.store import InflightRun, RunRecord
+
+KILL_GRACE = 5.0
+"""Seconds between SIGTERM and SIGKILL when a run is stopped."""
+POLL_INTERVAL = 0.05
+"""Seconds between checks of running processes."""
+
+
+def available_cores() -> int:
+    """Cores this process may use (the affinity mask, which containers narrow)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def mpirun_command(
+    job: Job, *, mpirun: str = "mpirun", cores: int | None = None, forward: Sequence[str] = ()
+) -> list[str]:
+    """``mpirun [--allow-run-as-root] [--oversubscribe] -np P [-x VAR] ... program args``.
+
+    ``--oversubscribe`` only when the ranks exceed the cores, so Open MPI's own check that
+    a job fits stays on for runs that should fit.
+    """
+    command = [mpirun]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        command.append("--allow-run-as-root")
+    if job.ranks > (cores or available_cores()):
+        command.append("--oversubscribe")
+    command += ["-np", str(job.ranks)]
+    for variable in (PROFILE_DIR_VARIABLE, *forward):
+        command += ["-x", variable]
+    return [*command, *job.mpirun_args, *job.argv]
+
+
+@dataclass
+class _Running:
+    job: Job
+    process: subprocess.Popen
+    started: float
+    deadline: float
+
+
+class LocalBackend(Backend):
+    """Runs jobs with mpirun on this machine, ``parallel`` at a time."""
+
+    name = "local"
+
+    def __init__(
+        self, *, parallel: int = 1, mpirun: str = "mpirun", kill_grace: float = KILL_GRACE
+    ):
+        if shutil.which(mpirun) is None:
+            raise PerfcastError(
+                f"{mpirun!r} is not on PATH; install Open MPI (Debian: openmpi-bin "
+                "libopenmpi-dev) or run with --backend slurm"
+            )
+        self.parallel = parallel
+        self.mpirun = mpirun
+        self.kill_grace = kill_grace
+        self.cores = available_cores()
+        self._running: list[_Running] = []
+
+    def submit(self, jobs: Sequence[Job]) -> list[tuple[Job, dict[str, Any]]]:
+        started = []
+        for job in jobs[: max(0, self.parallel - len(self._running))]:
+            started.append((job, self._start(job)))
+        return started
+
+    def _start(self, job: Job) -> dict[str, Any]:
+        if job.directory.exists():
+            shutil.rmtree(job.directory)
+        job.profile_dir.mkdir(parents=True)
+        env = dict(os.environ, **{PROFILE_DIR_VARIABLE: str(job.profile_dir)})
+        command = mpirun_command(job, mpirun=self.mpirun, cores=self.cores)
+        with (
+            open(job.directory / "stdout", "wb") as out,
+            open(job.directory / "stderr", "wb") as err,
+        ):
+            try:
+                process = subprocess.Popen(
+                    command,
+                    cwd=job.cwd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise PerfcastError(f"cannot start {command[0]}: {exc}") from None
+        now = time.time()
+        self._running.append(_Running(job, process, now, time.monotonic() + job.timeout))
+        return {"session": process.pid, "start_ticks": _start_ticks(process.pid)}
+
+    def running(self) -> int:
+        return len(self._running)
+
+    def wait(self) -> list[RunRecord]:
+        while True:
+            finished = []
+            for entry in list(self._running):
+                code = entry.process.poll()
+                timed_out = code is None and time.monotonic() > entry.deadline
+                if timed_out:
+                    code = self._stop(entry.process)
+                if code is None:
+                    continue
+                self._running.remove(entry)
+                # ranks of a run whose mpirun already exited must not outlive it
+                kill_session(entry.process.pid, signal.SIGKILL)
+                record = finished_record(
+                    entry.job,
+                    code,
+                    started=entry.started,
+                    finished=time.time(),
+                    timed_out=timed_out,
+                    backend=self.name,
+                )
+                if record.ok:  # everything is in the record; failures keep their files
+                    shutil.rmtree(entry.job.directory, ignore_errors=True)
+                finished.append(record)
+            if finished:
+                return finished
+            time.sleep(POLL_INTERVAL)
+
+    def _stop(self, process: subprocess.Popen) -> int:
+        """SIGTERM to mpirun, then SIGKILL to everything in its session."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(self.kill_grace)
+        kill_session(process.pid, signal.SIGKILL)
+        return process.wait()
+
+    def recover(self, inflight: Sequence[InflightRun], jobs: dict[str, Job]) -> list[Job]:
+        """Stop what a killed perfcast left running; all of it is measured again."""
+        for entry in inflight:
+            session = entry.handle.get("session")
+            if isinstance(session, int):
+                kill_session(session, signal.SIGKILL, since=entry.handle.get("start_ticks"))
+        return []
+
+    def shutdown(self) -> None:
+        for entry in self._running:
+            self._stop(entry.process)
+        self._running.clear()
+
+
+def _stat(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name (state first), or None."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2 :].split()
+
+
+def _start_ticks(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[19]) if fields else None
+
+
+def kill_session(session: int, sig: int, *, since: int | None = None) -> int:
+    """Send ``sig`` to every live process of a session; returns how many there were.
+
+    ``since`` (clock ticks after boot) skips processes that started before the session's
+    leader did — a recycled session id belongs to somebody else.
+    """
+    count = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat(int(entry.name))
+        if fields is None or fields[0] == "Z" or int(fields[3]) != session:
+            continue
+        if since is not None and int(fields[19]) < since:
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(int(entry.name), sig)
+            count += 1
+    return count

@@ -1,0 +1,340 @@
+"""Executing a plan: jobs, backends, retries, and the progress line.
+
+The loop in :func:`execute` is the same for every backend: hand the backend as many jobs
+as it takes, wait for some to finish, store each one the moment it does, and put failed
+ones back in the queue until they have used ``retries`` extra attempts. A backend
+(:mod:`~perfcast.measure.local`, :mod:`~perfcast.measure.slurm`) only knows how to start
+jobs, report the finished ones and clean up; how a failure is named is shared here, so a
+crashed run reads the same whichever backend ran it.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+import os
+import re
+import shlex
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import IO, Any
+
+from perfcast.measure.design import PlannedRun
+from perfcast.measure.store import CampaignStore, InflightRun, RunRecord
+
+PROFILE_DIR_VARIABLE = "PERFCAST_PROFILE_DIR"
+"""Where the perfcast runtime writes one ``rank-N.pcprof`` per process (see
+``measure/README.md``)."""
+PROFILE_SUFFIX = ".pcprof"
+
+TAIL_LINES = 40
+"""How much of a run's stderr/stdout the store keeps: enough for MPI's abort notices and
+a backtrace, small enough that a chatty program does not bloat the store."""
+TAIL_BYTES = 8192
+
+PROGRESS_INTERVAL = 10.0
+"""Seconds between progress lines when stderr is not a terminal (logs, CI)."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One attempt of one planned run, ready for a backend."""
+
+    run: PlannedRun
+    attempt: int
+    argv: tuple[str, ...]
+    """The program and its arguments (the backend adds the MPI launcher)."""
+    cwd: Path
+    directory: Path
+    """Private scratch directory of this attempt: profiles, stdout, stderr."""
+    timeout: float
+    expect_profiles: bool
+    """The program was built by perfcast, so every rank must leave a profile."""
+    mpirun_args: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return self.run.key
+
+    @property
+    def ranks(self) -> int:
+        return self.run.ranks
+
+    @property
+    def profile_dir(self) -> Path:
+        return self.directory / "profiles"
+
+    @property
+    def command(self) -> str:
+        """The run as a user would type it (stored with the run)."""
+        return f"mpirun -np {self.ranks} {shlex.join(self.argv)}"
+
+    def retry(self) -> Job:
+        return replace(self, attempt=self.attempt + 1)
+
+
+class Backend(abc.ABC):
+    """Starts jobs and reports them when they finish."""
+
+    name: str
+
+    @abc.abstractmethod
+    def submit(self, jobs: Sequence[Job]) -> list[tuple[Job, dict[str, Any]]]:
+        """Start as many of ``jobs`` (in order) as the backend takes now; return each started
+        job with the handle the store keeps to find it again after a crash."""
+
+    @abc.abstractmethod
+    def wait(self) -> list[RunRecord]:
+        """Block until at least one started job finishes; return the finished ones."""
+
+    @abc.abstractmethod
+    def running(self) -> int:
+        """Jobs started and not yet reported."""
+
+    @abc.abstractmethod
+    def recover(self, inflight: Sequence[InflightRun], jobs: dict[str, Job]) -> list[Job]:
+        """After a crash: reattach to or clean up runs a previous perfcast left in flight.
+
+        ``jobs`` maps their keys to fresh jobs. Returns the jobs the backend is now
+        watching again (they will come out of :meth:`wait`); the others must be rerun.
+        """
+
+    def shutdown(self) -> None:  # noqa: B027 - optional hook
+        """Stop everything still running (on Ctrl-C)."""
+
+
+# -- naming failures ---------------------------------------------------------------------------
+
+_RANK_SIGNAL = re.compile(r"signal (\d+) \(([^)]+)\)")
+
+
+def failure_reason(
+    job: Job,
+    exit_code: int | None,
+    *,
+    timed_out: bool,
+    profiles: dict[str, bytes],
+    stderr_tail: str,
+) -> str | None:
+    """Why an attempt failed, in words a user can act on (None: it succeeded)."""
+    if timed_out:
+        return (
+            f"timed out after {job.timeout:g} s (run.timeout); the run and all its ranks "
+            "were killed"
+        )
+    if exit_code is not None and exit_code < 0:
+        return f"killed by signal {_signal_name(-exit_code)}"
+    if exit_code:
+        reason = f"exit status {exit_code}"
+        died = _RANK_SIGNAL.search(stderr_tail)
+        if died:
+            reason += f"; a rank died of signal {died.group(1)} ({died.group(2)})"
+        elif "MPI_ABORT" in stderr_tail or "MPI_Abort" in stderr_tail:
+            reason += "; the program called MPI_Abort"
+        return reason
+    if exit_code is None:
+        return "the run vanished without an exit status (cancelled or lost)"
+    if job.expect_profiles and len(profiles) < job.ranks:
+        return (
+            f"only {len(profiles)} of {job.ranks} rank profiles were written; a rank exited "
+            "without finishing (perfcast writes profiles at exit)"
+        )
+    return None
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
+def read_tail(path: Path) -> str:
+    """The last :data:`TAIL_LINES` lines (at most :data:`TAIL_BYTES`) of a file."""
+    try:
+        with open(path, "rb") as file:
+            file.seek(0, os.SEEK_END)
+            size = file.tell()
+            file.seek(max(0, size - TAIL_BYTES))
+            data = file.read()
+    except OSError:
+        return ""
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    return "\n".join(lines[-TAIL_LINES:])
+
+
+def collect_profiles(directory: Path) -> dict[str, bytes]:
+    """The complete per-rank profile files of a run (temporary files are not profiles)."""
+    if not directory.is_dir():
+        return {}
+    return {
+        path.name: path.read_bytes()
+        for path in sorted(directory.glob(f"*{PROFILE_SUFFIX}"))
+        if not path.name.startswith(".")
+    }
+
+
+def finished_record(
+    job: Job,
+    exit_code: int | None,
+    *,
+    started: float,
+    finished: float,
+    timed_out: bool,
+    backend: str,
+    job_id: str | None = None,
+) -> RunRecord:
+    """Read an attempt's directory into the record the store keeps."""
+    stderr_tail = read_tail(job.directory / "stderr")
+    profiles = collect_profiles(job.profile_dir)
+    return RunRecord(
+        key=job.key,
+        point=dict(job.run.point),
+        repetition=job.run.repetition,
+        command=job.command,
+        exit_code=exit_code,
+        reason=failure_reason(
+            job, exit_code, timed_out=timed_out, profiles=profiles, stderr_tail=stderr_tail
+        ),
+        started=started,
+        finished=finished,
+        attempt=job.attempt,
+        stderr_tail=stderr_tail,
+        stdout_tail=read_tail(job.directory / "stdout"),
+        backend=backend,
+        job=job_id,
+        profiles=profiles,
+    )
+
+
+# -- progress --------------------------------------------------------------------------------
+
+
+@dataclass
+class Progress:
+    """``measure: 12/40 runs, 1 failed, 2 retried, ETA 3m12s`` on stderr.
+
+    On a terminal the line updates in place; elsewhere a line is printed at most every
+    :data:`PROGRESS_INTERVAL` seconds, and always at the end.
+    """
+
+    total: int
+    stream: IO[str] | None = field(default_factory=lambda: sys.stderr)
+    done: int = 0
+    failed: int = 0
+    retried: int = 0
+    started: float = field(default_factory=time.monotonic)
+    _last: float = 0.0
+
+    def update(self, *, done: int = 0, failed: int = 0, retried: int = 0) -> None:
+        self.done += done
+        self.failed += failed
+        self.retried += retried
+        self._show(final=False)
+
+    def finish(self) -> None:
+        self._show(final=True)
+
+    def line(self) -> str:
+        parts = [f"measure: {self.done}/{self.total} runs"]
+        if self.failed:
+            parts.append(f"{self.failed} failed")
+        if self.retried:
+            parts.append(f"{self.retried} retried")
+        remaining = self.total - self.done
+        if self.done and remaining:
+            elapsed = time.monotonic() - self.started
+            parts.append(f"ETA {_clock(elapsed / self.done * remaining)}")
+        elif not remaining:
+            parts.append(f"took {_clock(time.monotonic() - self.started)}")
+        return ", ".join(parts)
+
+    def _show(self, *, final: bool) -> None:
+        if self.stream is None:
+            return
+        tty = self.stream.isatty()
+        now = time.monotonic()
+        if not tty and not final and now - self._last < PROGRESS_INTERVAL:
+            return
+        self._last = now
+        end = "\n" if final or not tty else ""
+        self.stream.write(("\r\x1b[K" if tty else "") + self.line() + end)
+        self.stream.flush()
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(0, math.ceil(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+# -- the loop ---------------------------------------------------------------------------------
+
+
+@dataclass
+class ExecutionReport:
+    """What happened: runs stored as successful and as failed, and retried attempts."""
+
+    succeeded: int = 0
+    failed: list[RunRecord] = field(default_factory=list)
+    retried: list[RunRecord] = field(default_factory=list)
+
+
+def execute(
+    jobs: Iterable[Job],
+    backend: Backend,
+    store: CampaignStore,
+    *,
+    retries: int,
+    progress: Progress | None = None,
+    recovered: Sequence[Job] = (),
+) -> ExecutionReport:
+    """Run ``jobs`` (plus ``recovered`` ones the backend already watches) to completion.
+
+    Every finished attempt goes to the store at once: a success or a final failure as the
+    run, a failure with attempts left as an attempt (and the job is queued again, first).
+    """
+    queue = deque(jobs)
+    report = ExecutionReport()
+    progress = progress or Progress(len(queue) + len(recovered), stream=None)
+    by_key = {job.key: job for job in [*queue, *recovered]}
+    try:
+        while queue or backend.running():
+            if queue:
+                started = backend.submit(list(queue))
+                for job, handle in started:
+                    store.mark_inflight(job.key, job.attempt, backend.name, handle)
+                for _ in started:
+                    queue.popleft()
+            if not backend.running():
+                continue
+            for record in backend.wait():
+                job = by_key[record.key]
+                if record.ok:
+                    store.record(record)
+                    report.succeeded += 1
+                    progress.update(done=1)
+                elif record.attempt <= retries:
+                    store.record_attempt(record)
+                    report.retried.append(record)
+                    retry = job.retry()
+                    by_key[retry.key] = retry
+                    queue.appendleft(retry)
+                    progress.update(retried=1)
+                else:
+                    store.record(record)
+                    report.failed.append(record)
+                    progress.update(done=1, failed=1)
+    except BaseException:
+        backend.shutdown()
+        raise
+    progress.finish()
+    return report
