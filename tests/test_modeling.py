@@ -9,6 +9,9 @@ import pytest
 from perfcast.errors import InputError
 from perfcast.experiment import Experiment
 from perfcast.modeling import Factor, ModelSet, PMNFModeler, Prior, SearchSpace
+from perfcast.synth.functions import pmnf_function
+from perfcast.synth.measurements import default_grid, sample
+from perfcast.synth.noise import Noise
 
 GRID = {"p": (4, 8, 16, 32, 64), "n": (10, 20, 30, 40, 50), "s": (2, 4, 6, 8, 10)}
 
@@ -195,3 +198,21 @@ def test_nan_measurement_is_rejected():
     rows = [("f", "time", (x,), float(x)) for x in (1, 2, 3, 4)] + [("f", "time", (5,), np.nan)]
     with pytest.raises(InputError, match="NaN"):
         PMNFModeler().fit(Experiment.from_rows(["x"], rows))
+
+
+def test_flat_noisy_lines_do_not_veto_a_parameters_shape():
+    # A product term that only rises above the noise where the other parameters are large:
+    # most lines along p are flat and noisy, and must not push p's shape to an arbitrary one.
+    truth = pmnf_function(
+        "f", 6e-4, [(1.2e-23, {"p": ("8/3", 2), "n": ("2/3", 1), "m": ("8/3", 1)})]
+    )
+    clean = sample([truth], default_grid(3), repetitions=5)
+    hits = 0
+    for seed in range(5):
+        noisy = Noise("uniform", 0.05).apply_to(clean, np.random.default_rng(seed))
+        model = PMNFModeler(aggregation="mean").fit(noisy)[("f", "time")]
+        hits += sum(
+            abs(model.leading_exponents().get(p, (F(0), 0))[0] - e) <= F(1, 4)
+            for p, e in (("p", F(8, 3)), ("n", F(2, 3)), ("m", F(8, 3)))
+        )
+    assert hits >= 13  # of 15: exponents within one step of the truth

@@ -178,6 +178,15 @@ def _fit_constant_plus_one(basis: np.ndarray, y: np.ndarray, w2: np.ndarray) -> 
     return BatchFit(coefficients, predictions, loo, ok)
 
 
+def constant_loo_predictions(y: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
+    """Leave-one-out predictions of the constant model (the weighted mean of the others)."""
+    w2 = np.ones_like(y) if weights is None else np.square(weights)
+    total = (w2 * y).sum(axis=-1, keepdims=True)
+    mass = w2.sum(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (total - w2 * y) / (mass - w2)
+
+
 # Small-matrix helpers. Regressions here have 2 to ~6 columns; numpy's stacked matmul has a
 # per-matrix overhead that dominates at that size, so the products are spelled out over the
 # (tiny) column index and run as whole-array operations over the (huge) batch instead.

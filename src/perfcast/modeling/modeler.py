@@ -48,6 +48,7 @@ from perfcast.experiment.experiment import (
 from perfcast.modeling.fitting import (
     CRITERIA,
     adjusted_r2,
+    constant_loo_predictions,
     fit_shared_basis,
     fit_subsets,
     relative_weights,
@@ -313,10 +314,17 @@ class _GroupSearch:
             step = max(1, LINE_BLOCK // (lines * len(shapes) * len(x)))
             for start in range(0, len(self.group.keys), step):
                 block = values[start : start + step].reshape(-1, len(x))
-                fit = fit_shared_basis(design, block, m._weights(block))
+                weights = m._weights(block)
+                fit = fit_shared_basis(design, block, weights)
                 line_cost = m._cost(
                     block[:, None, :], fit.loo_predictions, fit.coefficients, fit.valid
                 )
+                # A shape that cannot describe a line (singular, or a negative slope on a
+                # flat, noisy line) scores like the constant model there, not as infinitely
+                # bad: otherwise one flat line vetoes every shape of a parameter and the
+                # ranking degenerates to enumeration order.
+                flat = selection_cost(m.criterion, block, constant_loo_predictions(block, weights))
+                line_cost = np.where(np.isfinite(line_cost), line_cost, flat[:, None])
                 cost[start : start + step] += line_cost.reshape(-1, lines, len(shapes)).sum(axis=1)
         self.ranked[name] = np.argsort(cost, axis=1, kind="stable")[:, : m.candidates]
 
