@@ -1,0 +1,164 @@
+"""A campaign through a real single-node Slurm: munged, slurmctld and slurmd started as
+root with a private slurm.conf (loopback addresses, free ports, state in a temporary
+directory), then stopped. Skipped, with the reason, only where Slurm cannot start."""
+
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import time
+
+import pytest
+from campaign_helpers import build_program, write_spec
+
+from perfcast.cli import main
+from perfcast.experiment import read_experiment
+from perfcast.measure.store import CampaignStore
+
+DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol")
+START_TIMEOUT = 30.0
+
+SLURM_CONF = """\
+ClusterName=perfcasttest
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={root}/munge/munge.sock
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool
+SlurmctldPidFile={root}/slurmctld.pid
+SlurmdPidFile={root}/slurmd.pid
+SlurmctldLogFile={root}/slurmctld.log
+SlurmdLogFile={root}/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+JobAcctGatherType=jobacct_gather/none
+MpiDefault=none
+ReturnToService=2
+SlurmdParameters=config_overrides
+NodeName={host} NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN
+PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def run(command, **kwargs):
+    return subprocess.run(command, capture_output=True, text=True, timeout=30, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """Environment variables that point Slurm clients at a private one-node cluster."""
+    missing = [tool for tool in DAEMONS if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"Slurm cannot start: {', '.join(missing)} not installed (slurm-wlm munge)")
+    if os.geteuid() != 0:
+        pytest.skip("Slurm cannot start: its daemons need root here")
+    root = tmp_path_factory.mktemp("slurm")
+    for sub in ("state", "spool", "munge"):
+        (root / sub).mkdir()
+    (root / "munge").chmod(0o700)
+    key = root / "munge" / "munge.key"
+    run(["mungekey", "--create", f"--keyfile={key}"]).check_returncode()
+    key.chmod(0o400)
+    munge = run(
+        [
+            "munged",
+            "--force",
+            f"--key-file={key}",
+            f"--socket={root}/munge/munge.sock",
+            f"--pid-file={root}/munge/munged.pid",
+            f"--log-file={root}/munge/munged.log",
+            f"--seed-file={root}/munge/seed",
+        ]
+    )
+    if munge.returncode != 0:
+        pytest.skip(f"Slurm cannot start: munged failed: {munge.stderr.strip()}")
+    host = socket.gethostname().split(".")[0]
+    conf = root / "slurm.conf"
+    conf.write_text(
+        SLURM_CONF.format(host=host, root=root, ctld_port=free_port(), slurmd_port=free_port())
+    )
+    env = dict(os.environ, SLURM_CONF=str(conf))
+    try:
+        for daemon in ("slurmctld", "slurmd"):
+            started = run([daemon, "-f", str(conf)], env=env)
+            if started.returncode != 0:
+                pytest.skip(f"Slurm cannot start: {daemon} failed: {started.stderr.strip()}")
+        deadline = time.monotonic() + START_TIMEOUT
+        state = ""
+        while time.monotonic() < deadline:
+            state = run(["sinfo", "--noheader", "--format=%t"], env=env).stdout.strip()
+            if state.startswith(("idle", "mix", "alloc")):
+                break
+            time.sleep(0.5)
+        else:
+            log = (root / "slurmctld.log").read_text()[-2000:]
+            pytest.skip(f"Slurm cannot start: the node stays '{state}'; slurmctld log:\n{log}")
+        yield env
+    finally:
+        run(["scontrol", "shutdown"], env=env)
+        run(["munged", "--stop", f"--socket={root}/munge/munge.sock"])
+        # The daemons stay as zombies: this sandbox's PID 1 does not reap them.
+
+
+@pytest.mark.parametrize("mode", ["array", "allocation"])
+def test_campaign_through_slurm(slurm, tmp_path, monkeypatch, capsys, mode):
+    for name, value in slurm.items():
+        monkeypatch.setenv(name, value)
+    build_program(tmp_path)
+    path = write_spec(
+        tmp_path,
+        f"""
+        [app]
+        name = "onslurm"
+        [run]
+        command = "./prog {{n}} 3"
+        repetitions = 1
+        retries = 1
+        timeout = 30
+        [parameters]
+        p = [1, 2, 4]
+        n = [1, 2, 3]
+        [slurm]
+        mode = "{mode}"
+        """,
+    )
+    assert main(["measure", str(path), "--backend", "slurm"]) == 1  # n=3 crashes
+    out = capsys.readouterr().out
+    assert "6 runs ok, 3 failed" in out
+    store = tmp_path / "onslurm.sqlite"
+    with CampaignStore.open(store) as opened:
+        runs = {run.key: run for run in opened.runs()}
+        jobs = {run.key: run for run in opened.runs("ok")}
+        assert opened.inflight() == []
+        assert len(opened.attempts()) == 3  # every crash got its retry
+    assert len(runs) == 9
+    assert "signal 6 (Aborted)" in runs["p=4,n=3#0"].reason
+    assert runs["p=4,n=3#0"].attempts == 2
+    assert set(jobs) == {f"p={p},n={n}#0" for p in (1, 2, 4) for n in (1, 2)}
+    experiment = read_experiment(store)
+    assert experiment.parameters == ["p", "n"]
+    assert len(experiment.data) == 6
+    # the runs really went through Slurm: their job ids are stored
+    with sqlite3.connect(store) as db:
+        ids = [job for (job,) in db.execute("SELECT job FROM runs")]
+    assert all(ids) and (mode == "allocation") == all("_" not in i for i in ids)
+    # scratch files: gone for stored successes, kept for failures
+    scratch = tmp_path / "onslurm.sqlite.runs"
+    assert not (scratch / "p=1_n=1_0").exists()
+    assert (scratch / "p=4_n=3_0" / "stderr").is_file()
