@@ -505,7 +505,7 @@ def test_cube_errors(tmp_path, formats_dir):
 
 
 def test_formats_are_registered():
-    assert FORMATS == ("text", "json", "jsonl", "talpas", "cube")
+    assert FORMATS == ("text", "json", "jsonl", "talpas", "cube", "sqlite")
 
 
 @pytest.mark.parametrize(
