@@ -28,19 +28,25 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The full parser, or with ``command`` only that sub-command's: each command module
+    imports its stage lazily this way, so `perfcast build` inside a Makefile does not pay
+    for loading the modeling stack on every compile step."""
     parser = argparse.ArgumentParser(
         prog="perfcast",
         description="Scaling models (PMNF) for parallel C/C++ programs.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+        if command is None or name.rsplit(".", 1)[1] == command:
+            importlib.import_module(name).register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    known = {name.rsplit(".", 1)[1] for name in COMMAND_MODULES}
+    parser = build_parser(argv[0] if argv and argv[0] in known else None)
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)

@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 
 @dataclass(frozen=True)
@@ -75,6 +74,8 @@ def _f_test(
     within_df: np.ndarray,
     mean: np.ndarray,
 ) -> np.ndarray:
+    from scipy import stats  # deferred: scipy.stats costs a second at start-up
+
     scale = np.maximum(np.abs(mean).max(axis=1), 1e-300)
     exact = within_ss <= (1e-12 * scale) ** 2  # noiseless repetitions: any difference is real
     changes = between_ss > (1e-9 * scale) ** 2
