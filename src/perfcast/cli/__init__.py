@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "perfcast.cli.measure",
     "perfcast.cli.model",
     "perfcast.cli.predict",
+    "perfcast.cli.static",
     "perfcast.cli.taint",
 )
 

@@ -1,0 +1,577 @@
+"""Source side: functions, loops, branches, calls and annotations from libclang.
+
+Each source function becomes a tree of :class:`Construct` nodes: loops (with their header
+parsed into an index, bounds and step), the two sides of every ``if``, and calls. A node
+knows its source extent, so an instruction's DWARF location can be placed in the most
+specific construct that contains it.
+
+Annotations follow the paper: ``#pragma @Annotation {lp_init:x, lp_cond:y}`` inside a loop
+body names its lower and upper bound, ``{lp_iters:k}`` its iteration count per entry,
+``{br_ratio:r}`` inside a branch the fraction of executions taking it, and ``{skip:yes}``
+drops the enclosing loop or branch from the model. Pragmas never reach libclang's AST, so
+they are read from the token stream.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from perfcast.errors import InputError, PerfcastError
+from perfcast.static import expressions as ex
+
+ANNOTATION_KEYS = frozenset({"lp_init", "lp_cond", "lp_iters", "br_ratio", "skip"})
+CXX_SUFFIXES = frozenset({".cc", ".cpp", ".cxx", ".C", ".hpp", ".hh"})
+COMPILERS_FOR_HEADERS = ("clang-16", "clang", "clang-19", "clang-14", "gcc")
+
+Position = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class LoopHeader:
+    """A loop in canonical form ``for (iv = init; conditions; iv += step)``.
+
+    ``conditions`` hold while iterating. ``unknown`` names the reason the loop is outside
+    the polyhedral model; its trip count per entry is then the parameter ``iterations``.
+    """
+
+    iv: str
+    init: ex.Expr
+    step: int
+    conditions: tuple[ex.Expr, ...]
+    unknown: str | None = None
+    iterations: str | None = None
+
+
+@dataclass(eq=False)
+class Construct:
+    """A node of a function's structure tree."""
+
+    kind: str  # "function" | "loop" | "body" (of a loop) | "branch" | "call"
+    file: str
+    start: Position
+    end: Position
+    parent: Construct | None = None
+    children: list[Construct] = field(default_factory=list)
+    loop: LoopHeader | None = None
+    condition: ex.Expr | None = None  # branch: what holds inside it
+    ratio: str | None = None  # branch outside the model: parameter for its taken fraction
+    callee: tuple[str, int] | None = None  # call: (file, line) identity of the callee
+    callee_name: str = ""
+    arguments: tuple[ex.Expr, ...] = ()
+    annotations: dict[str, str] = field(default_factory=dict)
+    element_size: int = 0  # loops: size of the array elements the body indexes
+
+    def contains(self, file: str, position: Position) -> bool:
+        return file == self.file and self.start <= position <= self.end
+
+    def walk(self) -> Iterator[Construct]:
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def ancestors(self) -> Iterator[Construct]:
+        node: Construct | None = self
+        while node is not None:
+            yield node
+            node = node.parent
+
+    @property
+    def line(self) -> int:
+        return self.start[0]
+
+    @property
+    def skipped(self) -> bool:
+        return any(
+            c.annotations.get("skip", "no") in ("yes", "true", "1") for c in self.ancestors()
+        )
+
+    def innermost(self, file: str, position: Position) -> Construct:
+        """The most specific construct containing the position (self if none deeper)."""
+        for child in self.children:
+            if child.kind != "call" and child.contains(file, position):
+                return child.innermost(file, position)
+        return self
+
+
+@dataclass(eq=False)
+class SourceFunction:
+    name: str  # qualified, e.g. "Grid::at" or "matvec"
+    file: str
+    line: int  # line of the name: DWARF's DW_AT_decl_line
+    parameters: tuple[str, ...]
+    integer_parameters: frozenset[str]
+    root: Construct
+    declaration_lines: frozenset[int] = frozenset()
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.file, self.line)
+
+
+@dataclass
+class SourceProgram:
+    functions: list[SourceFunction]
+    warnings: list[str]
+
+    def by_key(self) -> dict[tuple[str, int], SourceFunction]:
+        table: dict[tuple[str, int], SourceFunction] = {}
+        for function in self.functions:
+            for line in function.declaration_lines | {function.line}:
+                table[(function.file, line)] = function
+        return table
+
+
+@cache
+def builtin_include_directory() -> str | None:
+    """The compiler's own header directory; the pip libclang wheel ships none."""
+    for compiler in COMPILERS_FOR_HEADERS:
+        if shutil.which(compiler) is None:
+            continue
+        flag = "-print-resource-dir" if "clang" in compiler else "-print-file-name=include"
+        out = subprocess.run([compiler, flag], capture_output=True, text=True, check=False)
+        path = Path(out.stdout.strip())
+        path = path / "include" if "clang" in compiler else path
+        if out.returncode == 0 and path.is_dir():
+            return str(path)
+    return None
+
+
+def _cindex():
+    try:
+        import clang.cindex as cindex
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise PerfcastError(
+            "perfcast static needs libclang: pip install 'perfcast[static]'"
+        ) from exc
+    return cindex
+
+
+def parse_source(path: str | Path, flags: Sequence[str] = ()) -> SourceProgram:
+    """Parse a C or C++ file into functions with their construct trees."""
+    cindex = _cindex()
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise InputError("source file not found", path=path)
+    language = "c++" if path.suffix in CXX_SUFFIXES else "c"
+    args = ["-x", language, *(["-std=c++17"] if language == "c++" else [])]
+    include = builtin_include_directory()
+    if include:
+        args += ["-isystem", include]
+    args += list(flags)
+    try:
+        unit = cindex.Index.create().parse(str(path), args=args)
+    except cindex.TranslationUnitLoadError as exc:
+        raise InputError(f"libclang could not parse the file ({exc})", path=path) from exc
+    errors = [d for d in unit.diagnostics if d.severity >= cindex.Diagnostic.Error]
+    if errors:
+        first = errors[0]
+        where = first.location
+        raise InputError(
+            f"does not compile: {first.spelling} (fix the source or pass its flags with --cflags)",
+            path=where.file.name if where.file else path,
+            line=where.line or None,
+        )
+    builder = _Builder(cindex, str(path))
+    builder.collect(unit.cursor)
+    builder.attach_annotations(unit)
+    return SourceProgram(builder.functions, builder.warnings)
+
+
+class _Builder:
+    def __init__(self, cindex, path: str):
+        self.ci = cindex
+        self.kinds = cindex.CursorKind
+        self.path = path
+        self.functions: list[SourceFunction] = []
+        self.warnings: list[str] = []
+
+    # --- functions -------------------------------------------------------------------
+    def collect(self, cursor) -> None:
+        function_kinds = {
+            self.kinds.FUNCTION_DECL,
+            self.kinds.CXX_METHOD,
+            self.kinds.CONSTRUCTOR,
+            self.kinds.DESTRUCTOR,
+            self.kinds.FUNCTION_TEMPLATE,
+        }
+        for child in cursor.get_children():
+            location = child.location
+            if location.file is None or str(Path(location.file.name).resolve()) != self.path:
+                continue
+            if child.kind in function_kinds and child.is_definition():
+                self.functions.append(self.function(child))
+            elif child.kind in (
+                self.kinds.NAMESPACE,
+                self.kinds.CLASS_DECL,
+                self.kinds.STRUCT_DECL,
+                self.kinds.CLASS_TEMPLATE,
+            ):
+                self.collect(child)
+
+    def function(self, cursor) -> SourceFunction:
+        names = [cursor.spelling]
+        parent = cursor.semantic_parent
+        while parent is not None and parent.kind != self.kinds.TRANSLATION_UNIT:
+            names.insert(0, parent.spelling)
+            parent = parent.semantic_parent
+        parameters, integers = [], set()
+        for child in cursor.get_children():
+            if child.kind == self.kinds.PARM_DECL:
+                parameters.append(child.spelling)
+                if _is_integer_type(child.type.spelling):
+                    integers.add(child.spelling)
+        root = self.construct("function", cursor, None)
+        body = [c for c in cursor.get_children() if c.kind == self.kinds.COMPOUND_STMT]
+        for statement in body:
+            self.statement(statement, root)
+        declarations = {cursor.location.line, cursor.canonical.location.line}
+        return SourceFunction(
+            name="::".join(n for n in names if n),
+            file=self.path,
+            line=cursor.location.line,
+            parameters=tuple(parameters),
+            integer_parameters=frozenset(integers),
+            root=root,
+            declaration_lines=frozenset(declarations),
+        )
+
+    def construct(self, kind: str, cursor, parent: Construct | None, **fields) -> Construct:
+        extent = cursor.extent
+        node = Construct(
+            kind=kind,
+            file=self.path,
+            start=(extent.start.line, extent.start.column),
+            end=(extent.end.line, extent.end.column),
+            parent=parent,
+            **fields,
+        )
+        if parent is not None:
+            parent.children.append(node)
+        return node
+
+    # --- statements ------------------------------------------------------------------
+    def statement(self, cursor, parent: Construct) -> None:
+        kind = cursor.kind
+        if kind == self.kinds.FOR_STMT:
+            self.for_loop(cursor, parent)
+        elif kind in (self.kinds.WHILE_STMT, self.kinds.DO_STMT, self.kinds.CXX_FOR_RANGE_STMT):
+            self.opaque_loop(cursor, parent, kind.name.lower().replace("_stmt", ""))
+        elif kind == self.kinds.IF_STMT:
+            self.branch(cursor, parent)
+        elif kind == self.kinds.CALL_EXPR and cursor.referenced is not None:
+            self.call(cursor, parent)
+        elif kind == self.kinds.LAMBDA_EXPR:
+            return
+        else:
+            for child in cursor.get_children():
+                self.statement(child, parent)
+
+    def call(self, cursor, parent: Construct) -> None:
+        callee = cursor.referenced
+        location = callee.location
+        key = None
+        if location.file is not None:
+            key = (str(Path(location.file.name).resolve()), location.line)
+        arguments = tuple(ex.parse(_spellings(arg)) for arg in cursor.get_arguments())
+        node = self.construct(
+            "call", cursor, parent, callee=key, callee_name=callee.spelling, arguments=arguments
+        )
+        for child in cursor.get_children():
+            self.statement(child, node.parent or parent)
+
+    def branch(self, cursor, parent: Construct) -> None:
+        tokens = list(cursor.get_tokens())
+        close = _matching_paren(tokens, 1)
+        condition = ex.parse([t.spelling for t in tokens[2:close]])
+        end_offset = tokens[close].extent.end.offset
+        arms = [c for c in cursor.get_children() if c.extent.start.offset >= end_offset]
+        for child in cursor.get_children():
+            if child.extent.start.offset < end_offset:
+                self.statement(child, parent)
+        for index, arm in enumerate(arms[:2]):
+            holds = condition if index == 0 else ex.Unary("!", condition)
+            node = self.construct("branch", arm, parent, condition=holds)
+            self.statement(arm, node)
+
+    def opaque_loop(self, cursor, parent: Construct, what: str) -> None:
+        line = cursor.extent.start.line
+        header = LoopHeader(
+            iv=f"t_{line}",
+            init=ex.Num(0),
+            step=1,
+            conditions=(),
+            unknown=f"{what} loop",
+            iterations=f"iters_{line}",
+        )
+        node = self.construct("loop", cursor, parent, loop=header)
+        node.element_size = self.element_size(cursor)
+        children = list(cursor.get_children())
+        if not children:
+            return
+        body = children[0] if cursor.kind == self.kinds.DO_STMT else children[-1]
+        for child in children:
+            if child is not body:
+                self.statement(child, node)
+        self.statement(body, self.construct("body", body, node))
+
+    def for_loop(self, cursor, parent: Construct) -> None:
+        tokens = [t.spelling for t in cursor.get_tokens()]
+        close = _matching_paren_spellings(tokens, 1)
+        parts = _split_top_level(tokens[2:close], ";")
+        line = cursor.extent.start.line
+        header = _canonical_loop(parts, line) if len(parts) == 3 else None
+        if header is None or _leaves_early(cursor, self.kinds):
+            why = "a loop with break/return/goto" if header else "a non-canonical for loop"
+            header = LoopHeader(
+                iv=header.iv if header else f"t_{line}",
+                init=ex.Num(0),
+                step=1,
+                conditions=(),
+                unknown=why,
+                iterations=f"iters_{line}",
+            )
+        node = self.construct("loop", cursor, parent, loop=header)
+        node.element_size = self.element_size(cursor)
+        children = list(cursor.get_children())
+        if children:
+            for child in children[:-1]:
+                self.statement(child, parent)  # init/cond/inc calls belong to the header
+            self.statement(children[-1], self.construct("body", children[-1], node))
+
+    def element_size(self, cursor) -> int:
+        """Size of the widest array element the loop indexes (bytes); 0 when none."""
+        sizes = [
+            c.type.get_size()
+            for c in cursor.walk_preorder()
+            if c.kind == self.kinds.ARRAY_SUBSCRIPT_EXPR and c.type.get_size() > 0
+        ]
+        if not sizes:
+            # operator[] on classes: the element type is the call's result type.
+            sizes = [
+                c.type.get_pointee().get_size() if c.type.get_pointee().get_size() > 0 else 0
+                for c in cursor.walk_preorder()
+                if c.kind == self.kinds.CALL_EXPR and c.spelling in ("operator[]", "at")
+            ]
+        sizes = [s for s in sizes if s > 0]
+        return max(sizes, default=0)
+
+    # --- annotations -----------------------------------------------------------------
+    def attach_annotations(self, unit) -> None:
+        tokens = list(unit.get_tokens(extent=unit.cursor.extent))
+        for index, token in enumerate(tokens):
+            if token.spelling != "pragma" or index == 0 or tokens[index - 1].spelling != "#":
+                continue
+            if index + 2 >= len(tokens) or tokens[index + 1].spelling != "@":
+                continue
+            if tokens[index + 2].spelling != "Annotation":
+                continue
+            line = token.location.line
+            pairs = _annotation_pairs(tokens, index + 3)
+            unknown = sorted(set(pairs) - ANNOTATION_KEYS)
+            if unknown:
+                raise InputError(
+                    f"unknown annotation key(s) {unknown}; known: {sorted(ANNOTATION_KEYS)}",
+                    path=self.path,
+                    line=line,
+                )
+            target = self.annotation_target(line)
+            if target is None:
+                self.warnings.append(f"{self.path}:{line}: annotation outside any function")
+                continue
+            target.annotations.update(pairs)
+        for function in self.functions:
+            for node in function.root.walk():
+                if node.kind == "loop" and node.annotations:
+                    node.loop = _annotated_loop(node, self.path)
+                if node.kind == "branch" and "br_ratio" in node.annotations:
+                    node.ratio = ex.sanitize(node.annotations["br_ratio"])
+
+    def annotation_target(self, line: int) -> Construct | None:
+        for function in self.functions:
+            if function.root.contains(self.path, (line, 1)):
+                node = function.root.innermost(self.path, (line, 10**6))
+                while node.kind not in ("loop", "branch", "function") and node.parent:
+                    node = node.parent
+                return node
+        return None
+
+
+def _annotated_loop(node: Construct, path: str) -> LoopHeader:
+    header = node.loop
+    assert header is not None
+    notes = node.annotations
+    if "lp_iters" in notes:
+        return LoopHeader(
+            iv=header.iv,
+            init=ex.Num(0),
+            step=1,
+            conditions=(),
+            unknown="annotated iteration count",
+            iterations=ex.sanitize(notes["lp_iters"]),
+        )
+    if "lp_init" not in notes and "lp_cond" not in notes:
+        return header
+    init = ex.Var(notes["lp_init"]) if "lp_init" in notes else header.init
+    conditions = header.conditions
+    if "lp_cond" in notes:
+        op = "<" if header.step > 0 else ">"
+        conditions = (ex.Binary(op, ex.Var(header.iv), ex.Var(notes["lp_cond"])),)
+    if not conditions:
+        raise InputError(
+            "lp_init alone cannot complete this loop: also give lp_cond", path=path, line=node.line
+        )
+    return LoopHeader(iv=header.iv, init=init, step=header.step or 1, conditions=conditions)
+
+
+def _annotation_pairs(tokens, start: int) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    if start >= len(tokens) or tokens[start].spelling != "{":
+        return pairs
+    index = start + 1
+    key: str | None = None
+    value: list[str] = []
+    while index < len(tokens) and tokens[index].spelling != "}":
+        spelling = tokens[index].spelling
+        if spelling == ":" and key is None and value:
+            key, value = "".join(value), []
+        elif spelling == ",":
+            if key is not None:
+                pairs[key] = "".join(value)
+            key, value = None, []
+        else:
+            value.append(spelling)
+        index += 1
+    if key is not None:
+        pairs[key] = "".join(value)
+    return pairs
+
+
+def _spellings(cursor) -> list[str]:
+    return [t.spelling for t in cursor.get_tokens()]
+
+
+def _is_integer_type(spelling: str) -> bool:
+    words = spelling.replace("const", "").split()
+    return (
+        "*" not in spelling
+        and "&" not in spelling
+        and bool(words)
+        and all(w in ex._TYPE_WORDS or w.endswith("_t") for w in words)
+    )
+
+
+def _matching_paren(tokens, open_index: int) -> int:
+    return _matching_paren_spellings([t.spelling for t in tokens], open_index)
+
+
+def _matching_paren_spellings(tokens: Sequence[str], open_index: int) -> int:
+    depth = 0
+    for index in range(open_index, len(tokens)):
+        if tokens[index] == "(":
+            depth += 1
+        elif tokens[index] == ")":
+            depth -= 1
+            if depth == 0:
+                return index
+    raise InputError(f"unbalanced parentheses in `{' '.join(tokens[:12])}`")
+
+
+def _split_top_level(tokens: Sequence[str], separator: str) -> list[list[str]]:
+    parts: list[list[str]] = [[]]
+    depth = 0
+    for token in tokens:
+        if token in ("(", "[", "{"):
+            depth += 1
+        elif token in (")", "]", "}"):
+            depth -= 1
+        if token == separator and depth == 0:
+            parts.append([])
+        else:
+            parts[-1].append(token)
+    return parts
+
+
+def _canonical_loop(parts: list[list[str]], line: int) -> LoopHeader | None:
+    """``for (int i = a; i < b && i < c; i += s)`` -> LoopHeader, or None."""
+    init_tokens, cond_tokens, inc_tokens = parts
+    if "=" not in init_tokens or not cond_tokens or not inc_tokens:
+        return None
+    equals = init_tokens.index("=")
+    if "," in init_tokens:
+        return None
+    iv = init_tokens[equals - 1]
+    init = ex.parse(init_tokens[equals + 1 :])
+    step = _step(iv, inc_tokens)
+    if step is None or step == 0:
+        return None
+    condition = ex.parse(cond_tokens)
+    conjuncts = _conjuncts(condition)
+    if not conjuncts or not all(iv in ex.names(c) for c in conjuncts[:1]):
+        return None
+    if step not in (1, -1) and any(isinstance(c, ex.Binary) and c.op == "!=" for c in conjuncts):
+        return None
+    conditions = tuple(_strict(c, iv, step) for c in conjuncts)
+    return LoopHeader(iv=iv, init=init, step=step, conditions=conditions)
+
+
+def _strict(condition: ex.Expr, iv: str, step: int) -> ex.Expr:
+    """``i != n`` in a counting loop means ``i < n`` (or ``i > n`` counting down)."""
+    if isinstance(condition, ex.Binary) and condition.op == "!=":
+        if condition.left == ex.Var(iv):
+            return ex.Binary("<" if step > 0 else ">", condition.left, condition.right)
+        if condition.right == ex.Var(iv):
+            return ex.Binary(">" if step > 0 else "<", condition.left, condition.right)
+    return condition
+
+
+def _conjuncts(expr: ex.Expr) -> list[ex.Expr]:
+    if isinstance(expr, ex.Binary) and expr.op == "&&":
+        return _conjuncts(expr.left) + _conjuncts(expr.right)
+    if isinstance(expr, ex.Binary) and expr.op in ex.COMPARISONS:
+        return [expr]
+    return []
+
+
+def _step(iv: str, tokens: list[str]) -> int | None:
+    if tokens in ([iv, "++"], ["++", iv]):
+        return 1
+    if tokens in ([iv, "--"], ["--", iv]):
+        return -1
+    if len(tokens) >= 3 and tokens[0] == iv and tokens[1] in ("+=", "-="):
+        value = ex.constant_value(ex.parse(tokens[2:]))
+        if value is None:
+            return None
+        return value if tokens[1] == "+=" else -value
+    if len(tokens) >= 5 and tokens[0] == iv and tokens[1] == "=" and tokens[2] == iv:
+        value = ex.constant_value(ex.parse(tokens[4:]))
+        if value is None or tokens[3] not in "+-":
+            return None
+        return value if tokens[3] == "+" else -value
+    return None
+
+
+def _leaves_early(cursor, kinds) -> bool:
+    """Does the body contain a break/return/goto that can end this loop early?"""
+    nested_loops = {kinds.FOR_STMT, kinds.WHILE_STMT, kinds.DO_STMT, kinds.CXX_FOR_RANGE_STMT}
+
+    def visit(node, inside_nested: bool) -> bool:
+        for child in node.get_children():
+            kind = child.kind
+            if kind in (kinds.RETURN_STMT, kinds.GOTO_STMT):
+                return True
+            if kind == kinds.BREAK_STMT and not inside_nested:
+                return True
+            if kind == kinds.LAMBDA_EXPR:
+                continue
+            nested = inside_nested or kind in nested_loops or kind == kinds.SWITCH_STMT
+            if visit(child, nested):
+                return True
+        return False
+
+    children = list(cursor.get_children())
+    return bool(children) and visit(children[-1], False)
