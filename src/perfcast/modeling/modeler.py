@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from itertools import combinations, product
 
 import numpy as np
-import pandas as pd
 
 from perfcast.errors import InputError
 from perfcast.experiment.experiment import (
@@ -189,8 +188,9 @@ class PMNFModeler:
     def _groups(self, experiment: Experiment, priors: Mapping[str, Prior]) -> Iterable[_Group]:
         params = experiment.parameters
         data = experiment.data
-        keys = pd.MultiIndex.from_frame(data[[CALLPATH, METRIC]])
-        key_codes, key_index = pd.factorize(keys)
+        key_codes = data.groupby([CALLPATH, METRIC], sort=False).ngroup().to_numpy()
+        first_rows = data.drop_duplicates([CALLPATH, METRIC])
+        key_index = list(zip(first_rows[CALLPATH], first_rows[METRIC], strict=True))
         point_codes = data.groupby(params, sort=True).ngroup().to_numpy()
         coords = data[params].drop_duplicates().sort_values(params).to_numpy(dtype=float)
         n_keys, n_points = len(key_index), len(coords)
@@ -207,7 +207,7 @@ class PMNFModeler:
         for (_, prior), rows in members.items():
             mask = present[rows[0]]
             yield _Group(
-                keys=[(str(key_index[k][0]), str(key_index[k][1])) for k in rows],
+                keys=[key_index[k] for k in rows],
                 coordinates=coords[mask],
                 values=aggregated[rows][:, mask],
                 repetitions=repetitions[rows][:, mask, :],
