@@ -9,7 +9,7 @@ setup: .setup-done
 	touch $@
 
 demo: setup
-	$(PYTHON) -m perfcast model examples/data/relearn.txt
+	$(PYTHON) -m perfcast demo
 
 test: setup
 	$(PYTHON) -m pytest -q

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(shutil.which("mpicc") is None, reason="needs Ope
 
 @pytest.fixture(scope="module")
 def failing_campaign(tmp_path_factory):
-    """n=3 crashes, n=4 hangs past the 2 s timeout; one retry each."""
+    """n=3 crashes, n=4 hangs past the 4 s timeout; one retry each."""
     directory = tmp_path_factory.mktemp("failing")
     build_program(directory)
     spec = load_spec(
@@ -34,7 +34,7 @@ def failing_campaign(tmp_path_factory):
             [run]
             command = "./prog {n} 3 4"
             repetitions = 1
-            timeout = 2
+            timeout = 4
             retries = 1
             [parameters]
             p = [1, 2]
@@ -63,7 +63,7 @@ def test_failures_are_stored_with_their_reason_and_retried(failing_campaign):
     assert "signal 6 (Aborted)" in crash.reason
     assert "Aborted" in crash.stderr_tail
     hang = by_key["p=1,n=4#0"]
-    assert hang.reason.startswith("timed out after 2 s")
+    assert hang.reason.startswith("timed out after 4 s")
     assert hang.attempts == 2
     assert len(result.report.retried) == 4  # each failure had its one extra attempt
     summary = result.summary()

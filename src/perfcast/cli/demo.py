@@ -34,6 +34,7 @@ name = "stencil"
 
 [build]
 command = "make -s CC='{{perfcast_build}} mpicc'"
+counters = true
 
 [run]
 command = "./jacobi {{size}} {{iterations}}"
@@ -46,26 +47,31 @@ size = [{sizes}]
 iterations = [{iterations}]
 
 [metrics]
-collect = ["time", "visits"]
+collect = ["time", "basic_blocks", "mpi_bytes_sent"]
 """
 
-SIZES = (64, 128, 192, 256, 320)
-ITERATIONS = (20, 40, 60, 80, 100)
+SIZES = (128, 256, 384, 512, 640)
+ITERATIONS = (10, 20, 30, 40, 50)
 RANKS = 2
 REPETITIONS = 2
 
 EXPECTED = {
-    "main": "constant (plus the time main itself spends between calls)",
+    "main": "iterations",
+    "main->MPI_Init": "constant",
     "main->init_grid": "size^2",
     "main->sweep": "size^2 * iterations",
     "main->exchange_halo": "iterations",
     "main->exchange_halo->MPI_Sendrecv": "size * iterations",
     "main->global_residual": "iterations",
     "main->global_residual->MPI_Allreduce": "iterations",
+    "main->MPI_Finalize": "constant",
 }
 """Per call path, the cost of the stencil at a fixed rank count, from the example's
 README: the sweep touches size^2 points per iteration, the halo exchange sends two rows
 of size doubles, the residual is one allreduce of one double per iteration."""
+
+EFFORT_METRICS = ("basic_blocks", "mpi_bytes_sent")
+"""The deterministic counters beside the time: blocks for code, bytes for MPI calls."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -89,11 +95,11 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.workdir is None:
         with tempfile.TemporaryDirectory(prefix="perfcast-demo-") as scratch:
-            return demo(Path(scratch))
+            return demo(Path(scratch), keep=False)
     return demo(args.workdir)
 
 
-def demo(workdir: Path) -> int:
+def demo(workdir: Path, *, keep: bool = True) -> int:
     app = workdir / "stencil"
     if app.exists():
         shutil.rmtree(app)
@@ -117,13 +123,21 @@ def demo(workdir: Path) -> int:
     print(result.summary(), flush=True)
     if result.failed:
         return 1
-    experiment = read_experiment(spec.store).restricted(metrics=["time"])
-    models = PMNFModeler().fit(experiment)
+    experiment = read_experiment(spec.store)
+    models = PMNFModeler().fit(experiment.restricted(metrics=["time", *EFFORT_METRICS]))
+    for title, metrics in (
+        ("exclusive time [s]", ("time",)),
+        ("effort: basic blocks (code) or bytes sent (MPI), exact counters", EFFORT_METRICS),
+    ):
+        print(f"\nmodels of {title}")
+        print(f"  {'call path':<38} {'expected':<21} model")
+        for model in models:
+            if model.metric in metrics:
+                expected = EXPECTED.get(model.callpath, "?")
+                print(f"  {model.callpath:<38} {expected:<21} {model.text(3)}")
     print()
-    print(f"{'call path':<38} {'model of exclusive time [s]':<48} expected")
-    for model in models:
-        expected = EXPECTED.get(model.callpath, "?")
-        print(f"{model.callpath:<38} {model.text(3):<48} {expected}")
-    print()
-    print(f"store: {spec.store} (perfcast model {spec.store}; perfcast export ... -o out.txt)")
+    if keep:
+        print(f"store: {spec.store} (try: perfcast model {spec.store})")
+    else:
+        print("measured in a temporary directory; perfcast demo --workdir DIR keeps the store")
     return 0

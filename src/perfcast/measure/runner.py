@@ -230,6 +230,7 @@ class Progress:
     retried: int = 0
     started: float = field(default_factory=time.monotonic)
     _last: float = 0.0
+    _shown: tuple[int, int, int] = (-1, -1, -1)
 
     def update(self, *, done: int = 0, failed: int = 0, retried: int = 0) -> None:
         self.done += done
@@ -261,9 +262,14 @@ class Progress:
         now = time.monotonic()
         if not tty and not final and now - self._last < PROGRESS_INTERVAL:
             return
+        line = self.line()
+        state = (self.done, self.failed, self.retried)
+        if final and not tty and state == self._shown:
+            return  # the last line printed already said it
         self._last = now
+        self._shown = state
         end = "\n" if final or not tty else ""
-        self.stream.write(("\r\x1b[K" if tty else "") + self.line() + end)
+        self.stream.write(("\r\x1b[K" if tty else "") + line + end)
         self.stream.flush()
 
 
