@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
 
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
-from perfcast.experiment.experiment import AGGREGATIONS
+from perfcast.experiment.experiment import AGGREGATIONS, Experiment
 from perfcast.experiment.io import FORMATS
 from perfcast.modeling import PMNFModeler, SearchSpace
 from perfcast.modeling.fitting import CRITERIA
+from perfcast.modeling.modelset import ModelSet
 from perfcast.report import STYLES, render_models
+from perfcast.taint.validity import flag_models, match_profile
+
+TAINT_MODES = ("prior", "check")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,6 +56,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     search.add_argument(
         "--unweighted", action="store_true", help="plain instead of relative least squares"
     )
+    taint = parser.add_argument_group("taint analysis (perfcast taint)")
+    taint.add_argument(
+        "--taint",
+        type=Path,
+        metavar="PROFILE",
+        help="taint profile: restrict each call path to the parameters its code depends on "
+        "and flag contention/noise and possible algorithm switches",
+    )
+    taint.add_argument(
+        "--taint-mode",
+        choices=TAINT_MODES,
+        default="prior",
+        help="prior: fit with the taint priors (default); check: fit black-box, only flag",
+    )
+    taint.add_argument(
+        "--exclusive",
+        action="store_true",
+        help="the metrics cover each function's own code only (use exclusive dependencies)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -70,8 +95,36 @@ def run(args: argparse.Namespace) -> int:
     )
     experiment = read_experiment(args.input, args.format)
     experiment = experiment.restricted(callpaths=args.callpath, metrics=args.metric)
-    models = modeler.fit(experiment)
+    if args.taint is None:
+        models = modeler.fit(experiment)
+    else:
+        models = _fit_with_taint(modeler, experiment, args)
     if args.output:
         models.save(args.output)
     print(render_models(models, args.style))
     return 0
+
+
+def _fit_with_taint(
+    modeler: PMNFModeler, experiment: Experiment, args: argparse.Namespace
+) -> ModelSet:
+    """Fit with (or only check against) a taint profile; the black-box fit is always made,
+    since only a model free to use every parameter reveals a dependency the code lacks."""
+    try:
+        profile = json.loads(args.taint.read_text())
+    except OSError as exc:
+        raise InputError(
+            f"cannot read the taint profile: {exc.strerror}", path=args.taint
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg}", path=args.taint, line=exc.lineno) from None
+    try:
+        match = match_profile(profile, experiment, inclusive=not args.exclusive)
+    except InputError as exc:
+        raise InputError(exc.reason, path=args.taint) from None
+    for note in match.notes():
+        print(f"note: {note}", file=sys.stderr)
+    free = modeler.fit(experiment)
+    models = modeler.fit(experiment, priors=match.priors) if args.taint_mode == "prior" else free
+    flag_models(models, free, profile, experiment, match)
+    return models

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,21 +46,49 @@ def priors_from_profile(
     """
     _check(profile)
     key = "terms" if inclusive else "exclusive_terms"
-    priors: dict[str, Prior] = {}
-    for function in profile["functions"].values():
-        for callpath, entry in function["callpaths"].items():
-            terms = [frozenset(t) for t in entry.get(key, entry["terms"])]
-            if parameters is not None:
-                terms = [t & frozenset(parameters) for t in terms]
-            terms = [t for t in terms if t and not any(t < other for other in terms)]
-            if not terms:
-                priors[callpath] = Prior.constant(SOURCE)
-                continue
-            allowed = frozenset().union(*terms)
-            priors[callpath] = Prior(
-                SOURCE, parameters=allowed, multiplicative=tuple(dict.fromkeys(terms))
-            )
-    return priors
+    return {
+        callpath: prior_from_terms(entry.get(key, entry["terms"]), parameters)
+        for function in profile["functions"].values()
+        for callpath, entry in function["callpaths"].items()
+    }
+
+
+def function_priors_from_profile(
+    profile: Mapping[str, Any],
+    *,
+    parameters: Collection[str] | None = None,
+    inclusive: bool = True,
+) -> dict[str, Prior]:
+    """A prior per function of the profile, keyed by its demangled name.
+
+    For measured call paths the profile never saw (another call site, a run that took other
+    branches): the function's entry merges the labels of all its call paths, so it is the
+    loosest restriction the code supports. Arguments as for :func:`priors_from_profile`.
+    """
+    _check(profile)
+    key = "terms" if inclusive else "exclusive_terms"
+    return {
+        name: prior_from_terms(function.get(key, function["terms"]), parameters)
+        for name, function in profile["functions"].items()
+    }
+
+
+def prior_from_terms(
+    terms: Iterable[Iterable[str]], parameters: Collection[str] | None = None
+) -> Prior:
+    """The prior of one dependency given as a sum of parameter products.
+
+    Parameters outside ``parameters`` (if given) are dropped; products contained in a larger
+    one are absorbed; no product left means a constant.
+    """
+    groups = [frozenset(t) for t in terms]
+    if parameters is not None:
+        groups = [t & frozenset(parameters) for t in groups]
+    groups = [t for t in groups if t and not any(t < other for other in groups)]
+    if not groups:
+        return Prior.constant(SOURCE)
+    allowed = frozenset().union(*groups)
+    return Prior(SOURCE, parameters=allowed, multiplicative=tuple(dict.fromkeys(groups)))
 
 
 def relevant_functions(profile: Mapping[str, Any]) -> list[str]:

@@ -1,0 +1,237 @@
+"""Taint profile meets measurements: priors per measured call path and validity flags.
+
+Measured call paths are spelled the way the runtime or Score-P prints frames
+(``main->sweep(double*, int)`` or ``main->sweep``); the profile keys functions by demangled
+name and call paths by the same frames. :func:`match_profile` pairs them, and two checks of
+the paper (section C) turn the profile into warnings on the fitted models:
+
+* **C1, contention and noise** (:func:`contention_warnings`): a model fitted *without* the
+  prior that uses a parameter the code provably cannot depend on measured something other
+  than the code's work -- resource contention, noise, a system effect.
+* **C2, algorithm switches** (:func:`algorithm_switch_warnings`): a branch decided by a
+  parameter can select different code at different parameter values, so one PMNF formula
+  may not describe the whole measured range.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfcast.errors import InputError
+from perfcast.experiment.calltree import join_callpath, split_callpath
+from perfcast.experiment.experiment import Experiment
+from perfcast.modeling.modelset import ModelSet
+from perfcast.modeling.prior import Prior
+from perfcast.taint.priors import (
+    SOURCE,
+    function_priors_from_profile,
+    prior_from_terms,
+    priors_from_profile,
+)
+
+_QUALIFIERS = re.compile(r"\)(?:\s*(?:const|volatile|&&|&))*\s*$")
+
+
+def function_name(frame: str) -> str:
+    """A frame without its argument list and trailing qualifiers.
+
+    ``sweep(double*, int)`` -> ``sweep``; ``Grid::cells() const`` -> ``Grid::cells``;
+    ``operator()(int)`` -> ``operator()``. Why: runtimes print frames with or without
+    argument lists, and C functions have none in the profile.
+    """
+    text = _QUALIFIERS.sub(")", frame.strip())
+    if not text.endswith(")"):
+        return text
+    depth = 0
+    for index in range(len(text) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(text[index], 0)
+        if depth == 0:
+            head = text[:index].rstrip()
+            return head if head and not head.endswith("operator") else text
+    return text
+
+
+def normalise_callpath(callpath: str) -> str:
+    """A call path with every frame reduced to its function name."""
+    return join_callpath(function_name(frame) for frame in split_callpath(callpath))
+
+
+@dataclass
+class TaintMatch:
+    """How a profile's entries map onto an experiment's call paths.
+
+    Attributes:
+        priors: measured call path -> prior.
+        functions: measured call path -> the profile functions its last frame names.
+        by_function: call paths matched by their last frame only (the profile never saw
+            that exact path; the function's merged dependency is used).
+        unmatched: call paths the profile knows nothing about; modeled without prior.
+        dropped_parameters: profile parameters the experiment holds fixed.
+    """
+
+    priors: dict[str, Prior] = field(default_factory=dict)
+    functions: dict[str, list[str]] = field(default_factory=dict)
+    by_function: list[str] = field(default_factory=list)
+    unmatched: list[str] = field(default_factory=list)
+    dropped_parameters: list[str] = field(default_factory=list)
+
+    def notes(self) -> list[str]:
+        """What the user must know about the match; never silent about a gap."""
+        notes = []
+        if self.dropped_parameters:
+            notes.append(
+                f"taint profile parameters {self.dropped_parameters} are not parameters of "
+                "the experiment (held fixed); they are dropped from the priors"
+            )
+        if self.by_function:
+            notes.append(
+                f"{len(self.by_function)} call path(s) not in the taint profile, matched by "
+                f"function name: {', '.join(self.by_function)}"
+            )
+        if self.unmatched:
+            notes.append(
+                f"{len(self.unmatched)} call path(s) unknown to the taint profile, modeled "
+                f"without prior: {', '.join(self.unmatched)}"
+            )
+        return notes
+
+
+def match_profile(
+    profile: Mapping[str, Any], experiment: Experiment, *, inclusive: bool = True
+) -> TaintMatch:
+    """Priors for the experiment's call paths: by full call path, else by function name.
+
+    Raises:
+        InputError: the experiment has parameters the taint run did not mark -- the priors
+            would exclude them from every model, so the profile cannot be used as is.
+    """
+    parameters = experiment.parameters
+    by_path = priors_from_profile(profile, parameters=parameters, inclusive=inclusive)
+    known = list(profile.get("parameters", {}))
+    unmarked = [p for p in experiment.parameters if p not in known]
+    if unmarked:
+        raise InputError(
+            f"experiment parameters {unmarked} were not marked in the taint run (the profile "
+            f"has {known}); mark them (perfcast taint --param NAME=argv:N or "
+            "perfcast_register) and run perfcast taint again"
+        )
+    match = TaintMatch(dropped_parameters=[p for p in known if p not in experiment.parameters])
+    by_function = function_priors_from_profile(profile, parameters=parameters, inclusive=inclusive)
+    key = "terms" if inclusive else "exclusive_terms"
+    path_owner: dict[str, list[str]] = {}
+    normalised: dict[str, list[str]] = {}
+    for name, function in profile["functions"].items():
+        for callpath in function["callpaths"]:
+            path_owner.setdefault(callpath, []).append(name)
+            normalised.setdefault(normalise_callpath(callpath), []).append(callpath)
+    names: dict[str, list[str]] = {}
+    for name in profile["functions"]:
+        names.setdefault(function_name(name), []).append(name)
+
+    # Functions the static pre-pass pruned or the run found parameter-free have no entry.
+    constant = {
+        function_name(n) for n in [*profile.get("pruned", []), *profile.get("constant", [])]
+    }
+    for callpath in experiment.callpaths:
+        candidates = (
+            [callpath] if callpath in by_path else normalised.get(normalise_callpath(callpath), [])
+        )
+        if len(candidates) == 1:
+            match.priors[callpath] = by_path[candidates[0]]
+            match.functions[callpath] = path_owner[candidates[0]]
+            continue
+        owners = names.get(function_name(split_callpath(callpath)[-1]), [])
+        if len(candidates) > 1:  # overloads print alike once argument lists are gone
+            owners = sorted({o for c in candidates for o in path_owner[c]})
+        if not owners:
+            if function_name(split_callpath(callpath)[-1]) in constant:
+                match.priors[callpath] = Prior.constant(SOURCE)
+            else:
+                match.unmatched.append(callpath)
+            continue
+        if len(owners) == 1:
+            match.priors[callpath] = by_function[owners[0]]
+        else:  # the loosest restriction every candidate allows
+            functions = profile["functions"]
+            terms = [t for o in owners for t in functions[o].get(key, functions[o]["terms"])]
+            match.priors[callpath] = prior_from_terms(terms, parameters)
+        match.functions[callpath] = owners
+        match.by_function.append(callpath)
+    return match
+
+
+def contention_warnings(free: ModelSet, match: TaintMatch) -> dict[tuple[str, str], list[str]]:
+    """Paper C1: parameters a prior-free model uses that the code cannot depend on.
+
+    ``free`` are models fitted without priors; the warnings are keyed by (call path, metric)
+    so they can be attached to the models actually reported.
+    """
+    warnings: dict[tuple[str, str], list[str]] = {}
+    for model in free:
+        prior = match.priors.get(model.callpath)
+        if prior is None:
+            continue
+        for parameter in model.parameters:
+            if not prior.allows_parameter(parameter):
+                warnings.setdefault((model.callpath, model.metric), []).append(
+                    f"depends on {parameter}, which the code cannot: contention or noise "
+                    f"(taint analysis; black-box model: {model.text()})"
+                )
+    return warnings
+
+
+def algorithm_switch_warnings(
+    profile: Mapping[str, Any], experiment: Experiment, match: TaintMatch
+) -> dict[str, list[str]]:
+    """Paper C2: parameter-decided branches that may switch algorithms across the range.
+
+    The rule, per measured call path and the profile functions its last frame names: a
+    tainted branch is flagged for a parameter ``X`` when
+
+    * it is not a guard that exits a loop (those bound trip counts, which the dependency
+      already models),
+    * its outcome was uniform in the taint run (always or never taken): the parameter's
+      value, not the data visited in a loop, chose the path -- a branch with mixed outcomes
+      splits work per iteration rather than switching algorithms, and
+    * ``X`` takes more than one value in the experiment, so the measured range may
+      straddle the branch's threshold.
+
+    The taint run saw one parameter value, so this flags *possible* switches only.
+    """
+    varying = {p for p in experiment.parameters if experiment.data[p].nunique(dropna=True) > 1}
+    warnings: dict[str, list[str]] = {}
+    for callpath, owners in match.functions.items():
+        for name in owners:
+            function = profile["functions"][name]
+            for branch in function.get("branches", []):
+                if branch.get("exits_loops_at"):
+                    continue
+                evaluated, taken = branch.get("evaluated", 0), branch.get("taken", 0)
+                if evaluated and 0 < taken < evaluated:
+                    continue
+                where = f"{function.get('file') or name}:{branch['line']}"
+                for parameter in branch["params"]:
+                    if parameter in varying:
+                        warnings.setdefault(callpath, []).append(
+                            f"possible algorithm switch on {parameter}: the branch at {where} "
+                            f"is decided by {parameter}"
+                        )
+    return warnings
+
+
+def flag_models(
+    models: ModelSet,
+    free: ModelSet | None,
+    profile: Mapping[str, Any],
+    experiment: Experiment,
+    match: TaintMatch,
+) -> None:
+    """Attach the C1 and C2 warnings to ``models`` (in place)."""
+    contention = contention_warnings(free if free is not None else models, match)
+    switches = algorithm_switch_warnings(profile, experiment, match)
+    for model in models:
+        model.warnings.extend(contention.get((model.callpath, model.metric), []))
+        model.warnings.extend(switches.get(model.callpath, []))
