@@ -200,3 +200,26 @@ def test_parameter_mismatch_is_named(
     assert match.dropped_parameters == ["t"]
     assert match.priors["main->spread(int)"].parameters == frozenset()
     assert any("['t'] are not parameters of the experiment" in n for n in match.notes())
+
+
+def test_other_call_sites_match_by_function_and_bad_profiles_are_input_errors(
+    profile_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    profile = json.loads(profile_path.read_text())
+    data = measurements().data.replace({"main->compute(int)": "main->driver(int)->compute(int)"})
+    match = match_profile(profile, Experiment(["n", "t"], data))
+    assert match.by_function == ["main->driver(int)->compute(int)"]
+    assert match.priors["main->driver(int)->compute(int)"].parameters == frozenset({"n"})
+    assert any(
+        "matched by function name: main->driver(int)->compute(int)" in n for n in match.notes()
+    )
+
+    for text, message in (("{not json", "not JSON"), ("[1, 2]", "expected a JSON object")):
+        bad = tmp_path / "bad.json"
+        bad.write_text(text)
+        status, _ = run_model(tmp_path, monkeypatch, measurements(), "--taint", str(bad))
+        err = capsys.readouterr().err
+        assert status == 2 and "bad.json" in err and message in err

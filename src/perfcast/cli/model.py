@@ -118,6 +118,8 @@ def _fit_with_taint(
         ) from None
     except json.JSONDecodeError as exc:
         raise InputError(f"not JSON: {exc.msg}", path=args.taint, line=exc.lineno) from None
+    if not isinstance(profile, dict):
+        raise InputError("not a perfcast taint profile (expected a JSON object)", path=args.taint)
     try:
         match = match_profile(profile, experiment, inclusive=not args.exclusive)
     except InputError as exc:
