@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from perfcast.clang import CLANG_VERSION
 from perfcast.errors import InputError, PerfcastError
 from perfcast.measure import toolchain
 
@@ -153,7 +154,7 @@ def parse_command(command: Sequence[str]) -> Invocation:
     if match is None:
         raise PerfcastError(
             f"cannot wrap {command[0]!r}: perfcast build instruments C and C++ compiles with "
-            f"clang-{toolchain.CLANG_VERSION} and knows these compiler commands: {WRAPPABLE}. "
+            f"clang-{CLANG_VERSION} and knows these compiler commands: {WRAPPABLE}. "
             "Put one of them after '--' (for make: make CC=\"perfcast build -- mpicc\")"
         )
     name = match.group(1)
@@ -172,7 +173,7 @@ def parse_command(command: Sequence[str]) -> Invocation:
     if step is Step.LINK and "-shared" in flags:
         raise PerfcastError(
             f"cannot instrument the shared-library link {shlex.join(command)!r}: clang-"
-            f"{toolchain.CLANG_VERSION}'s XRay instruments executables only. Build the "
+            f"{CLANG_VERSION}'s XRay instruments executables only. Build the "
             "library's objects with perfcast build and link them into the executable "
             "(or as a static library)"
         )

@@ -16,18 +16,12 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
+from perfcast.clang import Clang, command_output
+from perfcast.clang import find_clang as clang_on_path
 from perfcast.errors import PerfcastError
 
-CLANG_VERSION = 16
-"""The Debian clang whose XRay and SanitizerCoverage behaviour the runtime was checked on."""
-
-CLANG_HINT = (
-    f"install clang-{CLANG_VERSION} and libclang-rt-{CLANG_VERSION}-dev (scripts/setup.sh "
-    f"does: apt-get install clang-{CLANG_VERSION} libclang-rt-{CLANG_VERSION}-dev)"
-)
 MPI_HINT = "install Open MPI (apt-get install libopenmpi-dev openmpi-bin; scripts/setup.sh does)"
 
 RUNTIME_DIR = Path(__file__).parent / "runtime"
@@ -41,33 +35,12 @@ MPI_COMPILER_VARIABLES = {"c": ("OMPI_CC", "MPICH_CC"), "c++": ("OMPI_CXX", "MPI
 """How Open MPI and MPICH wrappers are told which compiler to run underneath."""
 
 
-@dataclass(frozen=True)
-class Clang:
-    """clang and clang++ of :data:`CLANG_VERSION`, with the XRay runtime present."""
-
-    cc: str
-    cxx: str
-    version: str
-
-    def for_language(self, language: str) -> str:
-        return self.cxx if language == "c++" else self.cc
-
-
-def _output(cmd: list[str]) -> str:
-    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
-
-
 @functools.cache
 def find_clang() -> Clang:
     """clang-16 with its XRay runtime, or a PerfcastError saying what to install."""
-    cc = shutil.which(f"clang-{CLANG_VERSION}")
-    cxx = shutil.which(f"clang++-{CLANG_VERSION}")
-    if cc is None or cxx is None:
-        raise PerfcastError(f"clang-{CLANG_VERSION} was not found on PATH: {CLANG_HINT}")
-    xray = _output([cc, "-print-file-name=libclang_rt.xray-x86_64.a"])
-    if not Path(xray).is_file():
-        raise PerfcastError(f"{cc} has no XRay runtime (libclang_rt.xray): {CLANG_HINT}")
-    return Clang(cc=cc, cxx=cxx, version=_output([cc, "--version"]).splitlines()[0])
+    clang = clang_on_path()
+    clang.require_runtime("xray", "XRay")
+    return clang
 
 
 def find_mpicc() -> str:
@@ -94,7 +67,7 @@ def _describe_mpi(mpicc: str) -> str:
     """What the wrapper runs (``--showme`` for Open MPI, ``-show`` for MPICH), for the key."""
     for flag in ("--showme", "-show"):
         try:
-            return _output([mpicc, flag])
+            return command_output([mpicc, flag])
         except (subprocess.CalledProcessError, OSError):
             continue
     return mpicc

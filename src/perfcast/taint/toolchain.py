@@ -12,16 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfcast.errors import PerfcastError
-
-CLANG_VERSION = 16
-"""DataFlowSanitizer's label ABI (8-bit labels) and the Debian runtime package match this."""
-
-INSTALL_HINT = (
-    f"install clang-{CLANG_VERSION} and libclang-rt-{CLANG_VERSION}-dev "
-    "(scripts/setup.sh does), or put a clang with DataFlowSanitizer on PATH as "
-    f"clang-{CLANG_VERSION}"
-)
+from perfcast.clang import command_output, find_clang
 
 
 @dataclass(frozen=True)
@@ -41,24 +32,12 @@ class Toolchain:
         return self.resource_dir / "share" / "dfsan_abilist.txt"
 
 
-def _run(cmd: list[str]) -> str:
-    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
-
-
 @functools.cache
 def find_toolchain() -> Toolchain:
     """Locate clang and the DataFlowSanitizer runtime; PerfcastError if either is missing."""
-    clang = shutil.which(f"clang-{CLANG_VERSION}")
-    clangxx = shutil.which(f"clang++-{CLANG_VERSION}")
-    if clang is None or clangxx is None:
-        raise PerfcastError(f"clang-{CLANG_VERSION} was not found on PATH: {INSTALL_HINT}")
-    resource = Path(_run([clang, "-print-resource-dir"]))
-    runtime = _run([clang, "-print-file-name=libclang_rt.dfsan-x86_64.a"])
-    if not Path(runtime).is_file():
-        raise PerfcastError(
-            f"{clang} has no DataFlowSanitizer runtime (libclang_rt.dfsan): {INSTALL_HINT}"
-        )
-    return Toolchain(clang=clang, clangxx=clangxx, resource_dir=resource)
+    clang = find_clang()
+    clang.require_runtime("dfsan", "DataFlowSanitizer")
+    return Toolchain(clang=clang.cc, clangxx=clang.cxx, resource_dir=clang.resource_dir)
 
 
 @functools.cache
@@ -68,7 +47,7 @@ def mpi_compile_flags(wrapper: str = "mpicc") -> tuple[str, ...]:
     if path is None:
         return ()
     try:
-        return tuple(_run([path, "--showme:compile"]).split())
+        return tuple(command_output([path, "--showme:compile"]).split())
     except subprocess.CalledProcessError:
         return ()
 
@@ -80,7 +59,7 @@ def mpi_library() -> Path | None:
     if path is None:
         return None
     try:
-        flags = _run([path, "--showme:link"]).split()
+        flags = command_output([path, "--showme:link"]).split()
     except subprocess.CalledProcessError:
         return None
     dirs = [Path(f[2:]) for f in flags if f.startswith("-L")]
