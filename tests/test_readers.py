@@ -135,17 +135,6 @@ CUBE_REJECTED = {
     "negative_example2": "same parameters in the same order",
 }
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def formats_dir() -> Path:
-    """``../shared/data/extrap-formats`` beside the repository (CI: X/main and X/shared)."""
-    path = REPO.parent / "shared" / "data" / "extrap-formats"
-    if not path.is_dir():
-        pytest.skip(f"Extra-P example data not found at {path} (expected beside the repository)")
-    return path
-
 
 def measurement_files(root: Path) -> set[str]:
     return {

@@ -7,7 +7,6 @@ That Extra-P itself reads these files is shown by ``benchmarks/extrap_roundtrip.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,8 +14,6 @@ import pytest
 
 from perfcast.errors import InputError, PerfcastError
 from perfcast.experiment import Experiment, Metric, read_experiment, write_experiment
-
-REPO = Path(__file__).resolve().parents[1]
 
 SHARED_FILES = [
     "text/one_parameter_6.txt",  # unnamed metric, 3 to 5 repetitions per point
@@ -30,15 +27,6 @@ SHARED_FILES = [
     "cubeset/simple_threaded",
     "cubeset/allowed_formats",
 ]
-
-
-@pytest.fixture(scope="module")
-def formats_dir() -> Path:
-    """``../shared/data/extrap-formats`` beside the repository (CI: X/main and X/shared)."""
-    path = REPO.parent / "shared" / "data" / "extrap-formats"
-    if not path.is_dir():
-        pytest.skip(f"Extra-P example data not found at {path} (expected beside the repository)")
-    return path
 
 
 def assert_same_table(a: Experiment, b: Experiment) -> None:
