@@ -1,0 +1,26 @@
+"""Effort-based priors: deterministic basic-block and MPI byte counts fix a model's
+exponents, noisy time only its coefficients (``noise-resilient-priors.txt``)."""
+
+from perfcast.effort.laws import OPERATION_LAWS, CommunicationLaw, Law
+from perfcast.effort.priors import (
+    DISAGREEMENT_GAP,
+    DISAGREEMENT_RATIO,
+    DISAGREEMENT_WARNING,
+    EffortModeler,
+    EffortModels,
+    EffortPrior,
+)
+from perfcast.effort.report import render_effort
+
+__all__ = [
+    "DISAGREEMENT_GAP",
+    "DISAGREEMENT_RATIO",
+    "DISAGREEMENT_WARNING",
+    "OPERATION_LAWS",
+    "CommunicationLaw",
+    "EffortModeler",
+    "EffortModels",
+    "EffortPrior",
+    "Law",
+    "render_effort",
+]

@@ -1,0 +1,269 @@
+"""Noise-resilient priors from effort counters (``noise-resilient-priors.txt`` III-B, III-C).
+
+Basic-block counts and MPI byte counts are identical from run to run, so a model of them
+finds the right exponents even when time is noisy. The exponents become a prior: a fixed
+structure of term shapes whose coefficients alone are fitted to the (noisy) time.
+
+* **Computation** (call paths that are not MPI leaves): the ``basic_blocks`` model's term
+  shapes, coefficients dropped.
+* **Communication** (leaves named ``MPI_*``): the byte model ``B(p, x)`` inserted into the
+  operation's law of Table I (:mod:`perfcast.effort.laws`). ``B`` is modeled from
+  ``mpi_bytes_sent``: under the runtime's byte rules the rank-mean of the bytes *sent* is an
+  exact PMNF term for every collective (a Bcast root sends ``p*|buf|``, so the mean is
+  ``|buf|``), whereas the received side mixes root and non-root shares into ``(p-1)/p``
+  factors. Receive-only routines (Recv, Irecv) send nothing; for a call path whose sent
+  bytes are all zero, ``mpi_bytes_received`` is modeled instead.
+
+Counts are modeled without the noise test (they have no noise; a significance test on
+identical repetitions only gets in the way). Where the time model that obeys the prior fits
+far worse than the unconstrained (black-box) one, the effort does not explain the time:
+waiting time (blocking communication, load imbalance) or noise. Such call paths are
+flagged (III-C, V-C), not silently "corrected".
+
+Missing counters never stop modeling: a call path without the counts it needs, or with
+counts but no time, is modeled classically and a note says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from perfcast.effort.laws import RANKS_PARAMETER, CommunicationLaw
+from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment
+from perfcast.modeling.modeler import PMNFModeler
+from perfcast.modeling.modelset import ModelSet
+from perfcast.modeling.pmnf import Model
+from perfcast.modeling.prior import Prior
+
+TIME_METRIC = "time"
+COMPUTATION_METRIC = "basic_blocks"
+BYTES_SENT = "mpi_bytes_sent"
+BYTES_RECEIVED = "mpi_bytes_received"
+COUNTER_METRICS = (COMPUTATION_METRIC, BYTES_SENT, BYTES_RECEIVED)
+PRIOR_SOURCE = "effort"
+
+DISAGREEMENT_RATIO = 2.0
+"""Flag a call path when the effort-prior time model's SMAPE on its training points exceeds
+the black-box model's by this factor ...
+
+Training SMAPE rather than the selection criterion, so the test reads the same (percent)
+whichever criterion the modeler uses. A factor of 2 tolerates the prior's lost freedom (it
+may not bend towards noise, so it fits a little worse by design) but catches time growing
+with a parameter the counts do not grow with."""
+
+DISAGREEMENT_GAP = 5.0
+"""... and by at least this many percentage points, so near-perfect fits (0.1 % vs 0.3 %)
+are not flagged for a difference nobody could act on."""
+
+DISAGREEMENT_WARNING = "time and effort disagree: waiting time or noise"
+
+
+@dataclass
+class EffortPrior:
+    """The prior of one call path and where it came from."""
+
+    callpath: str
+    kind: str  # "computation" or "communication"
+    effort: Model  # the counter model the prior was derived from
+    prior: Prior
+    law: CommunicationLaw | None = None
+
+    def describe(self) -> str:
+        base = self.prior.describe()
+        return base if self.law is None else f"{base} ({self.law.describe()})"
+
+
+@dataclass
+class EffortModels:
+    """What :meth:`EffortModeler.fit` returns.
+
+    Attributes:
+        models: every (call path, metric): counters from the deterministic fit, ``time``
+            fitted with the effort prior where one exists, everything else classic.
+        priors: the effort priors by call path.
+        blackbox: the classic time model of every call path, for comparison.
+        time_metric: the metric the priors constrained.
+        notes: call paths modeled classically, and why.
+    """
+
+    models: ModelSet
+    priors: dict[str, EffortPrior]
+    blackbox: ModelSet
+    time_metric: str = TIME_METRIC
+    notes: list[str] = field(default_factory=list)
+
+
+class EffortModeler:
+    """Effort-prior modeling on top of a :class:`PMNFModeler`.
+
+    Args:
+        modeler: the time modeler (its search space and settings also model the counts,
+            minus the noise test).
+        time_metric: the metric the priors constrain.
+        ranks: the parameter counting MPI ranks (for the ``log2(p)`` latency terms).
+        disagreement_ratio, disagreement_gap: see :data:`DISAGREEMENT_RATIO` and
+            :data:`DISAGREEMENT_GAP`.
+    """
+
+    def __init__(
+        self,
+        modeler: PMNFModeler | None = None,
+        *,
+        time_metric: str = TIME_METRIC,
+        ranks: str = RANKS_PARAMETER,
+        disagreement_ratio: float = DISAGREEMENT_RATIO,
+        disagreement_gap: float = DISAGREEMENT_GAP,
+    ):
+        self.modeler = modeler or PMNFModeler()
+        self.time_metric = time_metric
+        self.ranks = ranks
+        self.disagreement_ratio = disagreement_ratio
+        self.disagreement_gap = disagreement_gap
+
+    def counter_modeler(self) -> PMNFModeler:
+        """The time modeler's settings without the noise test: counts are deterministic."""
+        m = self.modeler
+        return PMNFModeler(
+            m.space,
+            terms=m.terms,
+            criterion=m.criterion,
+            aggregation=m.aggregation,
+            candidates=m.candidates,
+            refine_structures=m.refine_structures,
+            max_terms=m.max_terms,
+            significance=None,
+            weighting=m.weighting,
+            positive_terms=m.positive_terms,
+            min_points=m.min_points,
+        )
+
+    # -- priors --------------------------------------------------------------------------
+
+    def derive(self, experiment: Experiment) -> tuple[dict[str, EffortPrior], ModelSet, list[str]]:
+        """Effort priors by call path, the counter models, and notes on call paths that
+        get no prior."""
+        notes: list[str] = []
+        counters = _counter_experiment(experiment)
+        timed = _callpaths_with(experiment, self.time_metric)
+        if counters is None:
+            notes.append(
+                f"the measurements have no effort counters ({', '.join(COUNTER_METRICS)}); "
+                "build the program with `perfcast build --counters` and measure again. "
+                "Every call path is modeled classically."
+            )
+            return {}, ModelSet(experiment.parameters), notes
+        counter_models = self.counter_modeler().fit(counters)
+        priors: dict[str, EffortPrior] = {}
+        for callpath in experiment.callpaths:
+            entry, note = self._prior_for(callpath, counter_models, experiment.parameters)
+            if callpath not in timed:
+                if entry is not None:
+                    notes.append(
+                        f"{callpath}: has effort counts but no {self.time_metric!r} "
+                        "measurements; its counts are modeled, there is no time model to "
+                        "constrain"
+                    )
+                continue
+            if entry is None:
+                notes.append(f"{callpath}: {note}; modeled classically")
+            else:
+                priors[callpath] = entry
+        return priors, counter_models, notes
+
+    def _prior_for(
+        self, callpath: str, counters: ModelSet, parameters: list[str]
+    ) -> tuple[EffortPrior | None, str]:
+        law = CommunicationLaw.for_callpath(callpath)
+        leaf = callpath.rsplit("->", 1)[-1]
+        if law is None and leaf.startswith("MPI_"):
+            return None, f"{leaf} has no communication law (Table I)"
+        if law is None:
+            if (callpath, COMPUTATION_METRIC) not in counters:
+                return None, f"no {COMPUTATION_METRIC!r} counts"
+            effort = counters[(callpath, COMPUTATION_METRIC)]
+            prior = Prior.fixed(PRIOR_SOURCE, (t.shape for t in effort.terms))
+            return EffortPrior(callpath, "computation", effort, prior), ""
+        bytes_model = _bytes_model(counters, callpath)
+        if bytes_model is None and law.law.moves_bytes:
+            return None, f"no {BYTES_SENT!r}/{BYTES_RECEIVED!r} counts"
+        structure = law.structure(bytes_model, parameters, self.ranks)
+        prior = Prior.fixed(PRIOR_SOURCE, structure)
+        effort = bytes_model or Model(callpath, BYTES_SENT, 0.0)
+        return EffortPrior(callpath, "communication", effort, prior, law), ""
+
+    # -- fitting -------------------------------------------------------------------------
+
+    def fit(self, experiment: Experiment) -> EffortModels:
+        """Model every call path; ``time`` under the effort priors where they exist."""
+        priors, counter_models, notes = self.derive(experiment)
+        models = self.modeler.fit(experiment)
+        blackbox = ModelSet(experiment.parameters)
+        for model in models:
+            if model.metric == self.time_metric:
+                blackbox.add(model)
+        for model in counter_models:
+            models.add(model)
+        if priors:
+            timed = experiment.restricted(callpaths=list(priors), metrics=[self.time_metric])
+            constrained = self.modeler.fit(
+                timed, priors={c: entry.prior for c, entry in priors.items()}
+            )
+            for model in constrained:
+                free = blackbox[(model.callpath, model.metric)]
+                if self.disagrees(model, free):
+                    model.warnings.append(
+                        f"{DISAGREEMENT_WARNING} (SMAPE {model.statistics.smape:.1f} % with "
+                        f"the effort prior vs {free.statistics.smape:.1f} % black-box)"
+                    )
+                models.add(model)
+        return EffortModels(models, priors, blackbox, self.time_metric, notes)
+
+    def disagrees(self, constrained: Model, free: Model) -> bool:
+        """Does the effort-prior model fit much worse than the black-box one?"""
+        ours, theirs = constrained.statistics.smape, free.statistics.smape
+        return bool(
+            ours > self.disagreement_ratio * theirs and ours - theirs > self.disagreement_gap
+        )
+
+
+def _callpaths_with(experiment: Experiment, metric: str) -> set[str]:
+    data = experiment.data
+    return set(data.loc[data[METRIC] == metric, CALLPATH])
+
+
+def _counter_experiment(experiment: Experiment) -> Experiment | None:
+    present = [m for m in COUNTER_METRICS if m in set(experiment.data[METRIC])]
+    return experiment.restricted(metrics=present) if present else None
+
+
+def _bytes_model(counters: ModelSet, callpath: str) -> Model | None:
+    """The byte model ``B`` of an MPI call path: bytes sent, or received for a call path
+    that sends nothing (see the module docstring)."""
+    sent = _lookup(counters, callpath, BYTES_SENT)
+    received = _lookup(counters, callpath, BYTES_RECEIVED)
+    if sent is not None and not _is_zero(sent):
+        return sent
+    return received if received is not None else sent
+
+
+def _lookup(models: ModelSet, callpath: str, metric: str) -> Model | None:
+    try:
+        return models[(callpath, metric)]
+    except KeyError:
+        return None
+
+
+def _is_zero(model: Model) -> bool:
+    return not model.terms and bool(np.isclose(model.constant, 0.0))
+
+
+__all__ = [
+    "DISAGREEMENT_GAP",
+    "DISAGREEMENT_RATIO",
+    "DISAGREEMENT_WARNING",
+    "EffortModeler",
+    "EffortModels",
+    "EffortPrior",
+]

@@ -1,0 +1,28 @@
+"""Text report of effort-prior modeling: per call path the effort model, the prior derived
+from it and the time model fitted under it, beside the black-box time model."""
+
+from __future__ import annotations
+
+from perfcast.effort.priors import EffortModels
+
+
+def render_effort(result: EffortModels, precision: int = 4) -> str:
+    """One block per call path with a prior; the notes on classic fall-backs at the end."""
+    lines = ["Effort priors (noise-resilient-priors.txt): effort model -> prior -> time model"]
+    for callpath, entry in result.priors.items():
+        lines.append(f"{callpath}  [{entry.kind}]")
+        rows = [(f"effort ({entry.effort.metric})", entry.effort.text(precision))]
+        rows.append(("prior", entry.describe()))
+        key = (callpath, result.time_metric)
+        if key in result.models:
+            rows.append(("time (effort prior)", result.models[key].text(precision)))
+        if key in result.blackbox:
+            rows.append(("time (black-box)", result.blackbox[key].text(precision)))
+        width = max(len(label) for label, _ in rows)
+        lines += [f"  {label:<{width}}  {text}" for label, text in rows]
+        if key in result.models:
+            lines += [f"  warning: {w}" for w in result.models[key].warnings]
+    if not result.priors:
+        lines.append("(no call path has an effort prior)")
+    lines += [f"note: {note}" for note in result.notes]
+    return "\n".join(lines)

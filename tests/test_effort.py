@@ -1,0 +1,133 @@
+"""Effort priors: counts fix the exponents, noisy time only the coefficients."""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from perfcast.effort import (
+    DISAGREEMENT_WARNING,
+    CommunicationLaw,
+    EffortModeler,
+    Law,
+    render_effort,
+)
+from perfcast.experiment.experiment import Experiment, Metric
+from perfcast.modeling import Factor, PMNFModeler
+from perfcast.synth import Noise, exponent_deviations
+
+P = (2, 4, 8, 16, 32)
+N = (1000, 2000, 3000, 4000, 5000)
+REPETITIONS = 3
+COMPUTE = "main->compute"
+ALLREDUCE = "main->MPI_Allreduce"
+
+
+def _compute_blocks(p: float, n: float) -> float:
+    return 20 + 7 * n**1.5 * np.log2(p)
+
+
+def _allreduce_bytes(p: float, n: float) -> float:
+    return 8 * p * n
+
+
+def _clean(time_of_compute=None, counters: bool = True) -> Experiment:
+    """Exact counts, time proportional to the effort (plus latency for the allreduce)."""
+    time_of_compute = time_of_compute or (lambda p, n: 3e-9 * _compute_blocks(p, n))
+    rows = []
+    for p, n in itertools.product(P, N):
+        for _ in range(REPETITIONS):
+            rows.append((COMPUTE, "time", (p, n), time_of_compute(p, n)))
+            rows.append((ALLREDUCE, "time", (p, n), 2e-5 * np.log2(p) + 1e-9 * 8 * p * n))
+            if counters:
+                rows.append((COMPUTE, "basic_blocks", (p, n), _compute_blocks(p, n)))
+                rows.append((ALLREDUCE, "mpi_bytes_sent", (p, n), _allreduce_bytes(p, n)))
+                rows.append((ALLREDUCE, "mpi_bytes_received", (p, n), _allreduce_bytes(p, n)))
+    metrics = [Metric("time", "s"), Metric("basic_blocks"), Metric("mpi_bytes_sent", "bytes")]
+    return Experiment.from_rows(("p", "n"), rows, metrics)
+
+
+def _noisy(experiment: Experiment, rng: np.random.Generator) -> Experiment:
+    """20 % noise on time only; counts stay exact."""
+    noisy = Noise("uniform", 0.2, symmetric=True).apply_to(experiment, rng)
+    is_time = (noisy.data["metric"] == "time").to_numpy()
+    noisy.data.loc[~is_time, "value"] = experiment.data.loc[~is_time, "value"]
+    return noisy
+
+
+def test_allreduce_law_structure():
+    law = CommunicationLaw.for_callpath("main->solve->MPI_Allreduce")
+    assert law is not None and law.law is Law.REDUCTION
+    clean = _clean()
+    bytes_model = PMNFModeler(significance=None).fit(clean)[(ALLREDUCE, "mpi_bytes_sent")]
+    structure = law.structure(bytes_model, ["p", "n"])
+    log_p = (Factor("p", Fraction(0), 1),)
+    p_times_n = (Factor("n", Fraction(1)), Factor("p", Fraction(1)))
+    assert structure == (log_p, p_times_n)
+    # Without p as a parameter the tree latency log2(p) has nothing to grow with.
+    assert law.structure(bytes_model, ["n"]) == (p_times_n,)
+    assert CommunicationLaw.for_callpath("main->MPI_Barrier").structure(None, ["p"]) == (log_p,)
+    assert CommunicationLaw.for_callpath("main->MPI_Waitall") is None
+    assert CommunicationLaw.for_callpath("main->compute") is None
+
+
+def test_effort_prior_recovers_exponents_under_noise():
+    rng = np.random.default_rng(7)
+    clean = _clean()
+    truth = EffortModeler().fit(clean).models[(COMPUTE, "basic_blocks")]
+    assert truth.leading_exponents() == {"n": (Fraction(3, 2), 0), "p": (Fraction(0), 1)}
+    effort_misses = blackbox_misses = 0
+    for _ in range(6):
+        result = EffortModeler().fit(_noisy(clean, rng))
+        for callpath in (COMPUTE, ALLREDUCE):
+            reference = (
+                truth if callpath == COMPUTE else result.models[(callpath, "mpi_bytes_sent")]
+            )
+            constrained = result.models[(callpath, "time")]
+            free = result.blackbox[(callpath, "time")]
+            assert constrained.prior is not None and constrained.prior.startswith("effort")
+            effort_misses += any(exponent_deviations(constrained, reference, ["p", "n"]).values())
+            blackbox_misses += any(exponent_deviations(free, reference, ["p", "n"]).values())
+    assert effort_misses == 0
+    assert blackbox_misses > 0
+
+
+def test_disagreement_is_flagged():
+    # Time grows with p^2 (waiting) while the counted effort grows with n^(3/2) log2(p).
+    waiting = _clean(time_of_compute=lambda p, n: 1e-6 * p**2 + 1e-9 * n)
+    result = EffortModeler().fit(waiting)
+    warnings = result.models[(COMPUTE, "time")].warnings
+    assert any(DISAGREEMENT_WARNING in w for w in warnings)
+    assert not any(DISAGREEMENT_WARNING in w for w in result.models[(ALLREDUCE, "time")].warnings)
+    assert DISAGREEMENT_WARNING in render_effort(result)
+
+
+def test_missing_counters_fall_back_to_classic_modeling():
+    result = EffortModeler().fit(_clean(counters=False))
+    assert not result.priors
+    assert "perfcast build --counters" in result.notes[0]
+    assert result.models[(COMPUTE, "time")].prior is None
+
+
+def test_counts_without_time_and_time_without_counts():
+    rows = []
+    for p, n in itertools.product(P, N):
+        rows.append(("main->counted", "basic_blocks", (p, n), 5 * n))
+        rows.append(("main->timed", "time", (p, n), 1e-6 * n))
+        rows.append(("main->MPI_Wait", "time", (p, n), 1e-6 * p))
+    result = EffortModeler().fit(Experiment.from_rows(("p", "n"), rows))
+    notes = "\n".join(result.notes)
+    assert "main->counted: has effort counts but no 'time' measurements" in notes
+    assert "main->timed: no 'basic_blocks' counts; modeled classically" in notes
+    assert "main->MPI_Wait: MPI_Wait has no communication law" in notes
+    assert result.models[("main->timed", "time")].prior is None
+
+
+@pytest.mark.parametrize("operation", ["Send", "Recv", "Bcast", "Scatter", "Gather", "Barrier"])
+def test_every_table_one_operation_has_a_law(operation):
+    law = CommunicationLaw.for_callpath(f"main->MPI_{operation}")
+    assert law is not None
+    assert law.law.has_tree_latency == (operation not in ("Send", "Recv"))
