@@ -69,7 +69,8 @@ def test_allreduce_law_structure():
     assert structure == (log_p, p_times_n)
     # Without p as a parameter the tree latency log2(p) has nothing to grow with.
     assert law.structure(bytes_model, ["n"]) == (p_times_n,)
-    assert CommunicationLaw.for_callpath("main->MPI_Barrier").structure(None, ["p"]) == (log_p,)
+    barrier = CommunicationLaw.for_callpath("main->MPI_Barrier")
+    assert barrier is not None and barrier.structure(None, ["p"]) == (log_p,)
     assert CommunicationLaw.for_callpath("main->MPI_Waitall") is None
     assert CommunicationLaw.for_callpath("main->compute") is None
 
@@ -113,9 +114,9 @@ def test_missing_counters_fall_back_to_classic_modeling():
 
 
 def test_counts_without_time_and_time_without_counts():
-    rows = []
+    rows: list[tuple[str, str, tuple[int, int], float]] = []
     for p, n in itertools.product(P, N):
-        rows.append(("main->counted", "basic_blocks", (p, n), 5 * n))
+        rows.append(("main->counted", "basic_blocks", (p, n), 5.0 * n))
         rows.append(("main->timed", "time", (p, n), 1e-6 * n))
         rows.append(("main->MPI_Wait", "time", (p, n), 1e-6 * p))
     result = EffortModeler().fit(Experiment.from_rows(("p", "n"), rows))
