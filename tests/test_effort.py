@@ -8,6 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from perfcast.cli import main
 from perfcast.effort import (
     DISAGREEMENT_WARNING,
     CommunicationLaw,
@@ -15,8 +16,9 @@ from perfcast.effort import (
     Law,
     render_effort,
 )
+from perfcast.experiment import write_experiment
 from perfcast.experiment.experiment import Experiment, Metric
-from perfcast.modeling import Factor, PMNFModeler
+from perfcast.modeling import Factor, ModelSet, PMNFModeler
 from perfcast.synth import Noise, exponent_deviations
 
 P = (2, 4, 8, 16, 32)
@@ -132,3 +134,26 @@ def test_every_table_one_operation_has_a_law(operation):
     law = CommunicationLaw.for_callpath(f"main->MPI_{operation}")
     assert law is not None
     assert law.law.has_tree_latency == (operation not in ("Send", "Recv"))
+
+
+def test_cli_model_with_effort_priors(tmp_path, capsys):
+    path = tmp_path / "campaign.json"
+    write_experiment(_noisy(_clean(), np.random.default_rng(3)), path)
+    assert main(["model", str(path), "--priors", "effort", "-o", str(tmp_path / "m.json")]) == 0
+    out = capsys.readouterr().out
+    assert "effort (basic_blocks)  20 + 7 * n^(3/2) * log2(p)" in out
+    assert "prior                  effort: fixed terms [n^(3/2) * log2(p)]" in out
+    assert "MPI_Allreduce: log2(p)*alpha + (beta + (p-1)/p*gamma)*B" in out
+    saved = ModelSet.load(tmp_path / "m.json")
+    assert saved[(COMPUTE, "time")].leading_exponents() == {
+        "n": (Fraction(3, 2), 0),
+        "p": (Fraction(0), 1),
+    }
+
+
+def test_cli_without_counters_says_it_models_classically(tmp_path, capsys):
+    path = tmp_path / "campaign.json"
+    write_experiment(_clean(counters=False), path)
+    assert main(["model", str(path), "--priors", "effort"]) == 0
+    out = capsys.readouterr().out
+    assert "no effort counters" in out and "modeled classically" in out

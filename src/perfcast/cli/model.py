@@ -7,6 +7,9 @@ import json
 import sys
 from pathlib import Path
 
+from perfcast.effort import EffortModeler, render_effort
+from perfcast.effort.laws import RANKS_PARAMETER
+from perfcast.effort.priors import TIME_METRIC
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import AGGREGATIONS, Experiment
@@ -18,6 +21,7 @@ from perfcast.report import STYLES, render_models
 from perfcast.taint.validity import flag_models, match_profile
 
 TAINT_MODES = ("prior", "check")
+PRIOR_SOURCES = ("effort",)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -75,6 +79,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="the metrics cover each function's own code only (use exclusive dependencies)",
     )
+    effort = parser.add_argument_group("effort counters (perfcast build --counters)")
+    effort.add_argument(
+        "--priors",
+        choices=PRIOR_SOURCES,
+        help="effort: basic-block and MPI byte models fix the exponents of each call path's "
+        "time model; only its coefficients are fitted to time",
+    )
+    effort.add_argument(
+        "--time-metric",
+        default=TIME_METRIC,
+        help=f"the metric the effort priors constrain (default {TIME_METRIC})",
+    )
+    effort.add_argument(
+        "--ranks-parameter",
+        default=RANKS_PARAMETER,
+        help="the parameter counting MPI ranks, for the log2(p) latency of collectives "
+        f"(default {RANKS_PARAMETER})",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -95,13 +117,27 @@ def run(args: argparse.Namespace) -> int:
     )
     experiment = read_experiment(args.input, args.format)
     experiment = experiment.restricted(callpaths=args.callpath, metrics=args.metric)
-    if args.taint is None:
+    if args.priors is not None and args.taint is not None:
+        raise InputError(
+            "--priors effort and --taint cannot be combined yet: the effort prior fixes the "
+            "whole term structure; use one of them"
+        )
+    report = None
+    if args.priors == "effort":
+        result = EffortModeler(
+            modeler, time_metric=args.time_metric, ranks=args.ranks_parameter
+        ).fit(experiment)
+        models, report = result.models, render_effort(result)
+    elif args.taint is None:
         models = modeler.fit(experiment)
     else:
         models = _fit_with_taint(modeler, experiment, args)
     if args.output:
         models.save(args.output)
     print(render_models(models, args.style))
+    if report is not None:
+        print()
+        print(report)
     return 0
 
 
