@@ -157,3 +157,18 @@ def test_cli_without_counters_says_it_models_classically(tmp_path, capsys):
     assert main(["model", str(path), "--priors", "effort"]) == 0
     out = capsys.readouterr().out
     assert "no effort counters" in out and "modeled classically" in out
+
+
+def test_effort_terms_with_negative_time_coefficients_are_dropped():
+    rows: list[tuple[str, str, tuple[int, int], float]] = []
+    for p, n in itertools.product(P, N):
+        rows.append((COMPUTE, "basic_blocks", (p, n), 1e3 * n + 1e5 * p))
+        rows.append((COMPUTE, "time", (p, n), 1e-6 * n * (1 - 0.01 * p)))
+    result = EffortModeler().fit(Experiment.from_rows(("p", "n"), rows))
+    assert result.priors[COMPUTE].prior.structure == (
+        (Factor("p", Fraction(1)),),
+        (Factor("n", Fraction(1)),),
+    )
+    time = result.models[(COMPUTE, "time")]
+    assert time.parameters == ("n",) and all(t.coefficient > 0 for t in time.terms)
+    assert any("effort terms [p] dropped" in w for w in time.warnings)

@@ -205,20 +205,49 @@ class EffortModeler:
                 blackbox.add(model)
         for model in counter_models:
             models.add(model)
-        if priors:
-            timed = experiment.restricted(callpaths=list(priors), metrics=[self.time_metric])
-            constrained = self.modeler.fit(
-                timed, priors={c: entry.prior for c, entry in priors.items()}
-            )
-            for model in constrained:
-                free = blackbox[(model.callpath, model.metric)]
-                if self.disagrees(model, free):
-                    model.warnings.append(
-                        f"{DISAGREEMENT_WARNING} (SMAPE {model.statistics.smape:.1f} % with "
-                        f"the effort prior vs {free.statistics.smape:.1f} % black-box)"
-                    )
-                models.add(model)
+        for model in self._fit_constrained(experiment, priors):
+            free = blackbox[(model.callpath, model.metric)]
+            if self.disagrees(model, free):
+                model.warnings.append(
+                    f"{DISAGREEMENT_WARNING} (SMAPE {model.statistics.smape:.1f} % with "
+                    f"the effort prior vs {free.statistics.smape:.1f} % black-box)"
+                )
+            models.add(model)
         return EffortModels(models, priors, blackbox, self.time_metric, notes)
+
+    def _fit_constrained(
+        self, experiment: Experiment, priors: dict[str, EffortPrior]
+    ) -> list[Model]:
+        """Time models under the priors.
+
+        Under the modeler's ``positive_terms`` policy a term whose coefficient comes out
+        negative is dropped and the call path refitted: the counts say the work exists, but
+        in time it is below the noise, and a negative cost term would only make
+        extrapolation worse. The structure shrinks every round, so this ends."""
+        pending = {callpath: entry.prior for callpath, entry in priors.items()}
+        dropped: dict[str, list[str]] = {}
+        fitted: list[Model] = []
+        while pending:
+            timed = experiment.restricted(callpaths=list(pending), metrics=[self.time_metric])
+            retry: dict[str, Prior] = {}
+            for model in self.modeler.fit(timed, priors=pending):
+                negative = {tuple(sorted(t.shape)) for t in model.terms if t.coefficient < 0}
+                structure = pending[model.callpath].structure or ()
+                if negative and self.modeler.positive_terms:
+                    kept = [shape for shape in structure if tuple(sorted(shape)) not in negative]
+                    retry[model.callpath] = Prior.fixed(PRIOR_SOURCE, kept)
+                    dropped.setdefault(model.callpath, []).extend(
+                        " * ".join(f.text() for f in shape) for shape in sorted(negative)
+                    )
+                    continue
+                if model.callpath in dropped:
+                    model.warnings.append(
+                        f"effort terms [{', '.join(dropped[model.callpath])}] dropped: their "
+                        "coefficients fitted to time came out negative (below the noise)"
+                    )
+                fitted.append(model)
+            pending = retry
+        return fitted
 
     def disagrees(self, constrained: Model, free: Model) -> bool:
         """Does the effort-prior model fit much worse than the black-box one?"""
