@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import shutil
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
+from campaign_helpers import write_spec
 
 from perfcast.cli import main
 from perfcast.effort import (
@@ -172,3 +175,59 @@ def test_effort_terms_with_negative_time_coefficients_are_dropped():
     time = result.models[(COMPUTE, "time")]
     assert time.parameters == ("n",) and all(t.coefficient > 0 for t in time.terms)
     assert any("effort terms [p] dropped" in w for w in time.warnings)
+
+
+EXAMPLE = Path(__file__).parents[1] / "examples" / "stencil"
+
+
+@pytest.mark.skipif(
+    shutil.which("mpicc") is None or shutil.which("clang-16") is None,
+    reason="needs Open MPI and clang-16",
+)
+def test_stencil_campaign_with_effort_priors(tmp_path, capsys):
+    """The real thing: the stencil built with counters, measured, modeled with effort priors."""
+    app = tmp_path / "stencil"
+    shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("*.o", "jacobi"))
+    spec = write_spec(
+        app,
+        """
+        [app]
+        name = "stencil"
+        [build]
+        command = "make -s CC='{perfcast_build} mpicc'"
+        counters = true
+        [run]
+        command = "./jacobi {size} 20"
+        repetitions = 1
+        timeout = 60
+        [parameters]
+        p = [1, 2, 3]
+        size = [64, 128, 192, 256]
+        [metrics]
+        collect = ["time", "basic_blocks", "mpi_bytes_sent", "mpi_bytes_received"]
+        """,
+    )
+    assert main(["measure", str(spec)]) == 0
+    capsys.readouterr()
+    models = tmp_path / "models.json"
+    store = str(app / "stencil.sqlite")
+    assert main(["model", store, "--priors", "effort", "--metric", "time", "-o", str(models)]) == 0
+    out = capsys.readouterr().out
+    # time alone has no counters: every call path falls back, and says so
+    assert "no effort counters" in out and "modeled classically" in out
+    metrics = ["time", "basic_blocks", "mpi_bytes_sent", "mpi_bytes_received"]
+    argv = ["model", store, "--priors", "effort", "-o", str(models)]
+    assert main(argv + [arg for m in metrics for arg in ("--metric", m)]) == 0
+    out = capsys.readouterr().out
+    assert "main->exchange_halo->MPI_Sendrecv  [communication]" in out
+    assert "(MPI_Sendrecv: alpha + B*beta)" in out
+    assert "note: main->MPI_Init: MPI_Init has no communication law" in out
+    saved = ModelSet.load(models)
+    # the sweep's time obeys the counted work, size^2 (plus lower-order terms), not p
+    sweep = saved[("main->sweep", "time")]
+    assert sweep.prior is not None and sweep.prior.startswith("effort")
+    assert sweep.leading_exponents()["size"] == (Fraction(2), 0)
+    assert "p" not in sweep.parameters
+    # the allreduce's law adds the tree latency log2(p) to the bytes 8*p per iteration
+    allreduce = saved[("main->global_residual->MPI_Allreduce", "time")]
+    assert allreduce.prior is not None and "log2(p)" in allreduce.prior

@@ -241,6 +241,7 @@ class EffortModeler:
                     )
                     continue
                 if model.callpath in dropped:
+                    model.prior = priors[model.callpath].describe()  # what was derived
                     model.warnings.append(
                         f"effort terms [{', '.join(dropped[model.callpath])}] dropped: their "
                         "coefficients fitted to time came out negative (below the noise)"
