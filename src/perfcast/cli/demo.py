@@ -4,7 +4,9 @@ It copies the Jacobi stencil (``examples/stencil``) into a working directory, wr
 ``perfcast.toml`` for it, builds it with ``perfcast build`` (through its Makefile),
 measures a small grid of problem sizes and iteration counts with the local backend, fits
 PMNF models with :class:`~perfcast.modeling.PMNFModeler`, and prints each call path's
-model beside the complexity the example documents (``examples/stencil/README.md``).
+model beside the complexity the example documents (``examples/stencil/README.md``): time
+black-box, the exact effort counters, and time fitted with the effort priors
+(:class:`~perfcast.effort.EffortModeler`).
 
 The rank count stays fixed: on a machine with few cores, runs with more ranks than cores
 measure the oversubscription, not the program.
@@ -18,6 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from perfcast.effort import EffortModeler
 from perfcast.errors import PerfcastError
 from perfcast.experiment import read_experiment
 from perfcast.measure.campaign import measure
@@ -124,17 +127,26 @@ def demo(workdir: Path, *, keep: bool = True) -> int:
     if result.failed:
         return 1
     experiment = read_experiment(spec.store)
-    models = PMNFModeler().fit(experiment.restricted(metrics=["time", *EFFORT_METRICS]))
-    for title, metrics in (
-        ("exclusive time [s]", ("time",)),
-        ("effort: basic blocks (code) or bytes sent (MPI), exact counters", EFFORT_METRICS),
+    modeled = EffortModeler(PMNFModeler()).fit(
+        experiment.restricted(metrics=["time", *EFFORT_METRICS])
+    )
+    effort = [m for m in modeled.models if m.metric in EFFORT_METRICS]
+    with_priors = [modeled.models[(callpath, "time")] for callpath in modeled.priors]
+    for title, models, show_warnings in (
+        ("exclusive time [s]", list(modeled.blackbox), False),
+        ("effort: basic blocks (code) or bytes sent (MPI), exact counters", effort, False),
+        ("exclusive time [s] with effort priors: the counters fix the terms", with_priors, True),
     ):
         print(f"\nmodels of {title}")
         print(f"  {'call path':<38} {'expected':<21} model")
         for model in models:
-            if model.metric in metrics:
-                expected = EXPECTED.get(model.callpath, "?")
-                print(f"  {model.callpath:<38} {expected:<21} {model.text(3)}")
+            expected = EXPECTED.get(model.callpath, "?")
+            print(f"  {model.callpath:<38} {expected:<21} {model.text(3)}")
+            if show_warnings:
+                for warning in model.warnings:
+                    print(f"  {'':<38} {'':<21} warning: {warning}")
+    for note in modeled.notes:
+        print(f"  note: {note}")
     print()
     if keep:
         print(f"store: {spec.store} (try: perfcast model {spec.store})")
