@@ -116,7 +116,7 @@ def error(predicted: float, measured: float) -> float:
     return 100.0 * (predicted - measured) / measured if measured else float("nan")
 
 
-def run(levels: list[str], log: Callable[[str], None]) -> list[list[str]]:
+def run(levels: list[str], log: Callable[[str], None], gcc: bool = False) -> list[list[str]]:
     arch = load_architecture()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -124,9 +124,12 @@ def run(levels: list[str], log: Callable[[str], None]) -> list[list[str]]:
         for kernel in kernels():
             for level in levels:
                 binary = work / f"{Path(kernel.source).stem}.{level}"
+                compiler = kernel.compiler
+                if gcc:
+                    compiler = "g++" if compiler.startswith("clang++") else "gcc"
                 subprocess.run(
                     [
-                        kernel.compiler,
+                        compiler,
                         "-g",
                         f"-{level}",
                         "-o",
@@ -160,7 +163,7 @@ def run(levels: list[str], log: Callable[[str], None]) -> list[list[str]]:
                     size = " ".join(argv)
                     row = [
                         kernel.name,
-                        f"-{level}",
+                        f"{'gcc' if gcc else 'clang'} -{level}",
                         size,
                         f"{measured_fp:.4g}",
                         f"{float(predicted['fp_instructions']):.4g}",
@@ -180,7 +183,7 @@ def run(levels: list[str], log: Callable[[str], None]) -> list[list[str]]:
 
 HEADERS = [
     "kernel",
-    "opt",
+    "compiler",
     "size",
     "fp callgrind",
     "fp model",
@@ -206,9 +209,10 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--levels", nargs="+", default=["O2", "O3"])
+    parser.add_argument("--gcc", action="store_true", help="compile with gcc/g++ instead of clang")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
-    rows = run(args.levels, lambda line: print(line, file=sys.stderr))
+    rows = run(args.levels, lambda line: print(line, file=sys.stderr), args.gcc)
     command = "python3 benchmarks/static_vs_callgrind.py " + " ".join(sys.argv[1:])
     text = (
         f"# {command.strip()}\n"

@@ -145,10 +145,12 @@ class Stride:
 
 
 def _constant_updates(function: BinaryFunction, loop: BinaryLoop) -> dict[str, int | None]:
-    """Register -> constant step per trip; None when it is also written otherwise."""
+    """Register -> constant step per trip; None when it is also written otherwise, or
+    stepped in several blocks (alternative paths, as gcc emits for an if-else body)."""
     import capstone
 
     updates: dict[str, int | None] = {}
+    stepped_in: dict[str, int] = {}
     for start in loop.blocks:
         for ins in function.blocks[start].instructions:
             raw = ins.detail
@@ -186,6 +188,8 @@ def _constant_updates(function: BinaryFunction, loop: BinaryLoop) -> dict[str, i
                     and name == _register(raw, ops[0].reg)
                 ):
                     previous = updates.get(name, 0)
+                    if stepped_in.setdefault(name, start) != start:
+                        previous = None
                     updates[name] = None if previous is None else previous + step
                 else:
                     updates[name] = None

@@ -159,23 +159,27 @@ class FunctionMapper:
             ins.address: self.resolver.resolve(ins.frames) for ins in binary.instructions()
         }
         self._counter = Counter()
-        self._sample_key: tuple[str, ...] = ()
+        self._sample_key: tuple[str, ...] | None = None
         self._samples: list[dict[str, float]] = []
 
     # --- loops -------------------------------------------------------------------------
     def match_loops(self) -> list[LoopMatch]:
+        loops = natural_loops(self.binary)
+        places: dict[int, Place | None] = {}
+        # Inner loops first: an outer binary loop must then strictly enclose the source
+        # loops of its inner ones, whatever line its latch carries (gcc gives the latch of
+        # an outer loop the line of the inner loop's header).
+        for loop in sorted(loops, key=lambda lp: -lp.depth()):
+            inner = [places[id(c)] for c in loop.children if places.get(id(c)) is not None]
+            places[id(loop)] = self._source_loop(loop, [p for p in inner if p is not None])
         matches: list[LoopMatch] = []
-        by_loop: dict[int, LoopMatch] = {}
-        for loop in natural_loops(self.binary):
-            place = self._source_loop(loop, by_loop)
+        for loop in loops:
+            place = places[id(loop)]
             construct = place.construct if place else None
             header = construct.loop if construct is not None else None
             element = construct.element_size if construct is not None else 0
             source_step = header.step if header is not None and not header.unknown else 1
-            found = stride(self.binary, loop, element, source_step)
-            match = LoopMatch(loop, place, found)
-            by_loop[id(loop)] = match
-            matches.append(match)
+            matches.append(LoopMatch(loop, place, stride(self.binary, loop, element, source_step)))
             if place is None:
                 self.warnings.append(
                     f"{self.binary.name}: binary loop at {loop.header:#x} matches no source loop"
@@ -201,28 +205,31 @@ class FunctionMapper:
                 sizes.append(match.stride.elements)
         return matches
 
-    def _source_loop(self, loop: BinaryLoop, by_loop: dict[int, LoopMatch]) -> Place | None:
-        parent = by_loop.get(id(loop.parent)) if loop.parent else None
-        outer = parent.place if parent else None
+    def _source_loop(self, loop: BinaryLoop, inner: list[Place]) -> Place | None:
+        """The source loop of a binary loop: where its exit test comes from, else the
+        loop around everything its own blocks do; raised until it encloses ``inner``."""
         candidates: list[Place] = []
         for source, _target in loop.back_edges:
-            last = self.binary.blocks[source].instructions[-1]
-            place = self.places.get(last.address)
+            place = self.places.get(self.binary.blocks[source].instructions[-1].address)
             if place is not None and place.is_loop:
                 candidates.append(place)
-        if not candidates:
-            places = [
-                self.places[ins.address]
-                for start in loop.own_blocks()
-                for ins in self.binary.blocks[start].instructions
-                if self.places.get(ins.address) is not None
-            ]
-            common = _loop_ancestor(common_ancestor([p for p in places if p is not None]))
-            if common is not None:
-                candidates.append(common)
-        for place in candidates:
-            if outer is None or (place != outer and place.is_within(outer)):
-                return place
+        own = [
+            found
+            for start in loop.own_blocks()
+            for ins in self.binary.blocks[start].instructions
+            if (found := self.places.get(ins.address)) is not None
+        ]
+        common = _loop_ancestor(common_ancestor(own))
+        if common is not None:
+            candidates.append(common)
+        for candidate in candidates:
+            chosen: Place | None = candidate
+            while chosen is not None and not all(
+                p != chosen and p.is_within(chosen) for p in inner
+            ):
+                chosen = _loop_ancestor(chosen.parent())
+            if chosen is not None:
+                return chosen
         return None
 
     # --- symbols -----------------------------------------------------------------------
@@ -284,7 +291,10 @@ class FunctionMapper:
             for e in index.outgoing[start]:
                 row[e] = row.get(e, Fraction(0)) - 1
             system.add(row, {})
-        for match in matches:
+        # Inner loops first: they carry most of the work, and when a compiler trims an
+        # outer loop (gcc drops a last outer iteration whose inner loop is empty) the
+        # outer fact is the one that yields.
+        for match in sorted(matches, key=lambda m: -m.loop.depth()):
             facts = self.loop_facts(match)
             if facts is None:
                 continue
@@ -297,7 +307,9 @@ class FunctionMapper:
             backs = {k: v for k, v in backs.items() if v}
             if not (system.add(entering, entries) and system.add(back, backs)):
                 self.warnings.append(
-                    f"{self.binary.name}: loop at {match.loop.header:#x} contradicts the flow"
+                    f"{self.binary.name}: binary loop at {match.loop.header:#x} does not run as "
+                    "often as its source loop (the compiler reshaped it); its count follows "
+                    "from the loops around and inside it"
                 )
         innermost = self._innermost_loops(matches)
         for start in sorted(blocks):
@@ -435,10 +447,13 @@ class FunctionMapper:
             )
             if p is not None
         ]
+        outer = context.place if context is not None else None
+        # The loop's own increment and test may be copied into each arm of a branch
+        # (gcc duplicates the latch): they say nothing about which arm this is.
+        places = [p for p in places if p != outer] or places
         common = common_ancestor(places)
         if common is None:
             return None
-        outer = context.place if context is not None else None
         if outer is not None and not common.is_within(outer):
             return None
         chain = common.chain()
