@@ -13,8 +13,17 @@ equals the truth's, the share of call paths where that holds for every parameter
 exponent deviation ED (Eq. 4 of noise-resilient-priors.txt) and the median relative error
 RE (Eq. 5) at the unseen test point one grid step beyond the measurements.
 
-    python3 benchmarks/modeler_vs_extrap.py --quick            # minutes
+Noise is the paper's additive pattern by default (5 % uniform: every value moves up by 0 to
+5 %); ``--symmetric`` perturbs within +-5 % instead. Truths are drawn from the PMNF sets
+I x J by default; ``--truths extrap`` restricts them to the 42 shapes Extra-P's default
+modeler searches, so that every truth is reachable for both tools. The full run takes
+about 15 minutes, almost all of it Extra-P at 1000 call paths::
+
+    python3 benchmarks/modeler_vs_extrap.py --quick            # about a minute
     python3 benchmarks/modeler_vs_extrap.py --output benchmarks/results/modeler_vs_extrap.txt
+
+(``benchmarks/results/modeler_vs_extrap_extrap_shapes.txt`` is the same with ``--truths
+extrap``.) Each results file starts with the command that wrote it.
 """
 
 from __future__ import annotations
