@@ -198,13 +198,15 @@ class EffortModeler:
     def fit(self, experiment: Experiment) -> EffortModels:
         """Model every call path; ``time`` under the effort priors where they exist."""
         priors, counter_models, notes = self.derive(experiment)
-        models = self.modeler.fit(experiment)
+        models = counter_models  # the counts are modeled once, without the noise test
+        measured = experiment.data[METRIC].unique()
+        others = [str(m) for m in measured if m not in COUNTER_METRICS]
         blackbox = ModelSet(experiment.parameters)
-        for model in models:
-            if model.metric == self.time_metric:
-                blackbox.add(model)
-        for model in counter_models:
-            models.add(model)
+        if others:
+            for model in self.modeler.fit(experiment.restricted(metrics=others)):
+                models.add(model)
+                if model.metric == self.time_metric:
+                    blackbox.add(model)
         for model in self._fit_constrained(experiment, priors):
             free = blackbox[(model.callpath, model.metric)]
             if self.disagrees(model, free):
