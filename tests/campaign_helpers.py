@@ -40,3 +40,16 @@ def write_spec(directory: Path, body: str) -> Path:
     path = directory / "perfcast.toml"
     path.write_text(textwrap.dedent(body))
     return path
+
+
+def live_processes_of(directory: Path) -> list[int]:
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if text[text.rfind(")") + 2] != "Z" and str(directory).encode() in cmdline:
+            pids.append(int(stat.parent.name))
+    return pids

@@ -4,10 +4,9 @@ reader, `perfcast model` and `perfcast export` on the store."""
 import json
 import shutil
 import sqlite3
-from pathlib import Path
 
 import pytest
-from campaign_helpers import build_program, write_spec
+from campaign_helpers import build_program, live_processes_of, write_spec
 
 from perfcast.cli import main
 from perfcast.errors import PerfcastError
@@ -81,17 +80,7 @@ def test_failures_are_stored_with_their_reason_and_retried(failing_campaign):
 
 def test_hung_runs_leave_no_process_behind(failing_campaign):
     spec, _ = failing_campaign
-    leftovers = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except OSError:
-            continue
-        state = text[text.rfind(")") + 2]
-        if state != "Z" and str(spec.directory).encode() in cmdline:
-            leftovers.append(cmdline)
-    assert not leftovers
+    assert not live_processes_of(spec.directory)
 
 
 def test_store_has_wal_mode_and_unique_runs(failing_campaign):

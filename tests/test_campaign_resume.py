@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from campaign_helpers import build_program, write_spec
+from campaign_helpers import build_program, live_processes_of, write_spec
 
 from perfcast.measure.store import CampaignStore
 
@@ -28,19 +28,6 @@ def stored_ok(store: Path) -> int:
             return db.execute("SELECT COUNT(*) FROM runs WHERE status = 'ok'").fetchone()[0]
     except sqlite3.OperationalError:  # tables not created yet
         return 0
-
-
-def live_processes_of(directory: Path) -> list[int]:
-    pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if text[text.rfind(")") + 2] != "Z" and str(directory).encode() in cmdline:
-            pids.append(int(stat.parent.name))
-    return pids
 
 
 def test_sigkilled_campaign_resumes_with_every_run_once(tmp_path):
