@@ -216,3 +216,12 @@ def test_flat_noisy_lines_do_not_veto_a_parameters_shape():
             for p, e in (("p", F(8, 3)), ("n", F(2, 3)), ("m", F(8, 3)))
         )
     assert hits >= 13  # of 15: exponents within one step of the truth
+
+
+def test_with_params_copies_every_setting_but_the_changed_ones():
+    space = SearchSpace(exponents=(Fraction(1), Fraction(2)), log_exponents=(0,))
+    modeler = PMNFModeler(space, terms=2, aggregation="mean", candidates=5)
+    variant = modeler.with_params(significance=None)
+    assert variant.significance is None
+    assert variant.get_params() == {**modeler.get_params(), "significance": None}
+    assert variant.space is space

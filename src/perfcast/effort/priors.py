@@ -124,20 +124,7 @@ class EffortModeler:
 
     def counter_modeler(self) -> PMNFModeler:
         """The time modeler's settings without the noise test: counts are deterministic."""
-        m = self.modeler
-        return PMNFModeler(
-            m.space,
-            terms=m.terms,
-            criterion=m.criterion,
-            aggregation=m.aggregation,
-            candidates=m.candidates,
-            refine_structures=m.refine_structures,
-            max_terms=m.max_terms,
-            significance=None,
-            weighting=m.weighting,
-            positive_terms=m.positive_terms,
-            min_points=m.min_points,
-        )
+        return self.modeler.with_params(significance=None)
 
     # -- priors --------------------------------------------------------------------------
 

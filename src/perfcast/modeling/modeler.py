@@ -28,10 +28,12 @@ are fitted.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations, product
+from typing import Any
 
 import numpy as np
 
@@ -145,6 +147,15 @@ class PMNFModeler:
         self.weighting = weighting
         self.positive_terms = positive_terms
         self.min_points = min_points
+
+    def get_params(self) -> dict[str, Any]:
+        """The constructor's settings, scikit-learn style, so variants can be derived safely."""
+        names = inspect.signature(type(self).__init__).parameters
+        return {name: getattr(self, name) for name in names if name != "self"}
+
+    def with_params(self, **changes: Any) -> PMNFModeler:
+        """A copy configured like this modeler except for ``changes`` (constructor options)."""
+        return type(self)(**{**self.get_params(), **changes})
 
     # -- public API --------------------------------------------------------------------------
 
