@@ -17,12 +17,14 @@ also selects its ``:max`` twin).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perfcast.errors import InputError
 from perfcast.experiment.experiment import Experiment, Metric, Row
 from perfcast.experiment.io.registry import Format
-from perfcast.measure.profiles import MAX_SUFFIX, RankProfile, combine_runs, parse_rank_profile
-from perfcast.measure.store import OK, CampaignStore, StoredRun
+
+if TYPE_CHECKING:
+    from perfcast.measure.store import StoredRun
 
 RUN_TIME = Metric("run_time", "s")
 """Wall time of a whole run, for programs that write no profiles."""
@@ -32,6 +34,11 @@ SQLITE_MAGIC = "SQLite format 3"
 
 def read_sqlite(path: str | Path) -> Experiment:
     """Read a campaign store's successful runs into an Experiment."""
+    # perfcast.measure builds Experiments, so importing it at module level would make the
+    # two packages import each other; the reader needs it only once a store is read.
+    from perfcast.measure.profiles import MAX_SUFFIX, RankProfile, combine_runs, parse_rank_profile
+    from perfcast.measure.store import OK, CampaignStore
+
     path = Path(path)
     with CampaignStore.open(path) as store:
         info = store.info()
