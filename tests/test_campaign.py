@@ -166,3 +166,36 @@ def test_missing_program_is_reported_before_running(tmp_path):
         """,
     )
     assert main(["measure", str(path)]) == 2
+
+
+def test_parallel_runs_overlap_and_each_is_stored_once(tmp_path, capsys):
+    # Each run marks itself as running, waits, and records how many runs it saw at once.
+    probe = tmp_path / "probe.sh"
+    probe.write_text(
+        "#!/bin/sh\ntouch running.$$\nsleep 0.5\nls running.* | wc -l > seen.$$\nrm running.$$\n"
+    )
+    probe.chmod(0o755)
+    path = write_spec(
+        tmp_path,
+        """
+        [run]
+        command = "./probe.sh {n}"
+        repetitions = 2
+        [parameters]
+        p = [1]
+        n = [1, 2]
+        """,
+    )
+    assert main(["measure", str(path), "--parallel", "2"]) == 0
+    assert "4 runs ok, 0 failed" in capsys.readouterr().out
+    seen = [int(f.read_text()) for f in tmp_path.glob("seen.*")]
+    assert len(seen) == 4 and max(seen) == 2
+    with CampaignStore.open(load_spec(path).store) as store:
+        runs = store.runs("ok")
+        assert sorted(run.key for run in runs) == [
+            "p=1,n=1#0",
+            "p=1,n=1#1",
+            "p=1,n=2#0",
+            "p=1,n=2#1",
+        ]
+        assert store.inflight() == []
