@@ -2,11 +2,14 @@
 root with a private slurm.conf (loopback addresses, free ports, state in a temporary
 directory), then stopped. Skipped, with the reason, only where Slurm cannot start."""
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
+import sys
 import time
 
 import pytest
@@ -162,3 +165,58 @@ def test_campaign_through_slurm(slurm, tmp_path, monkeypatch, capsys, mode):
     scratch = tmp_path / "onslurm.sqlite.runs"
     assert not (scratch / "p=1_n=1_0").exists()
     assert (scratch / "p=4_n=3_0" / "stderr").is_file()
+
+
+def test_killed_campaign_reattaches_to_its_slurm_jobs(slurm, tmp_path):
+    """Runs keep going on the cluster after perfcast dies; --resume collects them by job id
+    instead of submitting them again, and every run ends in the store once."""
+    build_program(tmp_path)
+    path = write_spec(
+        tmp_path,
+        """
+        [app]
+        name = "killed"
+        [run]
+        command = "./prog {n}"
+        repetitions = 1
+        timeout = 60
+        [parameters]
+        p = [1]
+        n = [80, 90, 100, 110]
+        [slurm]
+        max_parallel = 1
+        """,
+    )
+    store = tmp_path / "killed.sqlite"
+    command = [sys.executable, "-m", "perfcast", "measure", str(path), "--backend", "slurm"]
+    env = dict(os.environ, **slurm)
+    first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + START_TIMEOUT
+    inflight: list = []
+    while time.monotonic() < deadline:
+        assert first.poll() is None, "the campaign ended before it could be killed"
+        if store.exists():
+            with contextlib.suppress(sqlite3.OperationalError), CampaignStore.open(store) as s:
+                if len(s.runs("ok")) >= 1 and len(inflight := s.inflight()) >= 2:
+                    break
+        time.sleep(0.1)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    with CampaignStore.open(store) as opened:
+        inflight = opened.inflight()
+        done_before = len(opened.runs("ok"))
+    assert inflight and done_before < 4
+    submitted = {entry.key: entry.handle["job"] for entry in inflight}
+
+    resumed = subprocess.run(
+        [*command, "--resume"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "4 runs ok, 0 failed" in resumed.stdout
+    with CampaignStore.open(store) as opened:
+        runs = opened.runs()
+        assert opened.inflight() == []
+    assert sorted(run.key for run in runs) == sorted(f"p=1,n={n}#0" for n in (80, 90, 100, 110))
+    with sqlite3.connect(store) as db:
+        jobs = dict(db.execute("SELECT key, job FROM runs"))
+    assert {key: jobs[key] for key in submitted} == submitted  # reattached, not resubmitted
