@@ -14,7 +14,9 @@ from campaign_helpers import write_spec
 from perfcast.cli import main
 from perfcast.effort import (
     DISAGREEMENT_WARNING,
+    INEXACT_WARNING,
     CommunicationLaw,
+    CountModeler,
     EffortModeler,
     Law,
     render_effort,
@@ -175,6 +177,42 @@ def test_effort_terms_with_negative_time_coefficients_are_dropped():
     time = result.models[(COMPUTE, "time")]
     assert time.parameters == ("n",) and all(t.coefficient > 0 for t in time.terms)
     assert any("effort terms [p] dropped" in w for w in time.warnings)
+
+
+def _counts(blocks) -> Experiment:
+    rows = [("main->k", "basic_blocks", (p, n), blocks(p, n)) for p, n in itertools.product(P, N)]
+    return Experiment.from_rows(("p", "n"), rows)
+
+
+def test_counts_with_a_different_shape_per_term_are_modeled_exactly():
+    # An n x n loop, then an n x p loop: n has two shapes, which the time modeler's
+    # one-shape-per-parameter space cannot express: its best fit is not exact.
+    counts = _counts(lambda p, n: 20 + 7 * n**2 + 3 * n * p)
+    classic = PMNFModeler(significance=None).fit(counts)[("main->k", "basic_blocks")]
+    assert classic.statistics.smape > 1e-3
+    exact = CountModeler().fit(counts)[("main->k", "basic_blocks")]
+    assert exact.text(4) == "20 + 7 * n^(2) + 3 * n * p"
+    assert not exact.warnings
+    shapes = {t.shape for t in exact.terms}
+    assert shapes == {
+        (Factor("n", Fraction(2)),),
+        (Factor("n", Fraction(1)), Factor("p", Fraction(1))),
+    }
+
+
+def test_counts_with_three_shapes_of_one_parameter():
+    counts = _counts(lambda p, n: 5 + 2 * n * np.log2(n) * p + 4 * n**1.5 + 9 * n * p)
+    exact = CountModeler().fit(counts)[("main->k", "basic_blocks")]
+    assert exact.leading_exponents() == {"n": (Fraction(3, 2), 0), "p": (Fraction(1), 0)}
+    assert exact.statistics.smape < 1e-9
+
+
+def test_counts_that_are_no_pmnf_function_fall_back_with_a_warning():
+    # A doubling loop runs ceil(log2(n)) times: 4 % away from log2(n) at n = 3000.
+    counts = _counts(lambda p, n: 3 * n * np.ceil(np.log2(n)) + 7)
+    model = CountModeler().fit(counts)[("main->k", "basic_blocks")]
+    assert any(INEXACT_WARNING in w for w in model.warnings)
+    assert model.leading_exponents()["n"][0] == 1  # the fallback still finds the growth
 
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "stencil"

@@ -14,11 +14,12 @@ structure of term shapes whose coefficients alone are fitted to the (noisy) time
   factors. Receive-only routines (Recv, Irecv) send nothing; for a call path whose sent
   bytes are all zero, ``mpi_bytes_received`` is modeled instead.
 
-Counts are modeled without the noise test (they have no noise; a significance test on
-identical repetitions only gets in the way). Where the time model that obeys the prior fits
-far worse than the unconstrained (black-box) one, the effort does not explain the time:
-waiting time (blocking communication, load imbalance) or noise. Such call paths are
-flagged (III-C, V-C), not silently "corrected".
+Counts are modeled exactly (:mod:`perfcast.effort.counts`): they have no noise, and a
+kernel's counts are often sums of loop nests of different depths (``a*n^2 + b*n*p``) that
+the time modeler's one-shape-per-parameter space cannot express. Where the time model
+that obeys the prior fits far worse than the unconstrained (black-box) one, the effort does
+not explain the time: waiting time (blocking communication, load imbalance) or noise. Such
+call paths are flagged (III-C, V-C), not silently "corrected".
 
 Missing counters never stop modeling: a call path without the counts it needs, or with
 counts but no time, is modeled classically and a note says so.
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from perfcast.effort.counts import EXACT_TOLERANCE, CountModeler
 from perfcast.effort.laws import RANKS_PARAMETER, CommunicationLaw
 from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment
 from perfcast.modeling.modeler import PMNFModeler
@@ -99,12 +101,14 @@ class EffortModeler:
     """Effort-prior modeling on top of a :class:`PMNFModeler`.
 
     Args:
-        modeler: the time modeler (its search space and settings also model the counts,
-            minus the noise test).
+        modeler: the time modeler (its search space also models the counts; its settings,
+            minus the noise test, model counts that have no exact model).
         time_metric: the metric the priors constrain.
         ranks: the parameter counting MPI ranks (for the ``log2(p)`` latency terms).
         disagreement_ratio, disagreement_gap: see :data:`DISAGREEMENT_RATIO` and
             :data:`DISAGREEMENT_GAP`.
+        count_tolerance: relative residual an exact count model may leave
+            (:data:`~perfcast.effort.counts.EXACT_TOLERANCE`).
     """
 
     def __init__(
@@ -115,16 +119,25 @@ class EffortModeler:
         ranks: str = RANKS_PARAMETER,
         disagreement_ratio: float = DISAGREEMENT_RATIO,
         disagreement_gap: float = DISAGREEMENT_GAP,
+        count_tolerance: float = EXACT_TOLERANCE,
     ):
         self.modeler = modeler or PMNFModeler()
         self.time_metric = time_metric
         self.ranks = ranks
         self.disagreement_ratio = disagreement_ratio
         self.disagreement_gap = disagreement_gap
+        self.count_tolerance = count_tolerance
 
-    def counter_modeler(self) -> PMNFModeler:
-        """The time modeler's settings without the noise test: counts are deterministic."""
-        return self.modeler.with_params(significance=None)
+    def counter_modeler(self) -> CountModeler:
+        """Exact fits of the counts in the time modeler's search space; counts without an
+        exact model get the time modeler's fit without the noise test (they are
+        deterministic, there is no noise to test for)."""
+        return CountModeler(
+            self.modeler.space,
+            tolerance=self.count_tolerance,
+            fallback=self.modeler.with_params(significance=None),
+            min_points=self.modeler.min_points,
+        )
 
     # -- priors --------------------------------------------------------------------------
 
