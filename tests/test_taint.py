@@ -21,6 +21,7 @@ from perfcast.taint import (
     relevant_functions,
     taint_program,
 )
+from perfcast.taint.filter import HEADER as FILTER_HEADER
 from perfcast.taint.toolchain import find_toolchain
 
 pytestmark = pytest.mark.slow
@@ -329,7 +330,9 @@ def test_more_parameters_than_labels_run_in_batches_and_merge(tmp_path: Path) ->
     profile = taint_program(["cc", "many.c", "-o", "many"], "./many", cwd=tmp_path)
     assert profile["batches"] == [[f"p{i}" for i in range(8)], ["p8", "p9"]]
     main = profile["functions"]["main"]
-    expected = [(4 + MANY + i, [f"p{i}"], []) for i in range(MANY - 1)]
+    expected: list[tuple[int, list[str], list]] = [
+        (4 + MANY + i, [f"p{i}"], []) for i in range(MANY - 1)
+    ]
     expected.append((3 + 2 * MANY, ["p0"], [(3 + 2 * MANY, ["p9"], [])]))
     assert loops(main) == expected
     # p0 (first batch) and p9 (second batch) multiply in the nest.
@@ -431,7 +434,7 @@ def test_cli_one_off_form_writes_profile_and_filter(
     # cols is not marked here, so scan is constant and fill depends on rows alone.
     assert profile["functions"]["fill"]["dependency"] == "rows"
     assert profile["constant"] == ["scan"]
-    assert (tmp_path / "relevant.txt").read_text() == "fill\nmain\n"
+    assert (tmp_path / "relevant.txt").read_text() == f"{FILTER_HEADER}fill\nmain\n"
     assert "relevant" in capsys.readouterr().out
     assert cli.main(["taint", "-o", "x.json", "--run", "./app", "--", "cc", "gone.c"]) == 2
     assert "gone.c: source file of the compile command not found" in capsys.readouterr().err

@@ -22,8 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--filter",
         type=Path,
         metavar="FILE",
-        help="measure only the functions listed in FILE, one per line (main always); "
-        "takes effect at the link step; PERFCAST_FILTER=FILE overrides it at run time",
+        help="measure only the functions listed in FILE, one per line (main always), or, "
+        "for a taint profile (perfcast taint), the functions whose cost can depend on a "
+        "parameter; takes effect at the link step; PERFCAST_FILTER=FILE overrides it at run time",
     )
     parser.add_argument(
         "--counters",

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from perfcast.measure.design import describe_plan, plan_from_spec
 from perfcast.measure.spec import DESIGN_KINDS, SPEC_NAME, load_spec
+from perfcast.taint.campaign import default_profile_path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -14,14 +15,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "design",
         help="print the experiment plan of a perfcast.toml and its cost",
         description="Print the points a campaign measures, how many runs that is, and "
-        "an estimate of the rank-seconds it costs.",
+        "an estimate of the rank-seconds it costs. A taint profile (perfcast taint) "
+        "reduces the plan to the points a model can need; the campaign's own profile "
+        "(<store>.taint.json beside the store) is used automatically, as perfcast measure "
+        "does.",
     )
     parser.add_argument("spec", nargs="?", type=Path, default=Path(SPEC_NAME))
     parser.add_argument("--kind", choices=DESIGN_KINDS, help="override [design] kind")
+    taint = parser.add_mutually_exclusive_group()
+    taint.add_argument(
+        "--taint", type=Path, metavar="PROFILE", help="reduce the plan with this taint profile"
+    )
+    taint.add_argument(
+        "--no-taint",
+        action="store_true",
+        help="ignore the campaign's taint profile: the plan [design] describes",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
-    print(describe_plan(spec, plan_from_spec(spec, args.kind)))
+    plan = plan_from_spec(
+        spec, args.kind, taint_profile=args.taint, campaign_profile=not args.no_taint
+    )
+    campaign = default_profile_path(spec)
+    if args.taint is None and not args.no_taint and campaign.is_file():
+        print(f"using the campaign's taint profile {campaign} (--no-taint: ignore it)")
+    print(describe_plan(spec, plan))
     return 0

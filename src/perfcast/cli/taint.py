@@ -1,5 +1,15 @@
 """``perfcast taint``: which parameters drive each function's cost (taint profile JSON).
 
+Campaign form, everything from the app spec::
+
+    perfcast taint [perfcast.toml] [-o PROFILE] [--point size=16,p=2] [-- COMPILE COMMAND]
+
+builds the program of ``[build] sources`` with DataFlowSanitizer (a ``[build] command``
+needs the compile command after ``--``), marks the parameters where the ``[run] command``
+passes them, runs it once at a small point of the design and writes the profile beside the
+campaign store (``<store>.taint.json``), where ``perfcast design`` and ``perfcast measure``
+pick it up.
+
 One-off form for a single program::
 
     perfcast taint -o profile.json --run "mpirun -np 2 ./app 10 20" \\
@@ -17,7 +27,45 @@ from pathlib import Path
 from typing import Any
 
 from perfcast.errors import InputError
+from perfcast.measure.spec import SPEC_NAME, load_spec
 from perfcast.taint import INCLUDE_DIR, ArgvParameter, TaintOptions, taint_program, write_filter
+from perfcast.taint.campaign import (
+    default_profile_path,
+    describe_point,
+    parse_point,
+    taint_campaign,
+)
+
+SPEC_SUFFIX = ".toml"
+
+
+def _add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", type=Path, help="profile JSON to write")
+    parser.add_argument("--run", help="one-off form: command that runs the built program")
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=argv:N|NAME=flag:-x",
+        help="one-off form: mark a command-line argument as parameter NAME (repeatable)",
+    )
+    parser.add_argument(
+        "--point",
+        metavar="NAME=VALUE,...",
+        help="campaign form: parameter values of the taint run (default: the smallest, "
+        "p at least 2)",
+    )
+    parser.add_argument(
+        "--filter", type=Path, help="also write the instrumentation filter (function names)"
+    )
+    parser.add_argument("--work-dir", type=Path, help="keep rewritten sources and records here")
+    parser.add_argument("--root", type=Path, help="project directory to instrument")
+    parser.add_argument("--timeout", type=float, help="seconds one taint run may take")
+    parser.add_argument(
+        "--print-include-dir",
+        action="store_true",
+        help="print the directory holding perfcast.h and exit",
+    )
 
 
 def register(subparsers: Any) -> None:
@@ -27,46 +75,96 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("-o", "--output", type=Path, help="profile JSON to write")
-    parser.add_argument("--run", help="command that runs the built program (quoted)")
+    _add_options(parser)
     parser.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="NAME=argv:N|NAME=flag:-x",
-        help="mark a command-line argument as parameter NAME (repeatable)",
+        "words", nargs=argparse.REMAINDER, help="[perfcast.toml] [-- COMPILE COMMAND]"
     )
-    parser.add_argument("--filter", type=Path, help="also write the relevant-function list")
-    parser.add_argument("--work-dir", type=Path, help="keep rewritten sources and records here")
-    parser.add_argument("--root", type=Path, help="project directory to instrument")
-    parser.add_argument("--timeout", type=float, help="seconds one taint run may take")
-    parser.add_argument(
-        "--print-include-dir",
-        action="store_true",
-        help="print the directory holding perfcast.h and exit",
-    )
-    parser.add_argument("compile", nargs=argparse.REMAINDER, help="-- compile command")
     parser.set_defaults(handler=run)
+
+
+def _split_words(args: argparse.Namespace) -> tuple[Path | None, list[str]]:
+    """(spec, compile command) from the words after the options.
+
+    argparse hands everything from the first positional word on to ``words``, options
+    included (``perfcast taint perfcast.toml -o p.json``), so the part before ``--`` is
+    parsed again for options and the spec.
+    """
+    words = list(args.words)
+    if "--" in words:
+        cut = words.index("--")
+        head, command = words[:cut], words[cut + 1 :]
+    elif args.run:  # one-off form: the compile command may come without --
+        head, command = [], words
+    else:
+        head, command = words, []
+    if not head:
+        return None, command
+    again = argparse.ArgumentParser(prog="perfcast taint")
+    _add_options(again)
+    again.add_argument("spec", nargs="?", type=Path)
+    again.parse_args(head, namespace=args)
+    return args.spec, command
 
 
 def run(args: argparse.Namespace) -> int:
     if args.print_include_dir:
         print(INCLUDE_DIR)
         return 0
-    compile_command = args.compile[1:] if args.compile[:1] == ["--"] else args.compile
-    if not args.run or not compile_command or args.output is None:
+    spec_path, compile_command = _split_words(args)
+    if args.run is not None:
+        if spec_path is not None:
+            compile_command = [str(spec_path), *compile_command]
+        return _one_off(args, compile_command)
+    return _campaign(args, spec_path, compile_command)
+
+
+def _one_off(args: argparse.Namespace, compile_command: list[str]) -> int:
+    if not compile_command or args.output is None:
         raise InputError(
             "usage: perfcast taint -o profile.json --run 'RUN COMMAND' [--param NAME=argv:N] "
-            "-- COMPILE COMMAND"
+            "-- COMPILE COMMAND  (or the campaign form: perfcast taint perfcast.toml)"
         )
+    if args.point:
+        raise InputError("--point belongs to the campaign form (perfcast taint perfcast.toml)")
     parameters = [ArgvParameter.parse(text) for text in args.param]
     options = TaintOptions(root=args.root, work_dir=args.work_dir, timeout=args.timeout)
     profile = taint_program(compile_command, args.run, parameters, options=options)
-    args.output.write_text(json.dumps(profile, indent=1) + "\n")
-    if args.filter:
-        write_filter(profile, args.filter)
-    _summary(profile)
+    _write(profile, args.output, args.filter)
     return 0
+
+
+def _campaign(args: argparse.Namespace, spec_path: Path | None, compile_command: list[str]) -> int:
+    if args.param:
+        raise InputError(
+            "--param belongs to the one-off form; the campaign form marks the parameters "
+            "of the spec's [run] command itself"
+        )
+    if spec_path is not None and spec_path.suffix != SPEC_SUFFIX:
+        raise InputError(
+            f"{spec_path} is not an app spec (*.toml); for a single program use the one-off "
+            "form: perfcast taint -o profile.json --run 'RUN COMMAND' -- COMPILE COMMAND"
+        )
+    spec = load_spec(spec_path or Path(SPEC_NAME))
+    options = TaintOptions(root=args.root, work_dir=args.work_dir, timeout=args.timeout)
+    point = parse_point(args.point) if args.point else None
+    done = taint_campaign(spec, compile_command=compile_command, point=point, options=options)
+    output = args.output or default_profile_path(spec)
+    print(f"taint run at {describe_point(done.point)}: {done.run_command}")
+    bound = ", ".join(f"{p.name}={p.describe()}" for p in done.bindings.parameters)
+    print(f"parameters marked: {bound or 'none on the command line'}\n")
+    _write(done.profile, output, args.filter)
+    return 0
+
+
+def _write(profile: dict[str, Any], output: Path, filter_path: Path | None) -> None:
+    try:
+        output.write_text(json.dumps(profile, indent=1) + "\n")
+        if filter_path:
+            write_filter(profile, filter_path)
+    except OSError as exc:
+        raise InputError(f"cannot write: {exc.strerror}", path=exc.filename) from None
+    _summary(profile)
+    print(f"profile: {output}" + (f"; filter: {filter_path}" if filter_path else ""))
 
 
 def _summary(profile: dict[str, Any]) -> None:

@@ -207,12 +207,20 @@ def read_filter(path: Path) -> list[str]:
     """Function names from a filter file: one per line, ``#`` comments and blanks ignored.
 
     A name may be the mangled symbol, the demangled signature (``Domain::x(int)``) or the
-    demangled name without its parameter list (``Domain::x``).
+    demangled name without its parameter list (``Domain::x``). A taint profile (JSON, from
+    ``perfcast taint``) stands for its instrumentation filter: the functions whose cost can
+    depend on a parameter (:mod:`perfcast.taint.filter`).
     """
     try:
         text = path.read_text()
     except OSError as exc:
         raise InputError(f"cannot read the filter file: {exc.strerror}", path=path) from None
+    if text.lstrip().startswith("{"):
+        # Imported here: only a link step with a profile pays for loading the taint stage.
+        from perfcast.taint.filter import instrumented_functions
+        from perfcast.taint.profile import read_profile
+
+        return instrumented_functions(read_profile(path))
     names = []
     for number, raw in enumerate(text.splitlines(), start=1):
         name = raw.strip()

@@ -23,6 +23,14 @@ Designs (``[design] kind``):
     The cross plus ``extra_points`` points off its lines, cheapest first, as Extra-P's
     sparse modeler recommends: the extra points let the search tell a product of
     parameters from a sum.
+
+**Taint reduction** (:func:`reduce_with_taint`, paper section A1). With a taint profile
+(``perfcast taint``; found automatically beside the campaign store), any design keeps only
+the points a model can need: parameters no function depends on are held at their base
+value, and parameters that never share a product in any function (``size + p``) are varied
+one at a time -- the full grid becomes one-parameter lines. Parameters that do multiply
+(``size * iterations`` in ``main``) keep their joint grid; the design is the union of the
+grids of such groups through the base point.
 """
 
 from __future__ import annotations
@@ -30,12 +38,19 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from perfcast.errors import InputError
 from perfcast.measure.spec import RANKS, AppSpec, Parameter, format_value
+from perfcast.taint.campaign import default_profile_path
+from perfcast.taint.interactions import Interactions, interactions
+from perfcast.taint.profile import read_profile
 
 EXTRAP_LINE_POINTS = 5
 """Points per parameter line that Extra-P's modelers ask for; fewer earns a note."""
+
+PRODUCT_WITNESSES = 3
+"""Functions named per product in the taint reduction's note (the rest are counted)."""
 
 Coordinate = tuple[float, ...]
 
@@ -151,9 +166,31 @@ class ExperimentPlan:
         return "\n".join(lines)
 
 
-def plan_from_spec(spec: AppSpec, kind: str | None = None) -> ExperimentPlan:
-    """The plan ``[design]`` asks for (or ``kind``, overriding it)."""
-    kind = kind or spec.design.kind
+def plan_from_spec(
+    spec: AppSpec,
+    kind: str | None = None,
+    *,
+    taint_profile: Path | None = None,
+    campaign_profile: bool = True,
+) -> ExperimentPlan:
+    """The plan ``[design]`` asks for (or ``kind``, overriding it).
+
+    Reduced with the taint profile ``taint_profile``, or else -- with ``campaign_profile``
+    -- with the campaign's own profile if ``perfcast taint`` wrote one beside the store.
+    """
+    plan = _design(spec, kind or spec.design.kind)
+    path = taint_profile
+    if path is None and campaign_profile and default_profile_path(spec).is_file():
+        path = default_profile_path(spec)
+    if path is None:
+        return plan
+    base = spec.design.base if plan.kind in ("full", "lines") else {}
+    return reduce_with_taint(
+        plan, spec.parameters, interactions(read_profile(path)), base=base, source=path.name
+    )
+
+
+def _design(spec: AppSpec, kind: str) -> ExperimentPlan:
     parameters = list(spec.parameters)
     if kind == "full":
         plan = full_factorial(parameters, spec.run.repetitions)
@@ -219,6 +256,87 @@ def sparse(parameters: Sequence[Parameter], repetitions: int, extra_points: int)
     if len(added) < extra_points:
         notes.append(f"only {len(added)} points exist off the cross")
     return ExperimentPlan(base.parameters, base.points + added, repetitions, "sparse", tuple(notes))
+
+
+def reduce_with_taint(
+    plan: ExperimentPlan,
+    parameters: Sequence[Parameter],
+    found: Interactions,
+    *,
+    base: Mapping[str, float] | None = None,
+    source: str = "the taint profile",
+) -> ExperimentPlan:
+    """The points of ``plan`` a model can need, given which parameters multiply.
+
+    A point is kept when the parameters it moves away from ``base`` (default: each
+    parameter's smallest value) lie within one product of some function's dependency and
+    none is held. Held: varied parameters no function depends on. A varied parameter the
+    taint run did not mark may multiply anything, so it joins every product.
+    """
+    by_name = {p.name: p for p in parameters}
+    centre = {n: (base or {}).get(n, by_name[n].values[0]) for n in plan.parameters}
+    varied = plan.varied
+    unknown = {n for n in varied if n not in found.marked}
+    held = [n for n in varied if n in found.marked and n not in found.used]
+    active = [n for n in varied if n not in held]
+    joint = _joint_variations(active, found, unknown)
+
+    def keep(point: Mapping[str, float]) -> bool:
+        moved = {n for n in varied if point[n] != centre[n]}
+        return any(moved <= group for group in joint)
+
+    kept = sum(keep(plan.point(i)) for i in range(len(plan.points)))
+    why = []
+    if held:
+        why.append(
+            "held at the base value, no function depends on them: "
+            + ", ".join(f"{n}={format_value(centre[n])}" for n in held)
+        )
+    products = [g for g in joint if len(g) > 1]
+    if products:
+        why.append(
+            "joint grids for the products "
+            + ", ".join(_product_text(sorted(g), found) for g in products)
+        )
+    alone = sorted(n for n in active if not any(n in g for g in products))
+    if alone and len(active) > 1:
+        why.append(f"varied one at a time, they multiply no other parameter: {', '.join(alone)}")
+    if unknown:
+        why.append(
+            f"not marked in the taint run, so joined to every product: {', '.join(sorted(unknown))}"
+            " (mark them and run perfcast taint again)"
+        )
+    saved = len(plan.points) - kept
+    note = (
+        f"taint profile {source}: {len(plan.points)} -> {kept} points "
+        f"({saved * plan.repetitions} runs saved)"
+        + ("; " + "; ".join(why) if why else "; every point is needed")
+    )
+    kind = plan.kind
+    if saved and plan.kind == "full":
+        kind = "lines" if not products else "product grids"
+    return replace(plan.subset(keep, note), kind=kind)
+
+
+def _joint_variations(
+    active: Sequence[str], found: Interactions, unknown: set[str]
+) -> list[frozenset[str]]:
+    """The parameter sets a model needs varied together: each product of the profile
+    (restricted to ``active``), every single parameter, the unknown ones joined to all."""
+    candidates = {frozenset(t & set(active)) | unknown for t in found.terms}
+    candidates |= {frozenset({n}) | unknown for n in active}
+    maximal = [g for g in candidates if not any(g < other for other in candidates)]
+    return sorted(maximal, key=lambda g: (-len(g), sorted(g))) or [frozenset()]
+
+
+def _product_text(names: Sequence[str], found: Interactions) -> str:
+    """``iterations*size (main)``: a product and the functions that have it."""
+    witnesses = sorted(
+        {w for a, b in itertools.combinations(names, 2) for w in found.witnesses(a, b)}
+    )
+    shown = ", ".join(witnesses[:PRODUCT_WITNESSES])
+    more = len(witnesses) - PRODUCT_WITNESSES
+    return "*".join(names) + (f" ({shown}{f' +{more} more' if more > 0 else ''})" if shown else "")
 
 
 def _cheapness(parameters: Sequence[Parameter], point: Iterable[float]) -> tuple[int, float]:

@@ -100,7 +100,9 @@ def taint_program(
         sources = {p.name: p.describe() for p in parameters}
         if "MPI_Comm_size" in rewritten.library_calls:
             sources.setdefault(database.implicit_process_parameter, "MPI_Comm_size")
-        return ProfileBuilder(rewritten.sitemap, records, database).build(batches, sources)
+        profile = ProfileBuilder(rewritten.sitemap, records, database).build(batches, sources)
+        profile["run"] = {"command": run_command}
+        return profile
     finally:
         if temporary:
             shutil.rmtree(work, ignore_errors=True)

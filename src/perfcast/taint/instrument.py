@@ -208,6 +208,7 @@ class Instrumenter:
             definitions.items(), key=lambda kv: (str(kv[1].path), kv[1].cursor.extent.start.offset)
         )
         names = _display_names([d.cursor for _, d in ordered])
+        name_of = {usr: names[fid] for fid, (usr, _) in enumerate(ordered)}
         edits: dict[Path, list[Edit]] = {Path(s).resolve(): [] for s in sources}
         functions = []
         for fid, (usr, d) in enumerate(ordered):
@@ -223,6 +224,14 @@ class Instrumenter:
             body = _body(d.cursor)
             assert body is not None
             rewriter.run(body)
+            for site in rewriter.sites:
+                site.calls = sorted(
+                    {
+                        name_of.get(usr, spelling)
+                        for usr, spelling in rewriter.branch_calls.get(site.index, ())
+                        if usr in name_of or spelling in self.library_routines
+                    }
+                )
             edits.setdefault(d.path, []).extend(rewriter.edits)
             functions.append(
                 Function(

@@ -4,14 +4,13 @@
   only the parameters its dependency names may appear, only the parameters of one
   dependency term may multiply, and a call path with dependency ``1`` gets a constant model
   (paper sections B1 and 4.5).
-* ``relevant_functions`` / ``write_filter``: the functions whose cost depends on some
-  parameter, one name per line -- what to instrument (paper section A3).
+
+The instrumentation filter is in :mod:`perfcast.taint.filter`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from perfcast.errors import InputError
@@ -89,15 +88,3 @@ def prior_from_terms(
         return Prior.constant(SOURCE)
     allowed = frozenset().union(*groups)
     return Prior(SOURCE, parameters=allowed, multiplicative=tuple(dict.fromkeys(groups)))
-
-
-def relevant_functions(profile: Mapping[str, Any]) -> list[str]:
-    """Functions of the program whose cost depends on a parameter (library routines, which
-    profilers intercept anyway, are not listed)."""
-    _check(profile)
-    return list(profile["relevant"])
-
-
-def write_filter(profile: Mapping[str, Any], path: Path) -> None:
-    """The instrumentation filter: one function name per line."""
-    path.write_text("".join(f"{name}\n" for name in relevant_functions(profile)))

@@ -11,11 +11,14 @@ allows, the second allows too).
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath
 from perfcast.taint.libdb import LibraryDatabase
 from perfcast.taint.records import Context, ContextRecord, RunRecords
@@ -139,6 +142,7 @@ class ProfileBuilder:
                     "exits_loops_at": sorted(lines[i] for i in site.exits),
                     "evaluated": observed.count,
                     "taken": observed.taken,
+                    "calls": site.calls,
                 }
             )
         return out
@@ -301,6 +305,12 @@ class ProfileBuilder:
         self, functions: dict[str, Any], batches: list[list[str]], sources: dict[str, str]
     ) -> dict[str, dict[str, Any]]:
         names = [n for batch in batches for n in batch]
+        implicit = self.database.implicit_process_parameter
+        if implicit not in names and any(
+            implicit in entry["params"] for entry in functions.values() if entry["file"] is None
+        ):  # p enters through a collective's cost law even if MPI_Comm_size is never called
+            names.append(implicit)
+            sources = {implicit: f"{self.database.library} library database", **sources}
         coverage: dict[str, dict[str, Any]] = {
             n: {
                 "source": sources.get(n, "perfcast_register"),
@@ -346,6 +356,7 @@ def _merge_branches(lists: Iterable[list[dict[str, Any]]]) -> list[dict[str, Any
                 merged[branch["line"]] = dict(branch)
                 continue
             target["params"] = sorted(set(target["params"]) | set(branch["params"]))
+            target["calls"] = sorted(set(target["calls"]) | set(branch["calls"]))
             target["evaluated"] += branch["evaluated"]
             target["taken"] += branch["taken"]
     return [merged[line] for line in sorted(merged)]
@@ -361,3 +372,21 @@ def _mpi_json(entries: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         r: {"params": sorted(v["params"]), "calls": v["calls"]} for r, v in sorted(merged.items())
     }
+
+
+def read_profile(path: Path) -> dict[str, Any]:
+    """A taint profile from its JSON file; InputError naming the file when it is not one."""
+    try:
+        profile = json.loads(path.read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read the taint profile: {exc.strerror}", path=path) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg}", path=path, line=exc.lineno) from None
+    if not isinstance(profile, dict) or profile.get("format") != FORMAT:
+        found = profile.get("format") if isinstance(profile, dict) else type(profile).__name__
+        raise InputError(
+            f"not a perfcast taint profile (format {found!r}, expected {FORMAT!r}); write one "
+            "with perfcast taint",
+            path=path,
+        )
+    return profile

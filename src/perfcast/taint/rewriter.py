@@ -202,6 +202,7 @@ class FunctionRewriter:
         self._scopes: list[_Scope] = []
         self._loop_stack: list[int] = []
         self._breakables: list[int | None] = []  # loop index, or None for a switch
+        self.branch_calls: dict[int, set[tuple[str, str]]] = {}  # site -> (USR, name)
         self._depth = 0
 
     # ---- edits --------------------------------------------------------------------------
@@ -472,6 +473,13 @@ class FunctionRewriter:
             self._breakables.pop()
 
     def _branch_scope(self, cursor: Cursor, site: Site | None, bodies: list[Cursor]) -> None:
+        if site is not None:
+            self.branch_calls[site.index] = {
+                callee
+                for body in bodies
+                for node in body.walk_preorder()
+                if node.kind == CK.CALL_EXPR and (callee := _callee_key(node)) is not None
+            }
         scope = _Scope(
             start=cursor.extent.start.offset,
             end=cursor.extent.end.offset,
@@ -689,6 +697,15 @@ class FunctionRewriter:
             value.extent.end.offset,
             f"); __perfcast_flow(&__pc_r, sizeof __pc_r, (__pc_label)({control})); __pc_r; }})",
         )
+
+
+def _callee_key(call: Cursor) -> tuple[str, str] | None:
+    """(USR, name) of a called function; ``None`` for calls through pointers. The
+    instrumenter names project functions by USR and library routines by name."""
+    callee = call.referenced
+    if callee is None:
+        return None
+    return callee.get_usr(), callee.spelling
 
 
 @dataclass

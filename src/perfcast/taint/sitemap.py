@@ -43,6 +43,7 @@ class Site:
     line: int
     loop: int | None  # the loop it controls ("loop") or the innermost loop around it
     exits: list[int] = field(default_factory=list)  # loops a branch can leave early
+    calls: list[str] = field(default_factory=list)  # functions called in a branch's arms
 
 
 @dataclass

@@ -9,12 +9,13 @@ the paper (section C) turn the profile into warnings on the fitted models:
   prior that uses a parameter the code provably cannot depend on measured something other
   than the code's work -- resource contention, noise, a system effect.
 * **C2, algorithm switches** (:func:`algorithm_switch_warnings`): a branch decided by a
-  parameter can select different code at different parameter values, so one PMNF formula
-  may not describe the whole measured range.
+  parameter can select different code -- in the function, or which callees it calls -- at
+  different parameter values, so one PMNF formula may not describe the whole measured range.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -188,8 +189,7 @@ def algorithm_switch_warnings(
 ) -> dict[str, list[str]]:
     """Paper C2: parameter-decided branches that may switch algorithms across the range.
 
-    The rule, per measured call path and the profile functions its last frame names: a
-    tainted branch is flagged for a parameter ``X`` when
+    A branch is a possible switch on a parameter ``X`` when
 
     * it is not a guard that exits a loop (those bound trip counts, which the dependency
       already models),
@@ -199,25 +199,61 @@ def algorithm_switch_warnings(
     * ``X`` takes more than one value in the experiment, so the measured range may
       straddle the branch's threshold.
 
-    The taint run saw one parameter value, so this flags *possible* switches only.
+    Such a branch flags the call path of its own function (it selects code inside it), and
+    every call path through a call it guards: ``if (n < 4) kernel_linear(n); else
+    kernel_log(n);`` in ``foo`` flags ``foo``, ``foo->kernel_linear`` and everything below
+    it. The taint run saw one parameter value, so this flags *possible* switches only.
     """
     varying = {p for p in experiment.parameters if experiment.data[p].nunique(dropna=True) > 1}
+    functions = profile["functions"]
+    by_name: dict[str, list[str]] = {}
+    for name in functions:
+        by_name.setdefault(function_name(name), []).append(name)
+
+    def switches(name: str) -> list[tuple[dict[str, Any], str, list[str]]]:
+        """(branch, where, parameters) of the possible switches in one function."""
+        function = functions[name]
+        found = []
+        for branch in function.get("branches", []):
+            if branch.get("exits_loops_at"):
+                continue
+            evaluated, taken = branch.get("evaluated", 0), branch.get("taken", 0)
+            if evaluated and 0 < taken < evaluated:
+                continue
+            parameters = [p for p in branch["params"] if p in varying]
+            if parameters:
+                where = f"{function.get('file') or name}:{branch['line']}"
+                found.append((branch, where, parameters))
+        return found
+
     warnings: dict[str, list[str]] = {}
+
+    def flag(callpath: str, text: str) -> None:
+        if text not in warnings.setdefault(callpath, []):
+            warnings[callpath].append(text)
+
     for callpath, owners in match.functions.items():
         for name in owners:
-            function = profile["functions"][name]
-            for branch in function.get("branches", []):
-                if branch.get("exits_loops_at"):
-                    continue
-                evaluated, taken = branch.get("evaluated", 0), branch.get("taken", 0)
-                if evaluated and 0 < taken < evaluated:
-                    continue
-                where = f"{function.get('file') or name}:{branch['line']}"
-                for parameter in branch["params"]:
-                    if parameter in varying:
-                        warnings.setdefault(callpath, []).append(
+            for _, where, parameters in switches(name):
+                for parameter in parameters:
+                    flag(
+                        callpath,
+                        f"possible algorithm switch on {parameter}: the branch at {where} "
+                        f"is decided by {parameter}",
+                    )
+    for callpath in experiment.callpaths:
+        frames = [function_name(f) for f in split_callpath(callpath)]
+        for caller, callee in itertools.pairwise(frames):
+            for name in by_name.get(caller, []):
+                for branch, where, parameters in switches(name):
+                    if callee not in {function_name(c) for c in branch.get("calls", [])}:
+                        continue
+                    for parameter in parameters:
+                        flag(
+                            callpath,
                             f"possible algorithm switch on {parameter}: the branch at {where} "
-                            f"is decided by {parameter}"
+                            f"in {caller}, decided by {parameter}, selects whether {callee} "
+                            "runs",
                         )
     return warnings
 

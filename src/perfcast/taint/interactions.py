@@ -1,0 +1,61 @@
+"""Which parameters a program's cost combines multiplicatively: what experiment design needs.
+
+A model of ``a + b`` is learned from one line per parameter; only ``a * b`` needs points off
+those lines (paper section A1), and ``a*b + a*c`` needs the ``(a, b)`` and ``(a, c)`` planes
+but not the ``(b, c)`` one. The taint profile says which case holds: every function's
+inclusive dependency is a sum of parameter products; the products of all functions are the
+joint variations a model can need. ``main``'s inclusive dependency composes every callee,
+so a product anywhere in the program shows up there too -- the whole program's time is a
+model of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+Pair = frozenset[str]
+
+
+@dataclass(frozen=True)
+class Interactions:
+    """What the profile says about combining parameters.
+
+    Attributes:
+        marked: parameters the taint run labelled (anything else is unknown to it).
+        used: parameters some function's cost depends on.
+        terms: the products of all functions, none contained in another.
+        products: each interacting pair -> the functions with a product naming both.
+    """
+
+    marked: frozenset[str]
+    used: frozenset[str]
+    terms: frozenset[frozenset[str]]
+    products: Mapping[Pair, tuple[str, ...]]
+
+    def interact(self, first: str, second: str) -> bool:
+        return frozenset((first, second)) in self.products
+
+    def witnesses(self, first: str, second: str) -> tuple[str, ...]:
+        return self.products.get(frozenset((first, second)), ())
+
+
+def interactions(profile: Mapping[str, Any]) -> Interactions:
+    """The :class:`Interactions` of a taint profile (user functions and library routines)."""
+    products: dict[Pair, list[str]] = {}
+    used: set[str] = set()
+    terms: set[frozenset[str]] = set()
+    for name, function in profile["functions"].items():
+        for term in function["terms"]:
+            used.update(term)
+            terms.add(frozenset(term))
+            for pair in combinations(sorted(term), 2):
+                products.setdefault(frozenset(pair), []).append(name)
+    return Interactions(
+        marked=frozenset(profile.get("parameters", {})),
+        used=frozenset(used),
+        terms=frozenset(t for t in terms if not any(t < other for other in terms)),
+        products={pair: tuple(sorted(names)) for pair, names in products.items()},
+    )
