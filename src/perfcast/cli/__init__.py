@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "perfcast.cli.model",
     "perfcast.cli.predict",
     "perfcast.cli.static",
+    "perfcast.cli.synth",
     "perfcast.cli.taint",
 )
 

@@ -6,6 +6,14 @@ Typical use, with a seeded generator so every run is reproducible::
     rng = np.random.default_rng(42)
     bench = generate(100, rng, n_parameters=2)
     noisy = Noise("uniform", 0.05, symmetric=True).apply_to(bench.experiment, rng)
+
+Benchmark *programs* (:mod:`perfcast.synth.programs`, ``perfcast synth``) are the real-code
+counterpart: C++ MPI programs whose kernels have a chosen computational and communication
+complexity, with the ground truth written beside each::
+
+    spec = random_program(rng, "bench", kernels=5)
+    write_program(spec, "out")                 # out/bench.cpp, out/bench.truth.json
+    truth = read_truth("out/bench.truth.json")  # per kernel: effort, bytes, law
 """
 
 from perfcast.synth.functions import FunctionSpace, Structure, pmnf_function, random_function
@@ -28,12 +36,27 @@ from perfcast.synth.metrics import (
     relative_error,
 )
 from perfcast.synth.noise import Noise, NoisePattern, unit_samples
+from perfcast.synth.programs import (
+    COMMUNICATION_OPERATIONS,
+    KernelSpec,
+    KernelTruth,
+    ProgramGenerator,
+    ProgramSpec,
+    random_program,
+    read_truth,
+    write_program,
+)
 
 __all__ = [
+    "COMMUNICATION_OPERATIONS",
     "PAPER_GRIDS",
     "FunctionSpace",
+    "KernelSpec",
+    "KernelTruth",
     "Noise",
     "NoisePattern",
+    "ProgramGenerator",
+    "ProgramSpec",
     "Structure",
     "SyntheticBenchmark",
     "default_grid",
@@ -48,7 +71,10 @@ __all__ = [
     "next_point",
     "pmnf_function",
     "random_function",
+    "random_program",
+    "read_truth",
     "relative_error",
     "sample",
     "unit_samples",
+    "write_program",
 ]

@@ -1,0 +1,282 @@
+"""Kernels and programs, random (``noise-resilient-priors.txt`` IV) or specified as text.
+
+Complexities are drawn from the PMNF building blocks ``F = {x^i, log2(x)^j}`` (Eq. 3) with
+``i`` in I and ``j`` in J (Eq. 2), for ``x`` the ranks ``p`` and the size ``n``. Terms
+combine by sequence (a sum: one loop nest after the other) and by nesting (a product: the
+ranks loop outside, the size loop inside).
+
+Sizing. Coefficients are not drawn blindly (``n^3`` next to ``p^(1/4)`` would leave the
+small term invisible and the run either instant or endless). Instead each kernel gets an
+*iteration budget* at the reference point — the largest point one intends to measure,
+:data:`DEFAULT_REFERENCE` — log-uniform in ``iterations``; its terms share the budget by
+log-uniform weights in ``term_weights``, and each term's coefficient follows as
+``share / basis(reference)``. Messages likewise get ``message_elements`` doubles per rank
+at the reference. With the defaults a kernel call costs about 1-10 ms in a counter build
+(~5 ns per innermost iteration measured here) and a whole run of a 5-kernel program
+at p = 6 on two cores well under a second plus ``mpirun``'s start-up.
+
+Scaling style: weak scaling, as in the paper's evaluation. ``n`` is the problem size per
+rank; terms in ``p`` have non-negative exponents (work or messages that grow with the
+machine: trees, all-to-all exchanges, replicated data). A strong-scaling ``n/p`` would need
+negative exponents, outside the PMNF sets the modelers search, so it is not generated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from perfcast.errors import InputError
+from perfcast.modeling.pmnf import Factor, Term
+from perfcast.modeling.space import DEFAULT_EXPONENTS, DEFAULT_LOG_EXPONENTS
+from perfcast.synth.programs.expressions import (
+    ParsedTerm,
+    parse_communication,
+    parse_computation,
+)
+from perfcast.synth.programs.spec import (
+    COMMUNICATION_OPERATIONS,
+    RANK_SCALED_OPERATIONS,
+    KernelSpec,
+    Loop,
+    LoopNest,
+    Message,
+    ProgramSpec,
+    Work,
+    check_exponent,
+    check_parameters,
+    factor_value,
+)
+
+DEFAULT_RANKS: tuple[int, ...] = (2, 3, 4, 5, 6)
+"""Rank counts that run here (2 cores, oversubscribed) and make a 5-point line for ``p``."""
+DEFAULT_SIZES: tuple[int, ...] = (1000, 2000, 3000, 4000, 5000)
+"""Problem sizes ``n`` of a 5-point line; only their ratios matter for the run time (the
+coefficients are sized at the largest)."""
+DEFAULT_REFERENCE: tuple[float, float] = (float(max(DEFAULT_RANKS)), float(max(DEFAULT_SIZES)))
+"""(ranks, size) where the budgets below hold: the largest default measurement point."""
+
+NEST_RESOLUTION = 32.0
+"""Scale of an outer loop: it runs ``32 * g(p)`` times, so rounding its trip count to an
+integer changes the product by at most 1/64 wherever ``g(p) >= 1``."""
+MIN_INNER_TRIPS = 64
+"""If the resolution above would leave the inner loop fewer iterations than this at the
+reference point, the outer loop's scale shrinks (to no less than 1) in its favour."""
+
+
+@dataclass(frozen=True)
+class ProgramGenerator:
+    """Draws and builds kernels; every random choice comes from the ``rng`` passed in.
+
+    Attributes:
+        parameters: (ranks, size) names.
+        reference: (ranks, size) where budgets hold, see the module docstring.
+        iterations: range of a kernel's innermost iterations per call at the reference.
+        message_elements: range of a message's doubles per rank at the reference.
+        term_weights: range of the weights by which a kernel's terms share its budget.
+        exponents, log_exponents: the sets I and J the factors are drawn from.
+        max_terms: most terms (loop nests in sequence) of a random kernel.
+        communication_share: chance that a random kernel is a communication kernel.
+        computation_after_communication: chance that a random communication kernel also
+            runs loops after its MPI call.
+    """
+
+    parameters: tuple[str, str] = ("p", "n")
+    reference: tuple[float, float] = DEFAULT_REFERENCE
+    iterations: tuple[float, float] = (2e5, 2e6)
+    message_elements: tuple[float, float] = (2.0**10, 2.0**15)
+    term_weights: tuple[float, float] = (1.0, 10.0)
+    exponents: tuple[Fraction, ...] = DEFAULT_EXPONENTS
+    log_exponents: tuple[int, ...] = DEFAULT_LOG_EXPONENTS
+    max_terms: int = 2
+    communication_share: float = 0.4
+    computation_after_communication: float = 0.3
+    _shapes: tuple[tuple[Fraction, int], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ("iterations", "message_elements", "term_weights"):
+            low, high = getattr(self, name)
+            if not 1 <= low <= high:
+                raise InputError(f"{name} must satisfy 1 <= low <= high, got ({low}, {high})")
+        for name in ("communication_share", "computation_after_communication"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise InputError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
+        if self.max_terms < 1:
+            raise InputError(f"max_terms must be >= 1, got {self.max_terms}")
+        ranks, size = self.reference
+        if not (ranks > 1 and size > 1):
+            raise InputError(f"reference values must exceed 1 (log2 > 0), got {self.reference}")
+        shapes = tuple(
+            (Fraction(i), int(j))
+            for i in self.exponents
+            for j in self.log_exponents
+            if (Fraction(i), int(j)) != (Fraction(0), 0)
+        )
+        if not shapes or any(i < 0 or j < 0 for i, j in shapes):
+            raise InputError("exponents and log exponents must be non-negative, not all zero")
+        object.__setattr__(self, "_shapes", shapes)
+        check_parameters(self.parameters)
+
+    @property
+    def reference_point(self) -> dict[str, float]:
+        return dict(zip(self.parameters, self.reference, strict=True))
+
+    # -- specified kernels ----------------------------------------------------------------
+
+    def computation(
+        self, function: str, effort: str, rng: np.random.Generator, *, work: Work | None = None
+    ) -> KernelSpec:
+        """A computation kernel with the complexity ``effort``, e.g. ``"n^2 + p*log2(n)"``."""
+        terms = parse_computation(effort, self.parameters)
+        return KernelSpec(function, self._nests(terms, rng), work=work or self._work(rng))
+
+    def communication(
+        self,
+        function: str,
+        communication: str,
+        rng: np.random.Generator,
+        *,
+        effort: str | None = None,
+        work: Work | None = None,
+    ) -> KernelSpec:
+        """A communication kernel, e.g. ``"allreduce:n*p"`` or ``"barrier"``, optionally
+        followed by loops of complexity ``effort``."""
+        parsed = parse_communication(communication, self.parameters)
+        message = None if parsed.term is None else self._message(parsed.term, rng)
+        nests = (
+            () if effort is None else self._nests(parse_computation(effort, self.parameters), rng)
+        )
+        return KernelSpec(function, nests, parsed.operation, message, work or self._work(rng))
+
+    # -- random kernels -------------------------------------------------------------------
+
+    def random_kernel(self, index: int, rng: np.random.Generator) -> KernelSpec:
+        """Kernel number ``index`` (its name ``kernel_<index>_<what>``), drawn at random."""
+        if rng.random() < self.communication_share:
+            operation = COMMUNICATION_OPERATIONS[rng.integers(len(COMMUNICATION_OPERATIONS))]
+            message = None
+            if operation != "barrier":
+                factors = self._random_factors(
+                    rng, exclude_rank_exponent=operation in RANK_SCALED_OPERATIONS
+                )
+                message = self._message(ParsedTerm(None, factors), rng)
+            nests: tuple[LoopNest, ...] = ()
+            if rng.random() < self.computation_after_communication:
+                nests = self._nests(self._random_terms(rng), rng)
+            return KernelSpec(
+                kernel_name(index, operation), nests, operation, message, self._work(rng)
+            )
+        terms = self._random_terms(rng)
+        return KernelSpec(kernel_name(index), self._nests(terms, rng), work=self._work(rng))
+
+    def random_program(self, name: str, kernels: int, rng: np.random.Generator) -> ProgramSpec:
+        if kernels < 1:
+            raise InputError(f"a program needs at least one kernel, got {kernels}")
+        specs = tuple(self.random_kernel(index, rng) for index in range(1, kernels + 1))
+        return ProgramSpec(name, specs, self.parameters, self.reference)
+
+    def _random_terms(self, rng: np.random.Generator) -> tuple[ParsedTerm, ...]:
+        count = int(rng.integers(1, self.max_terms + 1))
+        terms: list[ParsedTerm] = []
+        while len(terms) < count:
+            term = ParsedTerm(None, self._random_factors(rng))
+            if term not in terms:
+                terms.append(term)
+        return tuple(terms)
+
+    def _random_factors(
+        self, rng: np.random.Generator, *, exclude_rank_exponent: bool = False
+    ) -> tuple[Factor, ...]:
+        """One factor per parameter of a random non-empty subset (nested if both).
+
+        ``exclude_rank_exponent``: for operations whose byte count gains a factor ``p``,
+        keep the ranks exponent such that ``i + 1`` is still in I, so the byte truth
+        stays inside the modelers' search space."""
+        while True:
+            chosen = [p for p in self.parameters if rng.random() < 0.5]
+            if chosen:
+                break
+        factors = []
+        for parameter in chosen:
+            shapes = self._shapes
+            if exclude_rank_exponent and parameter == self.parameters[0]:
+                allowed = set(self.exponents)
+                shapes = tuple(s for s in shapes if s[0] + 1 in allowed)
+            exponent, log_exponent = shapes[rng.integers(len(shapes))]
+            factors.append(Factor(parameter, exponent, log_exponent))
+        return tuple(factors)
+
+    # -- sizing ---------------------------------------------------------------------------
+
+    def _nests(self, terms: Sequence[ParsedTerm], rng: np.random.Generator) -> tuple[LoopNest, ...]:
+        budget = _log_uniform(rng, self.iterations)
+        weights = [_log_uniform(rng, self.term_weights) for _ in terms]
+        point = self.reference_point
+        nests = []
+        for term, weight in zip(terms, weights, strict=True):
+            basis = _basis(term.factors, point)
+            coefficient = term.coefficient or budget * weight / sum(weights) / basis
+            nests.append(self._nest(term.factors, coefficient, point))
+        return tuple(nests)
+
+    def _nest(
+        self, factors: Sequence[Factor], coefficient: float, point: dict[str, float]
+    ) -> LoopNest:
+        """Loops for one term, the ranks loop outermost; the coefficient is split so the
+        outer loop runs about ``NEST_RESOLUTION * g(p)`` times and the inner loop the rest."""
+        ordered = sorted(factors, key=lambda f: self.parameters.index(f.parameter))
+        for factor in ordered:
+            check_exponent(factor, "loop")
+        if len(ordered) == 1:
+            return LoopNest((Loop(ordered[0], coefficient),))
+        outer, inner = ordered
+        inner_at_reference = coefficient * factor_value(inner, point[inner.parameter])
+        outer_scale = min(NEST_RESOLUTION, max(1.0, inner_at_reference / MIN_INNER_TRIPS))
+        return LoopNest((Loop(outer, outer_scale), Loop(inner, coefficient / outer_scale)))
+
+    def _message(self, term: ParsedTerm, rng: np.random.Generator) -> Message:
+        factors = tuple(check_exponent(f, "message") for f in term.factors)
+        if term.coefficient is not None:
+            return Message(term.coefficient, factors)
+        elements = _log_uniform(rng, self.message_elements)
+        return Message(elements / _basis(factors, self.reference_point), factors)
+
+    def _work(self, rng: np.random.Generator) -> Work:
+        return list(Work)[rng.integers(len(Work))]
+
+
+def kernel_name(index: int, operation: str | None = None) -> str:
+    """``kernel_03_allreduce``, ``kernel_01_compute``: sorted by call order, self-describing."""
+    return f"kernel_{index:02d}_{operation or 'compute'}"
+
+
+def random_program(
+    rng: np.random.Generator,
+    name: str = "bench",
+    *,
+    kernels: int = 5,
+    parameters: tuple[str, str] = ("p", "n"),
+    communication_share: float = 0.4,
+    reference: tuple[float, float] = DEFAULT_REFERENCE,
+) -> ProgramSpec:
+    """A program of ``kernels`` random kernels (see :class:`ProgramGenerator` for more
+    options)."""
+    generator = ProgramGenerator(
+        parameters=parameters, reference=reference, communication_share=communication_share
+    )
+    return generator.random_program(name, kernels, rng)
+
+
+def _basis(factors: Sequence[Factor], point: dict[str, float]) -> float:
+    value = float(Term(1.0, tuple(factors)).basis({k: np.asarray(v) for k, v in point.items()}))
+    if not value > 0:
+        raise InputError(f"term {' * '.join(f.text() for f in factors)} vanishes at {point}")
+    return value
+
+
+def _log_uniform(rng: np.random.Generator, bounds: tuple[float, float]) -> float:
+    low, high = bounds
+    return float(np.exp(rng.uniform(np.log(low), np.log(high))))

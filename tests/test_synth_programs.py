@@ -1,0 +1,420 @@
+"""The benchmark generator: generated programs compile with perfcast build, run under
+mpirun, and their counted effort matches the ground truth written beside them."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfcast.cli import main
+from perfcast.effort import CommunicationLaw
+from perfcast.errors import InputError
+from perfcast.experiment.experiment import Experiment
+from perfcast.measure.profiles import combine_runs
+from perfcast.modeling import ModelSet, PMNFModeler
+from perfcast.synth.programs import (
+    COMMUNICATION_OPERATIONS,
+    KernelSpec,
+    KernelTruth,
+    ProgramGenerator,
+    ProgramSpec,
+    kernel_name,
+    random_program,
+    read_spec,
+    read_truth,
+    render_program,
+    truth_of,
+    write_program,
+)
+
+MPIRUN = ("mpirun", "--allow-run-as-root", "--oversubscribe")
+TIMEOUT = 120
+RANKS = (2, 3, 4, 5, 6)
+SIZES = (1000, 2000, 3000, 4000, 5000)
+REPEAT = 2
+LOOP_OVERHEAD = 2
+"""Basic blocks per iteration of a loop around an innermost loop (clang-16 -O2)."""
+needs_toolchain = pytest.mark.skipif(
+    shutil.which("mpicxx") is None or shutil.which("clang-16") is None,
+    reason="needs Open MPI and clang-16",
+)
+
+COMPUTATION = (
+    "n^2",
+    "p^(1/2)*n*log2(n)",  # nested: p loop outside, n loop inside
+    "n^(3/2) + p*log2(p)",  # sequential
+    "p^2",
+)
+COMMUNICATION = {  # every operation, message terms in n, p and both
+    "allgather": "allgather:n",
+    "allreduce": "allreduce:n^(1/2)*p",
+    "barrier": "barrier",
+    "bcast": "bcast:n*p",
+    "gather": "gather:n^(3/4)",
+    "reduce": "reduce:p^(1/2)*log2(n)",
+    "scatter": "scatter:n",
+    "send": "send:n*log2(n)",
+    "recv": "recv:p",
+    "sendrecv": "sendrecv:n^(1/3)*p",
+}
+
+
+def _generator() -> ProgramGenerator:
+    # a small budget: the test is about growth, not run time
+    return ProgramGenerator(reference=(max(RANKS), max(SIZES)), iterations=(5e4, 2e5))
+
+
+def _specified_program(rng: np.random.Generator) -> ProgramSpec:
+    generator = _generator()
+    kernels = [
+        generator.computation(kernel_name(i), text, rng)
+        for i, text in enumerate(COMPUTATION, start=1)
+    ]
+    for text in COMMUNICATION.values():
+        operation = text.split(":")[0]
+        index = len(kernels) + 1
+        effort = "n" if operation == "sendrecv" else None  # loops after the MPI call
+        kernels.append(
+            generator.communication(kernel_name(index, operation), text, rng, effort=effort)
+        )
+    return ProgramSpec("bench", tuple(kernels), reference=generator.reference)
+
+
+def _build(source: Path) -> Path:
+    executable = source.with_suffix("")
+    argv = ["build", "--counters", "--", "mpicxx", "-O2", str(source), "-o", str(executable)]
+    assert main(argv) == 0
+    return executable
+
+
+def _run(executable: Path, ranks: int, size: int, profile: Path, *extra: str):
+    environment = {**os.environ, "PERFCAST_PROFILE_DIR": str(profile)}
+    command = [*MPIRUN, "-np", str(ranks), str(executable), str(size), *extra]
+    return subprocess.run(command, env=environment, capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def _measure(executable: Path, points, directory: Path) -> Experiment:
+    runs = []
+    for ranks, size in points:
+        profile = directory / f"p{ranks}-n{size}"
+        done = _run(executable, ranks, size, profile, str(REPEAT))
+        assert done.returncode == 0, done.stderr
+        assert f"n={size} p={ranks} repeat={REPEAT}" in done.stdout
+        runs.append(({"p": ranks, "n": size}, profile))
+    return combine_runs(runs)
+
+
+def _per_call(experiment: Experiment, callpath: str, metric: str) -> dict[tuple[int, int], float]:
+    """Per point, the rank-mean of ``metric`` per visit of ``callpath``."""
+
+    def table(name: str) -> dict[tuple[int, int], float]:
+        rows = experiment.select(callpath, name)
+        points = zip(rows["p"].tolist(), rows["n"].tolist(), strict=True)
+        return {
+            (int(p), int(n)): v for (p, n), v in zip(points, rows["value"].tolist(), strict=True)
+        }
+
+    values, visits = table(metric), table("visits")
+    assert visits and set(visits.values()) == {REPEAT}, (callpath, visits)
+    return {point: value / visits[point] for point, value in values.items()}
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """The specified program (all ten operations) built with counters and run on the
+    5 x 5 default grid: (truth, experiment)."""
+    directory = tmp_path_factory.mktemp("synth")
+    source = write_program(_specified_program(np.random.default_rng(11)), directory)
+    executable = _build(source)
+    experiment = _measure(executable, itertools.product(RANKS, SIZES), directory)
+    return read_truth(directory / "bench.truth.json"), experiment
+
+
+@pytest.mark.slow
+@needs_toolchain
+def test_every_operation_runs_and_has_its_call_paths(measured):
+    truth, experiment = measured
+    operations = {t.operation for t in truth.values() if t.operation}
+    assert operations == set(COMMUNICATION_OPERATIONS)
+    callpaths = set(experiment.callpaths)
+    for kernel in truth.values():
+        assert kernel.callpath in callpaths
+        if kernel.mpi_callpath is not None:
+            assert kernel.mpi_callpath in callpaths
+            law = CommunicationLaw.for_callpath(kernel.mpi_callpath)
+            assert law is not None and law.law is kernel.law
+    # the frame posts the other side of send and recv; nothing else is measured
+    frame = {"main", "main->MPI_Init", "main->MPI_Finalize", "main->MPI_Irecv",
+             "main->MPI_Isend", "main->MPI_Wait"}  # fmt: skip
+    kernels = {p for t in truth.values() for p in (t.callpath, t.mpi_callpath) if p}
+    assert callpaths == frame | kernels
+
+
+@pytest.mark.slow
+@needs_toolchain
+def test_measured_bytes_equal_the_truth(measured):
+    truth, experiment = measured
+    for kernel in truth.values():
+        if kernel.mpi_callpath is None:
+            continue
+        assert kernel.bytes is not None and kernel.bytes_metric is not None
+        measured_bytes = _per_call(experiment, kernel.mpi_callpath, kernel.bytes_metric)
+        assert len(measured_bytes) == len(RANKS) * len(SIZES)
+        for (ranks, size), value in measured_bytes.items():
+            point = {"p": ranks, "n": size}
+            exact = kernel.exact_bytes(point)
+            assert value == exact, (kernel.function, point)
+            model = float(kernel.bytes.evaluate(point))
+            if kernel.message is None:
+                assert exact == model == 0  # barrier
+            else:
+                elements = kernel.spec.message.elements(point)
+                assert abs(model / exact - 1) <= 0.5 / elements, (kernel.function, point)
+
+
+def _rounding_bound(kernel: KernelTruth, point) -> float:
+    """Largest relative difference between the executed iterations and the effort model:
+    each loop's trip count is off by at most half an iteration."""
+    return sum(0.5 / loop.trips(point) for nest in kernel.spec.nests for loop in nest.loops)
+
+
+@pytest.mark.slow
+@needs_toolchain
+def test_counted_blocks_follow_the_effort(measured):
+    truth, experiment = measured
+    computing = [k for k in truth.values() if k.effort is not None]
+    assert len(computing) == len(COMPUTATION) + 1
+    for kernel in computing:
+        blocks = _per_call(experiment, kernel.callpath, "basic_blocks")
+        rows, counts = [], []
+        for (ranks, size), value in blocks.items():
+            point = {"p": ranks, "n": size}
+            iterations = kernel.iterations(point)
+            model = float(kernel.effort.evaluate(point))
+            assert abs(iterations / model - 1) <= _rounding_bound(kernel, point)
+            rows.append((iterations, kernel.outer_iterations(point), 1.0))
+            counts.append(value)
+        # blocks = b * iterations + a * outer iterations + c, exactly, with b = 1
+        design = np.array(rows, dtype=float)
+        used = design.any(axis=0)
+        solution, *_ = np.linalg.lstsq(design[:, used], counts, rcond=None)
+        assert np.allclose(design[:, used] @ solution, counts, rtol=0, atol=1e-6)
+        assert solution[0] == pytest.approx(1.0) and (solution >= -1e-9).all()
+        ratios = np.array(counts) / design[:, 0]
+        assert ratios.min() >= 1 and ratios.max() <= 1.05, (kernel.function, ratios)
+
+
+@pytest.mark.slow
+@needs_toolchain
+def test_models_of_the_counts_have_the_truths_exponents(measured):
+    truth, experiment = measured
+    counts = experiment.restricted(
+        callpaths=[k.callpath for k in truth.values() if k.effort is not None]
+        + [k.mpi_callpath for k in truth.values() if k.mpi_callpath and k.message],
+        metrics=["basic_blocks", "mpi_bytes_sent", "mpi_bytes_received"],
+    )
+    models = PMNFModeler().with_params(significance=None).fit(counts)
+    for kernel in truth.values():
+        if kernel.effort is not None:
+            fitted = models[(kernel.callpath, "basic_blocks")]
+            assert fitted.leading_exponents() == kernel.effort.leading_exponents(), (
+                kernel.function,
+                fitted.text(),
+            )
+        if kernel.message is not None:
+            assert kernel.mpi_callpath is not None and kernel.bytes_metric is not None
+            fitted = models[(kernel.mpi_callpath, kernel.bytes_metric)]
+            expected = kernel.bytes.leading_exponents()
+            assert fitted.leading_exponents() == expected, (kernel.function, fitted.text())
+
+
+@pytest.mark.slow
+@needs_toolchain
+def test_random_programs_compile_run_and_match_their_truth(tmp_path):
+    rng = np.random.default_rng(2024)
+    for number in range(2):
+        spec = random_program(rng, f"random_{number}", kernels=6, communication_share=0.5)
+        source = write_program(spec, tmp_path)
+        executable = _build(source)
+        truth = read_truth(tmp_path / f"random_{number}.truth.json")
+        points = [(3, 2000), (4, 5000)]
+        experiment = _measure(executable, points, tmp_path / f"run-{number}")
+        constants: dict[str, set[float]] = {}
+        for kernel in truth.values():
+            if kernel.effort is not None:
+                for (ranks, size), value in _per_call(
+                    experiment, kernel.callpath, "basic_blocks"
+                ).items():
+                    point = {"p": ranks, "n": size}
+                    iterations = kernel.iterations(point)
+                    overhead = value - iterations - LOOP_OVERHEAD * kernel.outer_iterations(point)
+                    constants.setdefault(kernel.function, set()).add(overhead)
+            if kernel.effort is not None:
+                # one block per innermost iteration, the rest constant per call
+                assert len(constants[kernel.function]) == 1
+                assert 0 <= constants[kernel.function].pop() <= 32
+            if kernel.mpi_callpath is not None:
+                assert kernel.bytes_metric is not None
+                for (ranks, size), value in _per_call(
+                    experiment, kernel.mpi_callpath, kernel.bytes_metric
+                ).items():
+                    assert value == kernel.exact_bytes({"p": ranks, "n": size})
+
+
+@pytest.mark.slow
+@needs_toolchain
+def test_generated_program_rejects_bad_arguments(tmp_path):
+    spec = ProgramSpec("tiny", (KernelSpec("kernel_01_barrier", operation="barrier"),))
+    executable = _build(write_program(spec, tmp_path))
+    for argv in (["x"], ["100", "0"]):
+        environment = {**os.environ, "PERFCAST_PROFILE_DIR": str(tmp_path / "prof")}
+        done = subprocess.run(
+            [*MPIRUN, "-np", "1", str(executable), *argv],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert done.returncode != 0 and "usage: mpirun -np P" in done.stderr, argv
+
+
+def test_truth_round_trip_and_model_file(tmp_path):
+    spec = _specified_program(np.random.default_rng(5))
+    write_program(spec, tmp_path)
+    path = tmp_path / "bench.truth.json"
+    assert read_spec(path) == spec
+    truth = read_truth(path)
+    assert list(truth) == [k.function for k in spec.kernels]
+    assert truth == truth_of(spec)
+    allreduce = truth["kernel_06_allreduce"]
+    assert allreduce.kind == "communication" and allreduce.operation == "allreduce"
+    assert allreduce.law is not None and allreduce.law.name == "REDUCTION"
+    assert allreduce.bytes is not None and allreduce.bytes.text().endswith("p^(2) * n^(1/2)")
+    bcast = truth["kernel_08_bcast"].bytes
+    assert bcast is not None and bcast.leading_exponents() == {"p": (1, 0), "n": (1, 0)}
+    assert truth["kernel_12_send"].bytes_metric == "mpi_bytes_sent"
+    assert truth["kernel_13_recv"].bytes_metric == "mpi_bytes_received"
+    nested = truth["kernel_02_compute"]
+    assert nested.kind == "computation" and nested.bytes is None and nested.law is None
+    assert [loop.factor.parameter for loop in nested.spec.nests[0].loops] == ["p", "n"]
+    # the truth file is also a perfcast model file
+    models = ModelSet.load(path)
+    assert models[("main->kernel_02_compute", "iterations")].leading_exponents() == {
+        "p": (1 / 2, 0),
+        "n": (1, 1),
+    }
+    assert ("main->kernel_06_allreduce->MPI_Allreduce", "mpi_bytes_sent") in models
+
+
+def test_same_seed_same_program():
+    first = random_program(np.random.default_rng(9), kernels=8)
+    second = random_program(np.random.default_rng(9), kernels=8)
+    other = random_program(np.random.default_rng(10), kernels=8)
+    assert first == second and render_program(first) == render_program(second)
+    assert render_program(first) != render_program(other)
+    assert [k.function for k in first.kernels][:2] == [
+        kernel_name(1, first.kernels[0].operation),
+        kernel_name(2, first.kernels[1].operation),
+    ]
+
+
+def test_random_byte_truths_stay_in_the_search_space():
+    """allgather/allreduce bytes gain a factor p: the generator keeps p's exponent in I."""
+    generator = ProgramGenerator(communication_share=1.0)
+    rng = np.random.default_rng(1)
+    allowed = set(generator.exponents)
+    seen = set()
+    for index in range(300):
+        kernel = generator.random_kernel(index + 1, rng)
+        seen.add(kernel.operation)
+        bytes_model = KernelTruth.of(kernel, generator.parameters).bytes
+        assert bytes_model is not None
+        for term in bytes_model.terms:
+            assert all(f.exponent in allowed for f in term.factors), bytes_model.text()
+    assert seen == set(COMMUNICATION_OPERATIONS)
+
+
+def test_cli_writes_programs_with_their_truth(tmp_path, capsys):
+    argv = ["synth", "-o", str(tmp_path / "a"), "--count", "2", "--seed", "3", "--kernels", "4"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    for name in ("bench_000", "bench_001"):
+        assert (tmp_path / "a" / f"{name}.cpp").is_file()
+        truth = read_truth(tmp_path / "a" / f"{name}.truth.json")
+        assert len(truth) == 4
+        for function in truth:
+            assert function in out
+    assert "(seed 3)" in out
+    assert main([*argv[:2], str(tmp_path / "b"), *argv[3:]]) == 0
+    assert (tmp_path / "a" / "bench_001.cpp").read_text() == (
+        tmp_path / "b" / "bench_001.cpp"
+    ).read_text()
+
+
+def test_cli_specified_kernels(tmp_path, capsys):
+    argv = [
+        "synth", "-o", str(tmp_path), "--seed", "1", "--name", "spec",
+        "--computation", "2.5*n^2*log2(n)^1 + p^(1/2)",
+        "--communication", "allreduce:n^1", "--communication", "barrier",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    truth = read_truth(tmp_path / "spec.truth.json")
+    assert list(truth) == ["kernel_01_compute", "kernel_02_allreduce", "kernel_03_barrier"]
+    effort = truth["kernel_01_compute"].effort
+    assert effort is not None and effort.terms[0].coefficient == 2.5
+    assert effort.leading_exponents() == {"n": (2, 1), "p": (1 / 2, 0)}
+    assert "MPI_Allreduce" in out and "REDUCTION" in out and "SYNCHRONISATION" in out
+    assert json.loads((tmp_path / "spec.truth.json").read_text())["kernels"][2]["law"] == (
+        "SYNCHRONISATION"
+    )
+
+
+@pytest.mark.parametrize(
+    ("option", "expression", "message"),
+    [
+        ("--computation", "n^2*m", "bad token 'm' at column 5"),
+        ("--computation", "n^^2", "bad token '^' at column 3"),
+        ("--computation", "n $ p", "bad token '$' at column 3"),
+        ("--computation", "log(n)", "bad token 'log' at column 1"),
+        ("--computation", "n^-1", "bad token '-' at column 3"),
+        ("--computation", "n^(1/0)", "division by zero"),
+        ("--computation", "n +", "ends where a factor was expected"),
+        ("--computation", "3", "must be followed by '*'"),
+        ("--communication", "bcast", "needs a message size term"),
+        ("--communication", "barrier:n", "a barrier moves no message"),
+        ("--communication", "allreduce:n+p", "bad token '+' at column 12"),
+        ("--communication", "broadcast:n", "known operations: allgather, allreduce, barrier"),
+    ],
+)
+def test_cli_bad_expressions_name_the_problem(tmp_path, capsys, option, expression, message):
+    assert main(["synth", "-o", str(tmp_path), option, expression]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("perfcast synth: error: ") and message in err, err
+    assert not list(tmp_path.iterdir())
+
+
+def test_bad_specs_are_rejected(tmp_path):
+    with pytest.raises(InputError, match="unknown MPI operation 'alltoall'"):
+        KernelSpec("kernel_01_x", operation="alltoall")
+    with pytest.raises(InputError, match="needs a message"):
+        KernelSpec("kernel_01_x", operation="bcast")
+    with pytest.raises(InputError, match="at least one loop"):
+        KernelSpec("kernel_01_x")
+    barrier = KernelSpec("kernel_01_barrier", operation="barrier")
+    with pytest.raises(InputError, match="unique"):
+        ProgramSpec("bench", (barrier, barrier))
+    with pytest.raises(InputError, match="C identifier"):
+        ProgramSpec("my-bench", (barrier,))
+    with pytest.raises(InputError, match="not a perfcast synth truth file"):
+        (tmp_path / "x.json").write_text("{}")
+        read_truth(tmp_path / "x.json")
+    with pytest.raises(InputError, match="no such truth file"):
+        read_truth(tmp_path / "missing.truth.json")
