@@ -132,10 +132,12 @@ def test_c_static_pruning_and_coverage(c_profile: dict) -> None:
 
 def test_priors_and_filter_from_profile(c_profile: dict, tmp_path: Path) -> None:
     priors = priors_from_profile(c_profile)
+    # fill costs cols*rows per call and is called in the iters loop: its total multiplies.
+    assert c_profile["functions"]["fill"]["callpaths"]["main->fill"]["visits"] == "iters"
     assert priors["main->fill"] == Prior(
         "taint",
-        parameters=frozenset({"rows", "cols"}),
-        multiplicative=(frozenset({"rows", "cols"}),),
+        parameters=frozenset({"rows", "cols", "iters"}),
+        multiplicative=(frozenset({"rows", "cols", "iters"}),),
     )
     assert priors["main->scan"].parameters == frozenset({"cols"})
     restricted = priors_from_profile(c_profile, parameters=["iters"])
@@ -302,6 +304,8 @@ def test_mpi_implicit_p_count_labels_and_receive_buffers(tmp_path: Path, process
             "params": ["n", "p"],
             "dependency": "n*p",
             "terms": [["n", "p"]],
+            "visits": "iters",  # called once per iteration of main's loop
+            "visits_terms": [["iters"]],
         }
     }
     assert functions["MPI_Bcast"]["dependency"] == "p"
@@ -310,7 +314,7 @@ def test_mpi_implicit_p_count_labels_and_receive_buffers(tmp_path: Path, process
     assert profile["parameters"]["p"]["mpi"] == ["MPI_Allreduce", "MPI_Bcast"]
     priors = priors_from_profile(profile)
     assert priors["main->MPI_Comm_rank"] == Prior.constant("taint")
-    assert priors["main->exchange->MPI_Allreduce"].parameters == frozenset({"n", "p"})
+    assert priors["main->exchange->MPI_Allreduce"].parameters == frozenset({"iters", "n", "p"})
 
 
 MANY = 10

@@ -297,3 +297,18 @@ def test_build_script_specs_need_the_compile_command(
 
 def point_text(point: dict[str, float]) -> str:
     return " ".join(f"{name}={value:g}" for name, value in point.items())
+
+
+def test_priors_bound_totals_over_visits(profile: dict) -> None:
+    """block_size is constant per call (pruned statically) but called in smooth's m loop:
+    its measured total depends on m, and so may its model."""
+    rows = [
+        (callpath, "time", (n, m), 1.0)
+        for callpath in ("main", "main->smooth", "main->smooth->block_size", "main->scale")
+        for n in (8, 16)
+        for m in (10, 20)
+    ]
+    match = match_profile(profile, Experiment.from_rows(["n", "m"], rows))
+    assert match.priors["main->smooth->block_size"].parameters == frozenset({"m"})
+    assert match.priors["main->scale"].parameters == frozenset({"n"})
+    assert match.unmatched == []

@@ -27,6 +27,19 @@ def _check(profile: Mapping[str, Any]) -> None:
         )
 
 
+def callpath_terms(entry: Mapping[str, Any], *, inclusive: bool = True) -> list[list[str]]:
+    """The dependency of a call path's measured *total*: per-call cost times visits.
+
+    Profilers sum a call path's time, counters and bytes over all its visits, so a
+    constant-cost function called ``n`` times measures ``n``; the per-call dependency
+    (``terms``, or ``exclusive_terms``) is multiplied by that of the visit count
+    (``visits_terms``: the loops around the call sites up the path).
+    """
+    per_call = entry["terms"] if inclusive else entry.get("exclusive_terms", entry["terms"])
+    visits = [frozenset(t) for t in entry.get("visits_terms", [])] or [frozenset()]
+    return [sorted(v | frozenset(t)) for v in visits for t in (per_call or [[]])]
+
+
 def priors_from_profile(
     profile: Mapping[str, Any],
     *,
@@ -42,11 +55,13 @@ def priors_from_profile(
             ``None`` keeps every parameter of the profile.
         inclusive: use the inclusive dependency (callees included), for inclusive metrics;
             ``False`` uses the function's own loops only, for exclusive metrics.
+
+    Either way the prior bounds the call path's total over its visits
+    (:func:`callpath_terms`).
     """
     _check(profile)
-    key = "terms" if inclusive else "exclusive_terms"
     return {
-        callpath: prior_from_terms(entry.get(key, entry["terms"]), parameters)
+        callpath: prior_from_terms(callpath_terms(entry, inclusive=inclusive), parameters)
         for function in profile["functions"].values()
         for callpath, entry in function["callpaths"].items()
     }
@@ -61,13 +76,20 @@ def function_priors_from_profile(
     """A prior per function of the profile, keyed by its demangled name.
 
     For measured call paths the profile never saw (another call site, a run that took other
-    branches): the function's entry merges the labels of all its call paths, so it is the
-    loosest restriction the code supports. Arguments as for :func:`priors_from_profile`.
+    branches): the function's call paths merged, so it is the loosest restriction the code
+    supports. Arguments as for :func:`priors_from_profile`.
     """
     _check(profile)
-    key = "terms" if inclusive else "exclusive_terms"
     return {
-        name: prior_from_terms(function.get(key, function["terms"]), parameters)
+        name: prior_from_terms(
+            [
+                t
+                for entry in function["callpaths"].values()
+                for t in callpath_terms(entry, inclusive=inclusive)
+            ]
+            or function["terms"],
+            parameters,
+        )
         for name, function in profile["functions"].items()
     }
 

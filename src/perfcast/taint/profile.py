@@ -171,7 +171,7 @@ class ProfileBuilder:
         warnings: list[str] = []
         recursive: set[str] = set()
 
-        def visit(node: _Node) -> None:
+        def visit(node: _Node, visits: Dependency) -> None:
             path = self._path(node.context)
             name = node.function.name
             labels = self._loop_labels(node.function, node.record)
@@ -188,27 +188,32 @@ class ProfileBuilder:
                     "labels": labels,
                     "branches": self._branches(node.function, node.record),
                     "mpi": {},
+                    "visits": visits,
                 }
                 function_paths[name].append(path)
             else:
                 entry["dep"] = add(entry["dep"], inclusive)
                 entry["exc"] = add(entry["exc"], exclusive)
+                entry["visits"] = add(entry["visits"], visits)
                 for loop, found in labels.items():
                     entry["labels"].setdefault(loop, set()).update(found)
-            for (routine, _), call in node.record.calls.items():
+            for (routine, call_loop), call in node.record.calls.items():
                 params = self._call_params(routine, call.labels)
                 mpi = entry["mpi"].setdefault(routine, {"params": set(), "calls": 0})
                 mpi["params"] |= params
                 mpi["calls"] += call.count
-                lib = library.setdefault(routine, {"params": set(), "callpaths": {}})
+                lib = library.setdefault(routine, {"params": set(), "callpaths": {}, "visits": {}})
                 lib["params"] |= params
                 lib_path = join_callpath([path, routine])
                 lib["callpaths"].setdefault(lib_path, set()).update(params)
+                called = multiply(_enclosing_labels(node.function, labels, call_loop), visits)
+                lib["visits"][lib_path] = add(lib["visits"].get(lib_path, frozenset()), called)
             for child in node.children:
-                visit(child)
+                site = child.context[-1][1]
+                visit(child, multiply(_enclosing_labels(node.function, labels, site), visits))
 
         for root in self._tree():
-            visit(root)
+            visit(root, CONSTANT)
 
         functions: dict[str, Any] = {}
         executed = set(function_paths)
@@ -244,6 +249,8 @@ class ProfileBuilder:
                         "exclusive_terms": terms_json(per_path[p]["exc"]),
                         "loops": self._loop_tree(function, per_path[p]["labels"]),
                         "mpi": _mpi_json([per_path[p]]),
+                        "visits": render(per_path[p]["visits"]),
+                        "visits_terms": terms_json(per_path[p]["visits"]),
                     }
                     for p in paths
                 },
@@ -268,6 +275,8 @@ class ProfileBuilder:
                         "params": sorted(params),
                         "dependency": render(absorb([frozenset(params)])),
                         "terms": terms_json(absorb([frozenset(params)])),
+                        "visits": render(lib["visits"][p]),
+                        "visits_terms": terms_json(lib["visits"][p]),
                     }
                     for p, params in sorted(lib["callpaths"].items())
                 },
@@ -338,6 +347,18 @@ class ProfileBuilder:
                 for param in branch["params"]:
                     coverage[param]["branches"] += 1
         return coverage
+
+
+def _enclosing_labels(function: Function, labels: dict[int, set[str]], loop: int) -> Term:
+    """Labels of ``loop`` and every loop around it: what multiplies the executions of a
+    call made inside it (``-1``: outside any loop)."""
+    parents = {lp.index: lp.parent for lp in function.loops}
+    found: set[str] = set()
+    current: int | None = loop if loop >= 0 else None
+    while current is not None:
+        found |= labels.get(current, set())
+        current = parents.get(current)
+    return frozenset(found)
 
 
 def _walk(loops: list[dict[str, Any]]) -> Iterable[dict[str, Any]]:

@@ -28,6 +28,7 @@ from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.prior import Prior
 from perfcast.taint.priors import (
     SOURCE,
+    callpath_terms,
     function_priors_from_profile,
     prior_from_terms,
     priors_from_profile,
@@ -121,18 +122,30 @@ def match_profile(
         )
     match = TaintMatch(dropped_parameters=[p for p in known if p not in experiment.parameters])
     by_function = function_priors_from_profile(profile, parameters=parameters, inclusive=inclusive)
-    key = "terms" if inclusive else "exclusive_terms"
     path_owner: dict[str, list[str]] = {}
     normalised: dict[str, list[str]] = {}
+    entries: dict[str, Mapping[str, Any]] = {}
     for name, function in profile["functions"].items():
-        for callpath in function["callpaths"]:
+        for callpath, entry in function["callpaths"].items():
             path_owner.setdefault(callpath, []).append(name)
             normalised.setdefault(normalise_callpath(callpath), []).append(callpath)
+            entries[callpath] = entry
+
+    def caller_entry(callpath: str) -> Mapping[str, Any] | None:
+        """The profile's entry of the call path's caller, if it has exactly one."""
+        frames = split_callpath(callpath)
+        if len(frames) < 2:
+            return None
+        parent = join_callpath(frames[:-1])
+        found = [parent] if parent in entries else normalised.get(normalise_callpath(parent), [])
+        return entries[found[0]] if len(found) == 1 else None
+
     names: dict[str, list[str]] = {}
     for name in profile["functions"]:
         names.setdefault(function_name(name), []).append(name)
 
-    # Functions the static pre-pass pruned or the run found parameter-free have no entry.
+    # Functions the static pre-pass pruned have no entry: constant per call, but called as
+    # often as the caller's loops around the call say (any of them: the site is not known).
     constant = {
         function_name(n) for n in [*profile.get("pruned", []), *profile.get("constant", [])]
     }
@@ -148,7 +161,14 @@ def match_profile(
         if len(candidates) > 1:  # overloads print alike once argument lists are gone
             owners = sorted({o for c in candidates for o in path_owner[c]})
         if not owners:
-            if function_name(split_callpath(callpath)[-1]) in constant:
+            caller = caller_entry(callpath)
+            if function_name(split_callpath(callpath)[-1]) in constant and caller is not None:
+                visits = callpath_terms(caller, inclusive=False)
+                match.priors[callpath] = prior_from_terms(visits, parameters)
+            elif (
+                function_name(split_callpath(callpath)[-1]) in constant
+                and len(split_callpath(callpath)) == 1
+            ):
                 match.priors[callpath] = Prior.constant(SOURCE)
             else:
                 match.unmatched.append(callpath)
@@ -157,7 +177,12 @@ def match_profile(
             match.priors[callpath] = by_function[owners[0]]
         else:  # the loosest restriction every candidate allows
             functions = profile["functions"]
-            terms = [t for o in owners for t in functions[o].get(key, functions[o]["terms"])]
+            terms = [
+                t
+                for o in owners
+                for entry in functions[o]["callpaths"].values()
+                for t in callpath_terms(entry, inclusive=inclusive)
+            ]
             match.priors[callpath] = prior_from_terms(terms, parameters)
         match.functions[callpath] = owners
         match.by_function.append(callpath)
