@@ -225,3 +225,37 @@ def test_with_params_copies_every_setting_but_the_changed_ones():
     assert variant.significance is None
     assert variant.get_params() == {**modeler.get_params(), "significance": None}
     assert variant.space is space
+
+
+def test_median_is_estimated_by_harrell_davis_unless_the_sample_median_is_asked_for():
+    rows = [
+        ("f", "time", (p,), value)
+        for p in GRID["p"]
+        for value in (1.0, 2.0, 3.0, 4.0, 100.0)  # flat, one wild repetition per point
+    ]
+    data = Experiment.from_rows(["p"], rows)
+    sample_median = PMNFModeler(median_estimator="sample").fit(data)[("f", "time")]
+    assert sample_median.constant == 3.0 and not sample_median.terms
+    harrell_davis = PMNFModeler(significance=None).fit(data)[("f", "time")]
+    # Beta(3, 3) weights of the five order statistics: 0.058, 0.259, 0.365, 0.259, 0.058.
+    assert harrell_davis.constant == pytest.approx(8.50, abs=0.01)
+    assert harrell_davis.constant < np.mean([1, 2, 3, 4, 100]) / 2
+    with pytest.raises(InputError, match="median estimator"):
+        PMNFModeler(median_estimator="trimmed")
+
+
+@pytest.mark.parametrize("finalists", [1, 4])
+def test_screening_keeps_the_simplest_exact_model_whatever_the_number_of_finalists(finalists):
+    functions = {
+        "sum": lambda p, n, s: 2 + 3 * p * log2(p) + 0.5 * n**2 + 4 * s ** (1 / 2),
+        "product": lambda p, n, s: 1 + 0.01 * p ** (3 / 2) * n * log2(s),
+    }
+    models = PMNFModeler(finalists=finalists).fit(experiment(functions, ["p", "n", "s"]))
+    assert shape(models[("sum", "time")]) == [
+        (("n", F(2), 0),),
+        (("p", F(1), 1),),
+        (("s", F(1, 2), 0),),
+    ]
+    assert shape(models[("product", "time")]) == [
+        (("n", F(1), 0), ("p", F(3, 2), 0), ("s", F(0), 1)),
+    ]

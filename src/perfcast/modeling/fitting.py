@@ -88,16 +88,74 @@ def fit_subsets(
     return out
 
 
+@dataclass
+class Screen:
+    """In-sample fits without predictions: enough to rank hypotheses, not to validate them."""
+
+    coefficients: np.ndarray  # (batch, t)
+    rss: np.ndarray  # (batch,) weighted residual sum of squares
+    valid: np.ndarray  # (batch,)
+
+
+def screen_subsets(
+    columns: np.ndarray, y: np.ndarray, weights: np.ndarray | None, subsets: np.ndarray
+) -> Screen:
+    """Like :func:`fit_subsets`, but only coefficients and the weighted in-sample RSS.
+
+    Both follow from the Gram matrix alone (``rss = y'Wy - beta' X'Wy``), so a hypothesis
+    costs O(t^2) once the dictionary's Gram matrix exists, against O(n t^2) for predictions
+    and leverages: cheap enough to screen every structure and shape combination, leaving
+    leave-one-out validation to the few best. The subtraction loses ~1e-15 of ``y'Wy`` to
+    rounding; callers floor the RSS at :data:`SCREEN_FLOOR` so such ties stay ties.
+    """
+    rows, n, d = columns.shape
+    hypotheses, t = subsets.shape
+    w = np.ones((rows, n)) if weights is None else np.broadcast_to(weights, (rows, n))
+    out = Screen(
+        np.empty((rows, hypotheses, t)),
+        np.empty((rows, hypotheses)),
+        np.empty((rows, hypotheses), dtype=bool),
+    )
+    step = max(1, MAX_BATCH_ELEMENTS // max(n * d, hypotheses * t * t))
+    for start in range(0, rows, step):
+        part = slice(start, min(rows, start + step))
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            xs, scale, finite, yw = _scaled_columns(columns[part], y[part], w[part])
+            gram = np.swapaxes(xs, 1, 2) @ xs  # (K, d, d)
+            rhs = (xs * yw[:, :, None]).sum(axis=1)  # (K, d)
+            rhs_s = rhs[:, subsets]
+            beta, ok = _solve_symmetric(gram[:, subsets[:, :, None], subsets[:, None, :]], rhs_s)
+            ok &= finite[:, subsets].all(axis=2)
+            total = np.square(yw).sum(axis=1)[:, None]
+            out.rss[part] = np.maximum(total - _dot(beta, rhs_s), 0.0)
+            out.coefficients[part] = beta / np.where(finite, scale, 1.0)[:, subsets]
+            out.valid[part] = ok
+    return out
+
+
+SCREEN_FLOOR = 1e-12
+"""Relative in-sample RSS (a fraction of ``y'Wy``) below which screened fits count as exact."""
+
+
+def _scaled_columns(
+    columns: np.ndarray, y: np.ndarray, w: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Weighted columns scaled to unit norm (conditions the normal matrices), the scales,
+    which columns are usable, and the weighted data."""
+    xw = columns * w[:, :, None]
+    scale = np.sqrt(np.square(xw).sum(axis=1))  # (K, d)
+    finite = np.isfinite(scale) & (scale > 0)
+    xs = np.where(finite[:, None, :], xw / np.where(finite, scale, 1.0)[:, None, :], 0.0)
+    return xs, scale, finite, y * w
+
+
 def _fit_subsets_chunk(
     columns: np.ndarray, y: np.ndarray, w: np.ndarray, subsets: np.ndarray
 ) -> BatchFit:
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        xw = columns * w[:, :, None]
-        scale = np.sqrt(np.square(xw).sum(axis=1))  # (K, d): conditions the normal matrices
-        finite = np.isfinite(scale) & (scale > 0)
-        xs = np.where(finite[:, None, :], xw / np.where(finite, scale, 1.0)[:, None, :], 0.0)
+        xs, scale, finite, yw = _scaled_columns(columns, y, w)
         gram = np.swapaxes(xs, 1, 2) @ xs  # (K, d, d)
-        rhs = (xs * (y * w)[:, :, None]).sum(axis=1)  # (K, d)
+        rhs = (xs * yw[:, :, None]).sum(axis=1)  # (K, d)
         gram_inv, ok = _invert_symmetric(gram[:, subsets[:, :, None], subsets[:, None, :]])
         ok &= finite[:, subsets].all(axis=2)
         beta = _matvec(gram_inv, rhs[:, subsets])  # (K, H, t), scaled coordinates
@@ -111,8 +169,8 @@ def _fit_subsets_chunk(
     return BatchFit(coefficients, fitted, loo, ok)
 
 
-def fit_shared_basis(design: np.ndarray, y: np.ndarray, weights: np.ndarray | None) -> BatchFit:
-    """Fit S hypotheses that share their design across C data rows: design (S, n, t),
+def screen_shared_basis(design: np.ndarray, y: np.ndarray, weights: np.ndarray | None) -> Screen:
+    """Screen S hypotheses that share their design across C data rows: design (S, n, t),
     y and weights (C, n). Results have leading shape (C, S).
 
     This is the hot path of the per-parameter search (every shape on every line of every
@@ -122,8 +180,6 @@ def fit_shared_basis(design: np.ndarray, y: np.ndarray, weights: np.ndarray | No
     shapes, n, t = design.shape
     rows = y.shape[0]
     w2 = np.ones((rows, n)) if weights is None else np.asarray(weights) ** 2
-    if t == 2 and np.all(design[:, :, 0] == 1.0):
-        return _fit_constant_plus_one(design[:, :, 1], y, w2)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         scale = np.abs(design).max(axis=1)  # (S, t): keeps the Gram matrices well conditioned
         finite = np.isfinite(scale).all(axis=1) & (scale > 0).all(axis=1)
@@ -133,58 +189,21 @@ def fit_shared_basis(design: np.ndarray, y: np.ndarray, weights: np.ndarray | No
         for i in range(t):
             for j in range(i, t):
                 gram[:, :, i, j] = gram[:, :, j, i] = w2 @ (xs[:, :, i] * xs[:, :, j]).T
-        rhs = np.stack([(w2 * y) @ xs[:, :, i].T for i in range(t)], axis=-1)
+        wy = w2 * y
+        rhs = np.stack([wy @ xs[:, :, i].T for i in range(t)], axis=-1)  # (C, S, t)
         gram_inv, ok = _invert_symmetric(gram)
         ok &= finite[None, :]
-        beta_scaled = _matvec(gram_inv, rhs)
-        predictions = _dot(xs[None], beta_scaled[:, :, None, :])
-        leverage = w2[:, None, :] * _quadratic(xs[None], gram_inv[:, :, None])
-        ok &= (leverage < LEVERAGE_LIMIT).all(axis=2)
-        residual = y[:, None, :] - predictions
-        loo = y[:, None, :] - residual / (1.0 - np.where(ok[:, :, None], leverage, 0.0))
-    return BatchFit(beta_scaled / scale[None, :, :], predictions, loo, ok)
+        beta = _matvec(gram_inv, rhs)
+        total = (wy * y).sum(axis=1)[:, None]
+        rss = np.maximum(total - _dot(beta, rhs), 0.0)
+    return Screen(beta / scale[None, :, :], rss, ok)
 
 
-def _fit_constant_plus_one(basis: np.ndarray, y: np.ndarray, w2: np.ndarray) -> BatchFit:
-    """``c0 + c1 * basis`` in closed form: the single-term search, by far the most frequent
-    regression. basis (S, n); y, w2 (C, n). With the 2x2 normal matrix ``[[a, b], [b, d]]``
-    the leverage of point i is ``w2_i (d - 2 b x_i + a x_i^2) / det``."""
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        scale = np.abs(basis).max(axis=1)  # (S,)
-        finite = np.isfinite(scale) & (scale > 0)
-        x = np.where(finite[:, None], basis / np.where(finite, scale, 1.0)[:, None], 0.0)
-        a = w2.sum(axis=1)[:, None]  # (C, 1)
-        b = w2 @ x.T  # (C, S)
-        d = w2 @ (x * x).T
-        wy = w2 * y
-        ry = wy.sum(axis=1)[:, None]
-        rx = wy @ x.T
-        det = a * d - b * b
-        ok = finite[None, :] & (det > CONDITION_LIMIT * a * d)
-        det = np.where(ok, det, 1.0)
-        slope = (a * rx - b * ry) / det
-        intercept = (d * ry - b * rx) / det
-        predictions = intercept[:, :, None] + slope[:, :, None] * x[None]
-        leverage = (
-            w2[:, None, :]
-            * (d[:, :, None] - 2 * b[:, :, None] * x[None] + a[:, :, None] * (x * x)[None])
-            / det[:, :, None]
-        )
-        ok &= (leverage < LEVERAGE_LIMIT).all(axis=2)
-        loo = y[:, None, :] - (y[:, None, :] - predictions) / (
-            1.0 - np.where(ok[:, :, None], leverage, 0.0)
-        )
-    coefficients = np.stack([intercept, slope / np.where(finite, scale, 1.0)[None, :]], axis=-1)
-    return BatchFit(coefficients, predictions, loo, ok)
-
-
-def constant_loo_predictions(y: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
-    """Leave-one-out predictions of the constant model (the weighted mean of the others)."""
+def constant_rss(y: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
+    """Weighted in-sample RSS of the constant model (the weighted mean)."""
     w2 = np.ones_like(y) if weights is None else np.square(weights)
-    total = (w2 * y).sum(axis=-1, keepdims=True)
-    mass = w2.sum(axis=-1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (total - w2 * y) / (mass - w2)
+    mean = (w2 * y).sum(axis=-1, keepdims=True) / w2.sum(axis=-1, keepdims=True)
+    return (w2 * np.square(y - mean)).sum(axis=-1)
 
 
 # Small-matrix helpers. Regressions here have 2 to ~6 columns; numpy's stacked matmul has a
@@ -236,6 +255,41 @@ def _invert_symmetric(gram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ok = eigval[..., 0] > CONDITION_LIMIT * eigval[..., -1]
     inv_eig = np.where(ok[..., None], 1.0 / np.where(ok[..., None], eigval, 1.0), 0.0)
     return (eigvec * inv_eig[..., None, :]) @ np.swapaxes(eigvec, -1, -2), ok
+
+
+def _solve_symmetric(gram: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Solve stacked symmetric positive semi-definite systems by an LDL' factorisation
+    spelled out over the (tiny) matrix index, and flag the ill-conditioned ones: a pivot
+    below ``CONDITION_LIMIT`` times the trace means a column is (nearly) a combination of
+    the others. Several times faster than an eigendecomposition when only a solution is
+    needed, not the inverse."""
+    t = gram.shape[-1]
+    lower = np.zeros(gram.shape)
+    pivot = np.empty(gram.shape[:-1])
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        for j in range(t):
+            pivot[..., j] = (
+                gram[..., j, j] - _dot(lower[..., j, :j] ** 2, pivot[..., :j])
+                if j
+                else gram[..., j, j]
+            )
+            safe = np.where(pivot[..., j] > 0, pivot[..., j], 1.0)
+            lower[..., j, j] = 1.0
+            for i in range(j + 1, t):
+                product = gram[..., i, j]
+                if j:
+                    product = product - _dot(lower[..., i, :j] * lower[..., j, :j], pivot[..., :j])
+                lower[..., i, j] = product / safe
+        ok = pivot.min(axis=-1) > CONDITION_LIMIT * np.trace(gram, axis1=-2, axis2=-1)
+        z = np.empty(rhs.shape)
+        for i in range(t):  # forward: L z = rhs
+            z[..., i] = rhs[..., i] - (_dot(lower[..., i, :i], z[..., :i]) if i else 0.0)
+        z = z / np.where(ok[..., None], pivot, 1.0)
+        x = np.empty(rhs.shape)
+        for i in reversed(range(t)):  # backward: L' x = D^-1 z
+            below = _dot(lower[..., i + 1 :, i], x[..., i + 1 :]) if i < t - 1 else 0.0
+            x[..., i] = z[..., i] - below
+    return np.where(ok[..., None], x, 0.0), ok
 
 
 def smape(y: np.ndarray, prediction: np.ndarray, axis: int = -1) -> np.ndarray:

@@ -7,16 +7,24 @@ How a call path is modeled, and why:
    call path left with no parameter gets a constant model.
 2. **Shapes per parameter.** Every single-parameter shape ``x^i log2(x)^j`` is fitted on
    *every* line of the design that varies that parameter (the others fixed), and its
-   leave-one-out error is summed over the lines. Using all lines rather than one makes the
-   choice of exponent far more robust to noise; it is valid for additive and multiplicative
-   structures alike because each line gets its own coefficients. The best ``candidates``
-   shapes per parameter are kept, not only the best one.
+   weighted in-sample error is summed over the lines. Using all lines rather than one makes
+   the choice of exponent far more robust to noise; it is valid for additive and
+   multiplicative structures alike because each line gets its own coefficients. The best
+   ``candidates`` shapes per parameter are kept, not only the best one.
 3. **Structures.** Term families (which parameters multiply, which add; see
    :mod:`perfcast.modeling.space`) are enumerated over the significant parameters and
-   fitted on all points with each parameter's best shape; the best ``refine_structures``
-   families are then refitted with every combination of the kept candidate shapes.
-4. **Selection** by leave-one-out cross-validation (SMAPE by default, RSS optional) over all
-   fitted hypotheses, the constant model included.
+   screened on all points with each parameter's best shape; the best ``refine_structures``
+   families are then screened with every combination of the kept candidate shapes.
+   Screening is an in-sample fit scored by generalised cross-validation (``RSS / (1 -
+   t/n)^2``), which needs only the Gram matrix of each call path's column dictionary.
+4. **Selection.** The best-screened ``finalists`` hypotheses and the constant model are
+   validated by exact leave-one-out cross-validation (SMAPE by default, RSS optional); the
+   lowest cost wins. Measured on synthetic truths (see ``benchmarks/``), screening scores
+   pick the right exponent more often than leave-one-out SMAPE (which weighs the corner
+   points' high leverage heavily), so one finalist is the default and leave-one-out only
+   guards against a model worse than the constant.
+
+Repetitions are aggregated per point, by a Harrell-Davis median by default.
 
 All fits are stacked NumPy solves across hypotheses and call paths
 (:mod:`perfcast.modeling.fitting`); there is no per-hypothesis Python loop.
@@ -36,23 +44,25 @@ from itertools import combinations, product
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from perfcast.errors import InputError
 from perfcast.experiment.experiment import (
     AGGREGATIONS,
     CALLPATH,
     METRIC,
-    REPETITION,
     VALUE,
     Experiment,
 )
 from perfcast.modeling.fitting import (
     CRITERIA,
+    SCREEN_FLOOR,
     adjusted_r2,
-    constant_loo_predictions,
-    fit_shared_basis,
+    constant_rss,
     fit_subsets,
     relative_weights,
+    screen_shared_basis,
+    screen_subsets,
     selection_cost,
 )
 from perfcast.modeling.modelset import ModelSet
@@ -62,6 +72,9 @@ from perfcast.modeling.prior import Prior
 from perfcast.modeling.space import Family, SearchSpace, family_parameters, term_families
 
 WEIGHTINGS = ("relative", "none")
+
+MEDIAN_ESTIMATORS = ("harrell-davis", "sample")
+"""How ``aggregation="median"`` estimates a point's median from its repetitions."""
 
 LINE_BLOCK = 200_000
 """Elements (rows x shapes x points) of the per-line search processed at once."""
@@ -98,8 +111,17 @@ class PMNFModeler:
         terms: number of terms per parameter (``terms`` shapes summed; 1 = Extra-P's default).
         criterion: ``"smape"`` or ``"rss"`` of leave-one-out predictions.
         aggregation: how repetitions at a point are combined before fitting.
+        median_estimator: ``"harrell-davis"`` estimates the median as a Beta-weighted
+            average of all sorted repetitions (Harrell & Davis, 1982), ``"sample"`` takes the
+            middle one. With five repetitions the sample median throws most of the data
+            away: under uniform noise its variance is about 1.6 times the Harrell-Davis
+            estimate's, and that variance is what confuses neighbouring exponents. The
+            Harrell-Davis weights still fall off towards the extremes (6 % each on the
+            smallest and largest of five), so one outlier moves it far less than the mean.
         candidates: shapes kept per parameter for the multi-parameter combination.
         refine_structures: structures refitted with every candidate combination.
+        finalists: hypotheses per call path that pass screening (in-sample fit, generalised
+            cross-validation) on to exact leave-one-out validation, besides the constant.
         max_terms: largest number of product terms in a structure besides the constant
             (default: the number of significant parameters, the paper's ``n = m + 1``).
         significance: level of the per-parameter noise F-test; ``None`` disables it.
@@ -118,8 +140,10 @@ class PMNFModeler:
         terms: int = 1,
         criterion: str = "smape",
         aggregation: str = "median",
+        median_estimator: str = "harrell-davis",
         candidates: int = 3,
         refine_structures: int = 3,
+        finalists: int = 1,
         max_terms: int | None = None,
         significance: float | None = 0.001,
         weighting: str = "relative",
@@ -130,18 +154,24 @@ class PMNFModeler:
             raise InputError(f"unknown criterion {criterion!r}; choose one of {sorted(CRITERIA)}")
         if aggregation not in AGGREGATIONS:
             raise InputError(f"unknown aggregation {aggregation!r}; choose one of {AGGREGATIONS}")
+        if median_estimator not in MEDIAN_ESTIMATORS:
+            raise InputError(
+                f"unknown median estimator {median_estimator!r}; choose one of {MEDIAN_ESTIMATORS}"
+            )
         if weighting not in WEIGHTINGS:
             raise InputError(f"unknown weighting {weighting!r}; choose one of {WEIGHTINGS}")
-        if terms < 1 or candidates < 1 or refine_structures < 1 or min_points < 2:
+        if min(terms, candidates, refine_structures, finalists) < 1 or min_points < 2:
             raise InputError(
-                "terms, candidates and refine_structures must be >= 1, min_points >= 2"
+                "terms, candidates, refine_structures and finalists must be >= 1, min_points >= 2"
             )
         self.space = space or SearchSpace()
         self.terms = terms
         self.criterion = criterion
         self.aggregation = aggregation
+        self.median_estimator = median_estimator
         self.candidates = candidates
         self.refine_structures = refine_structures
+        self.finalists = finalists
         self.max_terms = max_terms
         self.significance = significance
         self.weighting = weighting
@@ -199,17 +229,30 @@ class PMNFModeler:
     def _groups(self, experiment: Experiment, priors: Mapping[str, Prior]) -> Iterable[_Group]:
         params = experiment.parameters
         data = experiment.data
-        key_codes = data.groupby([CALLPATH, METRIC], sort=False).ngroup().to_numpy()
-        first_rows = data.drop_duplicates([CALLPATH, METRIC])
-        key_index = list(zip(first_rows[CALLPATH], first_rows[METRIC], strict=True))
-        point_codes = data.groupby(params, sort=True).ngroup().to_numpy()
-        coords = data[params].drop_duplicates().sort_values(params).to_numpy(dtype=float)
-        n_keys, n_points = len(key_index), len(coords)
+        # Integer codes instead of pandas group-bys: on large experiments (10^6 rows) the
+        # group-bys cost more than the whole search.
+        callpaths, callpath_names = pd.factorize(data[CALLPATH])
+        metrics, metric_names = pd.factorize(data[METRIC])
+        key_codes, pairs = pd.factorize(callpaths * len(metric_names) + metrics)
+        key_index = [
+            (
+                str(callpath_names[int(pair) // len(metric_names)]),
+                str(metric_names[int(pair) % len(metric_names)]),
+            )
+            for pair in np.asarray(pairs)
+        ]
+        point = np.zeros(len(data), dtype=np.int64)
+        for name in params:
+            codes, values = pd.factorize(data[name], sort=True)
+            point = point * len(values) + codes
+        cells, first_row, point_codes = np.unique(point, return_index=True, return_inverse=True)
+        coords = data[params].to_numpy(dtype=float)[first_row]
+        n_keys, n_points = len(key_index), len(cells)
         raw = data[VALUE].to_numpy(dtype=float)
-        reps = data.groupby([key_codes, point_codes], sort=False)[REPETITION].cumcount().to_numpy()
+        reps = _occurrence(key_codes * n_points + point_codes)
         repetitions = np.full((n_keys, n_points, int(reps.max()) + 1), np.nan)
         repetitions[key_codes, point_codes, reps] = raw
-        aggregated = _aggregate(repetitions, self.aggregation)
+        aggregated = self._aggregate(repetitions)
         present = ~np.isnan(aggregated)
         signature = [(present[k].tobytes(), priors.get(key_index[k][0])) for k in range(n_keys)]
         members: dict[tuple[bytes, Prior | None], list[int]] = {}
@@ -234,6 +277,15 @@ class PMNFModeler:
             return search.fixed(group.prior.structure)
         return search.run()
 
+    def _aggregate(self, repetitions: np.ndarray) -> np.ndarray:
+        """(K, n, r) NaN-padded repetitions -> (K, n) values to fit."""
+        if self.aggregation == "median" and self.median_estimator == "harrell-davis":
+            return _harrell_davis_median(repetitions)
+        reducer = getattr(np, f"nan{self.aggregation}")  # nanmedian, nanmean, nanmin, nanmax
+        with warnings.catch_warnings():  # all-NaN cells (unmeasured points) are expected
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.asarray(reducer(repetitions, axis=2))
+
     def _weights(self, y: np.ndarray) -> np.ndarray | None:
         return relative_weights(y) if self.weighting == "relative" else None
 
@@ -242,10 +294,14 @@ class PMNFModeler:
     ) -> np.ndarray:
         """Cross-validation cost; inf for singular fits and (optionally) negative terms."""
         cost = selection_cost(self.criterion, y, loo)
-        bad = ~valid | ~np.isfinite(cost)
-        if self.positive_terms:
-            bad |= (coefficients[..., 1:] < 0).any(axis=-1)
+        bad = ~valid | ~np.isfinite(cost) | self._negative(coefficients)
         return np.where(bad, np.inf, cost)
+
+    def _negative(self, coefficients: np.ndarray) -> np.ndarray:
+        """Fits rejected by ``positive_terms``: a negative term coefficient (not the constant)."""
+        if not self.positive_terms:
+            return np.zeros(coefficients.shape[:-1], dtype=bool)
+        return np.asarray((coefficients[..., 1:] < 0).any(axis=-1))
 
 
 class _GroupSearch:
@@ -302,8 +358,14 @@ class _GroupSearch:
         return mask & ~(parameter_p_values(cells) >= self.modeler.significance)
 
     def _rank_shapes(self, name: str) -> None:
-        """Keep the ``candidates`` shapes with the lowest leave-one-out error summed over
-        every line of the design along ``name``."""
+        """Keep the ``candidates`` shapes with the lowest weighted in-sample error summed
+        over every line of the design along ``name``.
+
+        In-sample error, not cross-validation: every shape has the same two coefficients
+        per line, so no shape gains from extra freedom and the smallest (relative) squared
+        error is the maximum-likelihood choice; leave-one-out over five points per line
+        only adds variance, and costs an n-length pass per shape that the sufficient
+        statistics avoid."""
         m = self.modeler
         shapes = list(combinations(m.space.factors(name), m.terms))
         self.shapes[name] = shapes
@@ -319,23 +381,20 @@ class _GroupSearch:
                 [np.ones((len(shapes), len(x), 1)), _shape_basis(shapes, x).transpose(0, 2, 1)],
                 axis=2,
             )
-            # Call paths in cache-sized blocks: the (rows, shapes, points) temporaries of a
-            # block stay in cache across the fit and the cost, which halves the time.
+            # Call paths in cache-sized blocks: the (rows, shapes, terms) temporaries of a
+            # block stay in cache across the fit and the cost.
             lines = values.shape[1]
             step = max(1, LINE_BLOCK // (lines * len(shapes) * len(x)))
             for start in range(0, len(self.group.keys), step):
                 block = values[start : start + step].reshape(-1, len(x))
                 weights = m._weights(block)
-                fit = fit_shared_basis(design, block, weights)
-                line_cost = m._cost(
-                    block[:, None, :], fit.loo_predictions, fit.coefficients, fit.valid
-                )
+                fit = screen_shared_basis(design, block, weights)
                 # A shape that cannot describe a line (singular, or a negative slope on a
                 # flat, noisy line) scores like the constant model there, not as infinitely
                 # bad: otherwise one flat line vetoes every shape of a parameter and the
                 # ranking degenerates to enumeration order.
-                flat = selection_cost(m.criterion, block, constant_loo_predictions(block, weights))
-                line_cost = np.where(np.isfinite(line_cost), line_cost, flat[:, None])
+                usable = fit.valid & ~m._negative(fit.coefficients)
+                line_cost = np.where(usable, fit.rss, constant_rss(block, weights)[:, None])
                 cost[start : start + step] += line_cost.reshape(-1, lines, len(shapes)).sum(axis=1)
         self.ranked[name] = np.argsort(cost, axis=1, kind="stable")[:, : m.candidates]
 
@@ -345,53 +404,117 @@ class _GroupSearch:
         m = self.modeler
         families = term_families(active, m.max_terms or max(1, len(active)), self._products(active))
         stage_a = [_Hypothesis(f, tuple((p, 0) for p in family_parameters(f))) for f in families]
-        cost, fits = self._evaluate(rows, stage_a)
-        pick = np.argmin(cost, axis=1)
-        n_rows = len(rows)
-        best = _Best(
-            cost=cost[np.arange(n_rows), pick],
-            hypothesis=[stage_a[h] for h in pick],
-            coefficients=[fits.coefficients[n, h] for n, h in enumerate(pick)],
-            predictions=[fits.predictions[n, h] for n, h in enumerate(pick)],
-        )
+        pool = _Finalists(len(rows), m.finalists)
+        score = self._screen(rows, stage_a)
+        pool.offer(np.arange(len(rows)), stage_a, score)
         if m.candidates > 1 and active:
-            # Each call path refits only its own best structures, so the work grows with
+            # Each call path refines only its own best structures, so the work grows with
             # the number of call paths, not with the union of everybody's favourites.
-            ranked_families = np.argsort(cost, axis=1, kind="stable")[:, : m.refine_structures]
+            ranked_families = np.argsort(score, axis=1, kind="stable")[:, : m.refine_structures]
             for rank in range(ranked_families.shape[1]):
                 for index in np.unique(ranked_families[:, rank]):
                     members = np.flatnonzero(ranked_families[:, rank] == index)
-                    self._refine(rows, members, families[int(index)], best)
-        return [
-            self._model(
-                int(row),
-                self._column_factors(best.hypothesis[n], int(row)),
-                best.coefficients[n],
-                best.predictions[n],
-                float(best.cost[n]),
-                active,
-            )
-            for n, row in enumerate(rows)
-        ]
+                    hypotheses = self._refinements(families[int(index)])
+                    if hypotheses:
+                        pool.offer(members, hypotheses, self._screen(rows[members], hypotheses))
+        return self._select(rows, pool, stage_a[0], active)
 
-    def _refine(self, rows: np.ndarray, members: np.ndarray, family: Family, best: _Best) -> None:
-        """Refit ``family`` with every combination of candidate shapes for ``rows[members]``."""
+    def _refinements(self, family: Family) -> list[_Hypothesis]:
+        """``family`` with every combination of candidate shapes but the best-only one."""
         names = family_parameters(family)
-        hypotheses = [
+        return [
             _Hypothesis(family, tuple(zip(names, ranks, strict=True)))
             for ranks in product(*(range(self.ranked[name].shape[1]) for name in names))
             if any(ranks)
         ]
-        if not hypotheses:
-            return
-        cost, fits = self._evaluate(rows[members], hypotheses)
+
+    def _screen(self, rows: np.ndarray, hypotheses: list[_Hypothesis]) -> np.ndarray:
+        """Screening score (K, H) of every hypothesis for the call paths ``rows``: the
+        generalised cross-validation error ``RSS / (1 - t/n)^2`` of the in-sample fit, which
+        approximates leave-one-out with the average leverage instead of each point's.
+
+        The hypotheses' columns are collected into one dictionary per call path, so each
+        distinct product column is computed once however many hypotheses share it."""
+        y = self.y[rows]
+        n = y.shape[1]
+        weights = None if self.weights is None else self.weights[rows]
+        keys_of = [self._column_keys(h) for h in hypotheses]
+        index: dict[ColumnKey, int] = {}
+        for keys in keys_of:
+            for key in keys:
+                index.setdefault(key, len(index) + 1)  # column 0 is the constant
+        columns = np.ones((len(rows), n, len(index) + 1))
+        for key, column in index.items():
+            for name, slot, q in key:
+                columns[:, :, column] *= self.basis[name][self.ranked[name][rows, slot], q, :]
+        floor = SCREEN_FLOOR * (y * y if weights is None else np.square(y * weights)).sum(axis=1)
+        score = np.full((len(rows), len(hypotheses)), np.inf)
+        by_width: dict[int, list[int]] = {}
+        for h, keys in enumerate(keys_of):
+            by_width.setdefault(len(keys) + 1, []).append(h)
+        for t, members in by_width.items():
+            if t >= n:
+                continue  # no residual degree of freedom: nothing to validate on
+            subsets = np.array([[0] + [index[k] for k in keys_of[h]] for h in members])
+            fit = screen_subsets(columns, y, weights, subsets)
+            usable = fit.valid & ~self.modeler._negative(fit.coefficients)
+            gcv = np.maximum(fit.rss, floor[:, None]) / (1.0 - t / n) ** 2
+            score[:, members] = np.where(usable, gcv, np.inf)
+        return score
+
+    def _select(
+        self,
+        rows: np.ndarray,
+        pool: _Finalists,
+        constant: _Hypothesis,
+        active: tuple[str, ...],
+    ) -> list[Model]:
+        """Leave-one-out validation of each call path's finalists (and the constant model,
+        always); the lowest cost wins, ties going to the hypothesis enumerated first (the
+        simpler one), which is what makes exact data pick the simplest exact model."""
+        ids = pool.finalist_ids(pool.register([constant])[0])  # (K, F), -1 = unused
+        n_rows, width = ids.shape
+        n = self.y.shape[1]
+        cost = np.full((n_rows, width), np.inf)
+        by_width: dict[int, list[tuple[np.ndarray, np.ndarray, list[ColumnKey]]]] = {}
+        for h in np.unique(ids[ids >= 0]):
+            at_row, at_slot = np.nonzero(ids == h)
+            keys = self._column_keys(pool.hypotheses[h])
+            by_width.setdefault(len(keys) + 1, []).append((at_row, at_slot, keys))
+        coefficients = np.full((n_rows, width, max(by_width)), np.nan)
+        predictions = np.full((n_rows, width, n), np.nan)
+        for t, groups in by_width.items():
+            at_row = np.concatenate([g[0] for g in groups])
+            at_slot = np.concatenate([g[1] for g in groups])
+            columns = np.ones((len(at_row), n, t))
+            offset = 0
+            for members, _, keys in groups:
+                block = columns[offset : offset + len(members)]
+                for c, key in enumerate(keys):
+                    for name, slot, q in key:
+                        shape = self.ranked[name][rows[members], slot]
+                        block[:, :, c + 1] *= self.basis[name][shape, q, :]
+                offset += len(members)
+            y = self.y[rows[at_row]]
+            weights = None if self.weights is None else self.weights[rows[at_row]]
+            fit = fit_subsets(columns, y, weights, np.arange(t)[None, :])
+            cost[at_row, at_slot] = self.modeler._cost(
+                y[:, None, :], fit.loo_predictions, fit.coefficients, fit.valid
+            )[:, 0]
+            coefficients[at_row, at_slot, :t] = fit.coefficients[:, 0]
+            predictions[at_row, at_slot] = fit.predictions[:, 0]
         pick = np.argmin(cost, axis=1)
-        for a, (n, h) in enumerate(zip(members, pick, strict=True)):
-            if cost[a, h] < best.cost[n]:
-                best.cost[n] = cost[a, h]
-                best.hypothesis[n] = hypotheses[h]
-                best.coefficients[n] = fits.coefficients[a, h]
-                best.predictions[n] = fits.predictions[a, h]
+        return [
+            self._model(
+                int(row),
+                self._column_factors(pool.hypotheses[ids[r, pick[r]]], int(row)),
+                coefficients[r, pick[r]],
+                predictions[r, pick[r]],
+                float(cost[r, pick[r]]),
+                active,
+            )
+            for r, row in enumerate(rows)
+        ]
 
     def _products(self, active: tuple[str, ...]) -> frozenset[frozenset[str]] | None:
         prior = self.group.prior
@@ -403,40 +526,6 @@ class _GroupSearch:
             for s in combinations(active, r)
             if prior.allows_product(s)
         )
-
-    def _evaluate(
-        self, rows: np.ndarray, hypotheses: list[_Hypothesis]
-    ) -> tuple[np.ndarray, _Fits]:
-        """Fit every hypothesis for the call paths ``rows``: cost (K, H) and the fits.
-
-        The hypotheses' columns are collected into one dictionary per call path, so each
-        distinct product column is computed once however many hypotheses share it."""
-        y = self.y[rows]
-        weights = None if self.weights is None else self.weights[rows]
-        keys_of = [self._column_keys(h) for h in hypotheses]
-        index: dict[ColumnKey, int] = {}
-        for keys in keys_of:
-            for key in keys:
-                index.setdefault(key, len(index) + 1)  # column 0 is the constant
-        columns = np.ones((len(rows), y.shape[1], len(index) + 1))
-        for key, column in index.items():
-            for name, slot, q in key:
-                columns[:, :, column] *= self.basis[name][self.ranked[name][rows, slot], q, :]
-        width = max(len(keys) for keys in keys_of) + 1
-        fits = _Fits.empty(len(rows), len(hypotheses), y.shape[1], width)
-        cost = np.full((len(rows), len(hypotheses)), np.inf)
-        by_width: dict[int, list[int]] = {}
-        for h, keys in enumerate(keys_of):
-            by_width.setdefault(len(keys) + 1, []).append(h)
-        for t, members in by_width.items():
-            subsets = np.array([[0] + [index[k] for k in keys_of[h]] for h in members])
-            fit = fit_subsets(columns, y, weights, subsets)
-            fits.coefficients[:, members, :t] = fit.coefficients
-            fits.predictions[:, members] = fit.predictions
-            cost[:, members] = self.modeler._cost(
-                y[:, None, :], fit.loo_predictions, fit.coefficients, fit.valid
-            )
-        return cost, fits
 
     def _column_keys(self, hypothesis: _Hypothesis) -> list[ColumnKey]:
         """Each term's columns: one per choice of a shape term for each of its parameters."""
@@ -517,26 +606,43 @@ class _GroupSearch:
         )
 
 
-@dataclass
-class _Best:
-    """The best hypothesis found so far for each call path of a search."""
+class _Finalists:
+    """Each call path's ``size`` best-screened hypotheses so far, over every stage.
 
-    cost: np.ndarray
-    hypothesis: list[_Hypothesis]
-    coefficients: list[np.ndarray]
-    predictions: list[np.ndarray]
+    Hypotheses get ids in the order they are first offered (stage A's simple structures
+    first), and screening ties are broken by that order."""
 
+    def __init__(self, rows: int, size: int):
+        self.hypotheses: list[_Hypothesis] = []
+        self._ids: dict[_Hypothesis, int] = {}
+        self.score = np.full((rows, size), np.inf)
+        self.id = np.full((rows, size), -1)
 
-@dataclass
-class _Fits:
-    coefficients: np.ndarray  # (K, H, t_max + 1), unused columns NaN
-    predictions: np.ndarray  # (K, H, n)
+    def register(self, hypotheses: Sequence[_Hypothesis]) -> np.ndarray:
+        for h in hypotheses:
+            if h not in self._ids:
+                self._ids[h] = len(self.hypotheses)
+                self.hypotheses.append(h)
+        return np.array([self._ids[h] for h in hypotheses])
 
-    @classmethod
-    def empty(cls, rows: int, hypotheses: int, n: int, width: int) -> _Fits:
-        return cls(
-            np.full((rows, hypotheses, width), np.nan), np.full((rows, hypotheses, n), np.nan)
-        )
+    def offer(self, members: np.ndarray, hypotheses: list[_Hypothesis], score: np.ndarray) -> None:
+        """Merge the screening scores (len(members), H) of ``hypotheses`` into the pool."""
+        ids = np.broadcast_to(self.register(hypotheses), score.shape)
+        all_scores = np.concatenate([self.score[members], score], axis=1)
+        all_ids = np.concatenate([self.id[members], ids], axis=1)
+        unused = np.where(all_ids < 0, np.iinfo(all_ids.dtype).max, all_ids)
+        order = np.lexsort((unused, all_scores), axis=-1)[:, : self.score.shape[1]]
+        self.score[members] = np.take_along_axis(all_scores, order, axis=1)
+        self.id[members] = np.take_along_axis(all_ids, order, axis=1)
+
+    def finalist_ids(self, always: int) -> np.ndarray:
+        """(K, size + 1) ids, sorted per row, plus ``always``; -1 pads unused slots."""
+        ids = np.where(np.isfinite(self.score), self.id, -1)
+        ids = np.concatenate([ids, np.full((len(ids), 1), always)], axis=1)
+        ids[:, :-1][ids[:, :-1] == always] = -1  # already a finalist: no second copy
+        last = np.iinfo(ids.dtype).max
+        ordered = np.sort(np.where(ids < 0, last, ids), axis=1)
+        return np.where(ordered == last, -1, ordered)
 
 
 def _product(factors: Sequence[Factor], coords: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -571,8 +677,28 @@ def _lines(
         yield x, np.stack([values[:, members] for members in member_lists], axis=1)
 
 
-def _aggregate(repetitions: np.ndarray, how: str) -> np.ndarray:
-    reducer = getattr(np, f"nan{how}")  # nanmedian, nanmean, nanmin, nanmax
-    with warnings.catch_warnings():  # all-NaN cells (unmeasured points) are expected
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.asarray(reducer(repetitions, axis=2))
+def _occurrence(codes: np.ndarray) -> np.ndarray:
+    """How many earlier entries share each entry's code (0 for the first), in order."""
+    order = np.argsort(codes, kind="stable")
+    ordered = codes[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    run_start = np.repeat(starts, np.diff(np.r_[starts, len(codes)]))
+    out = np.empty(len(codes), dtype=np.int64)
+    out[order] = np.arange(len(codes)) - run_start
+    return out
+
+
+def _harrell_davis_median(repetitions: np.ndarray) -> np.ndarray:
+    """The Harrell-Davis median of each cell's repetitions (NaN where a cell has none):
+    sorted values weighted by the Beta((c+1)/2, (c+1)/2) mass of each order statistic."""
+    from scipy.special import betainc  # deferred like scipy.stats in noise.py
+
+    ordered = np.sort(repetitions, axis=2)  # NaN padding sorts last
+    count = np.sum(~np.isnan(repetitions), axis=2)
+    out = np.full(count.shape, np.nan)
+    for c in np.unique(count[count > 0]):
+        half = (c + 1) / 2
+        weights = np.diff(betainc(half, half, np.arange(c + 1) / c))
+        cells = count == c
+        out[cells] = ordered[cells][:, :c] @ weights
+    return out
