@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ from perfcast.effort import CommunicationLaw
 from perfcast.errors import InputError
 from perfcast.experiment.experiment import Experiment
 from perfcast.measure.profiles import combine_runs
-from perfcast.modeling import ModelSet, PMNFModeler
+from perfcast.modeling import Factor, ModelSet, PMNFModeler
 from perfcast.synth.programs import (
     COMMUNICATION_OPERATIONS,
     KernelSpec,
@@ -299,10 +300,19 @@ def test_truth_round_trip_and_model_file(tmp_path):
     assert allreduce.bytes is not None and allreduce.bytes.text().endswith("p^(2) * n^(1/2)")
     bcast = truth["kernel_08_bcast"].bytes
     assert bcast is not None and bcast.leading_exponents() == {"p": (1, 0), "n": (1, 0)}
+    complexity = allreduce.communication_complexity()
+    assert complexity is not None and complexity.callpath == allreduce.mpi_callpath
+    assert complexity.leading_exponents() == {"p": (2, 0), "n": (1 / 2, 0)}
+    assert complexity.terms[0].factors == (Factor("p", Fraction(0), 1),)  # log2(p)
+    barrier = truth["kernel_07_barrier"].communication_complexity()
+    assert barrier is not None and barrier.text() == "0 + 1 * log2(p)"
     assert truth["kernel_12_send"].bytes_metric == "mpi_bytes_sent"
     assert truth["kernel_13_recv"].bytes_metric == "mpi_bytes_received"
     nested = truth["kernel_02_compute"]
     assert nested.kind == "computation" and nested.bytes is None and nested.law is None
+    assert nested.communication_complexity() is None
+    computation = nested.computation_complexity()
+    assert computation is not None and computation.text() == "0 + 1 * p^(1/2) * n * log2(n)"
     assert [loop.factor.parameter for loop in nested.spec.nests[0].loops] == ["p", "n"]
     # the truth file is also a perfcast model file
     models = ModelSet.load(path)
@@ -390,7 +400,9 @@ def test_cli_specified_kernels(tmp_path, capsys):
         ("--computation", "3", "must be followed by '*'"),
         ("--communication", "bcast", "needs a message size term"),
         ("--communication", "barrier:n", "a barrier moves no message"),
-        ("--communication", "allreduce:n+p", "bad token '+' at column 12"),
+        ("--communication", "allreduce:n+p", "bad token '+' at column 12 of 'allreduce:n+p'"),
+        ("--communication", "bcast:log2(n", "ends where ) was expected"),
+        ("--computation", "log2)n(", "bad token ')' at column 5"),
         ("--communication", "broadcast:n", "known operations: allgather, allreduce, barrier"),
     ],
 )

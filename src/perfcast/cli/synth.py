@@ -28,7 +28,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument("-o", "--output", type=Path, required=True, metavar="DIR")
-    parser.add_argument("--count", type=int, default=1, help="programs to write (default 1)")
+    parser.add_argument(
+        "--count",
+        type=int,
+        default=1,
+        help="programs to write (default 1), NAME_000, NAME_001, ...; specified kernels are in "
+        "every one, with coefficients drawn per program",
+    )
     parser.add_argument("--seed", type=int, help="random seed (default: drawn and printed)")
     parser.add_argument(
         "--kernels",

@@ -72,37 +72,33 @@ def parse_communication(text: str, parameters: Sequence[str]) -> ParsedCommunica
             f"MPI_{operation.capitalize()} needs a message size term in {text!r}, "
             f"e.g. '{operation}:{parameters[-1]}'"
         )
-    parser = _Parser(term_text, parameters, offset=len(text) - len(term_text))
+    parser = _Parser(text, parameters, start=len(text) - len(term_text))
     term = parser.term()
-    parser.end()
+    parser.end("a message size is a single term, e.g. 'n*log2(p)'")
     return ParsedCommunication(operation, term)
 
 
 class _Parser:
     """A recursive-descent parser over the tokens of one expression."""
 
-    def __init__(self, text: str, parameters: Sequence[str], offset: int = 0):
+    def __init__(self, text: str, parameters: Sequence[str], start: int = 0):
+        """Tokens of ``text[start:]``; errors quote all of ``text`` and count its columns."""
         self.text = text
         self.parameters = list(parameters)
-        self.offset = offset
         self.tokens: list[tuple[str, str, int]] = []
-        position = 0
-        while position < len(text):
-            if text[position:].strip() == "":
-                break
+        position = start
+        while text[position:].strip():
             match = _TOKEN.match(text, position)
-            if match is None or match.end() == position:
-                column = position + len(text[position:]) - len(text[position:].lstrip())
+            if match is None:
+                column = len(text) - len(text[position:].lstrip())
                 raise self._error(text[column], column, "is not allowed here")
             kind = match.lastgroup or ""
-            column = match.start(kind)
-            self.tokens.append((kind, match.group(kind), column))
+            self.tokens.append((kind, match.group(kind), match.start(kind)))
             position = match.end()
         self.index = 0
 
     def _error(self, token: str, column: int, problem: str) -> InputError:
-        where = f"column {self.offset + column + 1}"
-        return InputError(f"bad token {token!r} at {where} of {self.text!r}: {problem}")
+        return InputError(f"bad token {token!r} at column {column + 1} of {self.text!r}: {problem}")
 
     def peek(self) -> tuple[str, str, int] | None:
         return self.tokens[self.index] if self.index < len(self.tokens) else None
@@ -118,15 +114,15 @@ class _Parser:
         token = self.peek()
         if token is None:
             raise InputError(f"{self.text!r} ends where {what} was expected")
-        if token[0] != kind and not (kind == "symbol" and token[1] == what):
+        if token[0] != kind or (kind == "symbol" and token[1] != what):
             raise self._error(token[1], token[2], f"expected {what}")
         self.index += 1
         return token[1]
 
-    def end(self) -> None:
+    def end(self, problem: str = "expected '+' or the end of the expression") -> None:
         token = self.peek()
         if token is not None:
-            raise self._error(token[1], token[2], "expected '+' or the end of the expression")
+            raise self._error(token[1], token[2], problem)
 
     def term(self) -> ParsedTerm:
         coefficient = None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from perfcast.effort.laws import Law
+from perfcast.effort.laws import CommunicationLaw, Law
 from perfcast.errors import InputError
 from perfcast.modeling.modelset import FORMAT_VERSION as MODELS_FORMAT_VERSION
 from perfcast.modeling.pmnf import Factor, Model, Term
@@ -36,6 +36,7 @@ from perfcast.synth.programs.spec import (
 )
 
 TRUTH_FORMAT_VERSION = 1
+TIME_METRIC = "time"
 TRUTH_SUFFIX = ".truth.json"
 
 
@@ -119,6 +120,26 @@ class KernelTruth:
         elements = self.spec.message.elements(point)
         ranks = int(point[self.parameters[0]]) if self.operation in RANK_SCALED_OPERATIONS else 1
         return ELEMENT_BYTES * elements * ranks
+
+    def computation_complexity(self) -> Model | None:
+        """The expected growth of the kernel's own time (call path ``callpath``): the
+        effort's terms with unit coefficients (time per iteration is machine-dependent);
+        for exponent deviations and leading-exponent matches of fitted time models."""
+        if self.effort is None:
+            return None
+        terms = tuple(Term(1.0, term.factors) for term in self.effort.terms)
+        return Model(self.callpath, TIME_METRIC, 0.0, terms)
+
+    def communication_complexity(self) -> Model | None:
+        """The expected growth of the MPI call's time (call path ``mpi_callpath``): the
+        operation's Table I law with ``B`` = :attr:`bytes`, e.g. ``log2(p) + p*n`` for an
+        allreduce of ``n`` doubles per rank, unit coefficients."""
+        if self.mpi_callpath is None or self.law is None or self.operation is None:
+            return None
+        law = CommunicationLaw(self.operation, self.law)
+        shapes = law.structure(self.bytes, list(self.parameters), self.parameters[0])
+        terms = tuple(Term(1.0, shape) for shape in shapes)
+        return Model(self.mpi_callpath, TIME_METRIC, 0.0, terms)
 
     def models(self) -> list[Model]:
         return [m for m in (self.effort, self.bytes, self.message) if m is not None]
