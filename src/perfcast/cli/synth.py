@@ -27,7 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "as mpirun -np P ./NAME N [REPEAT]."
         ),
     )
-    parser.add_argument("-o", "--output", type=Path, required=True, metavar="DIR")
+    parser.add_argument(
+        "-o", "--output", type=Path, required=True, metavar="DIR", help="where to write them"
+    )
     parser.add_argument(
         "--count",
         type=int,
