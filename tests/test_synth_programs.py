@@ -314,7 +314,8 @@ def test_truth_round_trip_and_model_file(tmp_path):
     computation = nested.computation_complexity()
     assert computation is not None and computation.text() == "0 + 1 * p^(1/2) * n * log2(n)"
     assert [loop.factor.parameter for loop in nested.spec.nests[0].loops] == ["p", "n"]
-    # the truth file is also a perfcast model file
+    # strict JSON (no NaN), and also a perfcast model file
+    json.loads(path.read_text(), parse_constant=lambda name: pytest.fail(f"{name} in JSON"))
     models = ModelSet.load(path)
     assert models[("main->kernel_02_compute", "iterations")].leading_exponents() == {
         "p": (1 / 2, 0),

@@ -183,7 +183,7 @@ def truth_json(spec: ProgramSpec) -> dict:
     return {
         "perfcast_models": MODELS_FORMAT_VERSION,
         "parameters": list(spec.parameters),
-        "models": [m.to_json() for t in truths.values() for m in t.models()],
+        "models": [_model_json(m) for t in truths.values() for m in t.models()],
         "perfcast_synth_truth": TRUTH_FORMAT_VERSION,
         "program": spec.name,
         "source": f"{spec.name}.cpp",
@@ -195,6 +195,14 @@ def truth_json(spec: ProgramSpec) -> dict:
         else dict(zip(spec.parameters, spec.reference, strict=True)),
         "kernels": [_kernel_json(kernel, truths[kernel.function]) for kernel in spec.kernels],
     }
+
+
+def _model_json(model: Model) -> dict:
+    """A model entry without fit statistics: a truth was not fitted, and leaving out their
+    NaN placeholders keeps the file strict JSON (readable by jq and other languages)."""
+    data = model.to_json()
+    del data["statistics"]
+    return data
 
 
 def _kernel_json(kernel: KernelSpec, truth: KernelTruth) -> dict:
