@@ -312,3 +312,8 @@ def test_priors_bound_totals_over_visits(profile: dict) -> None:
     assert match.priors["main->smooth->block_size"].parameters == frozenset({"m"})
     assert match.priors["main->scale"].parameters == frozenset({"n"})
     assert match.unmatched == []
+    # Exclusive metrics: main's own loops are constant, but direct is not measured here
+    # (inlined or filtered out), so main's exclusive cost includes direct's m loop.
+    exclusive = match_profile(profile, Experiment.from_rows(["n", "m"], rows), inclusive=False)
+    assert exclusive.priors["main"].parameters == frozenset({"m", "n"})
+    assert any("main: pairs, direct" in note for note in exclusive.notes())

@@ -72,6 +72,8 @@ class TaintMatch:
             that exact path; the function's merged dependency is used).
         unmatched: call paths the profile knows nothing about; modeled without prior.
         dropped_parameters: profile parameters the experiment holds fixed.
+        absorbed: (exclusive priors) measured call path -> callees in the profile that the
+            measurement does not show (inlined or filtered out), whose cost it includes.
     """
 
     priors: dict[str, Prior] = field(default_factory=dict)
@@ -79,6 +81,7 @@ class TaintMatch:
     by_function: list[str] = field(default_factory=list)
     unmatched: list[str] = field(default_factory=list)
     dropped_parameters: list[str] = field(default_factory=list)
+    absorbed: dict[str, list[str]] = field(default_factory=dict)
 
     def notes(self) -> list[str]:
         """What the user must know about the match; never silent about a gap."""
@@ -87,6 +90,12 @@ class TaintMatch:
             notes.append(
                 f"taint profile parameters {self.dropped_parameters} are not parameters of "
                 "the experiment (held fixed); they are dropped from the priors"
+            )
+        if self.absorbed:
+            listed = "; ".join(f"{c}: {', '.join(v)}" for c, v in self.absorbed.items())
+            notes.append(
+                f"{len(self.absorbed)} exclusive prior(s) include callees not measured on "
+                f"their own (inlined or filtered out): {listed}"
             )
         if self.by_function:
             notes.append(
@@ -131,6 +140,30 @@ def match_profile(
             normalised.setdefault(normalise_callpath(callpath), []).append(callpath)
             entries[callpath] = entry
 
+    # Exclusive metrics of a measured path include callees the measurement does not show
+    # (inlined by the compiler, or left out by an instrumentation filter); library routines
+    # are measured by their wrappers, never inside the caller.
+    library_paths = {
+        c
+        for function in profile["functions"].values()
+        if function.get("file") is None
+        for c in function["callpaths"]
+    }
+    seen = {normalise_callpath(c) for c in experiment.callpaths}
+    children: dict[str, list[str]] = {}
+    for callpath in entries:
+        frames = split_callpath(callpath)
+        if len(frames) > 1:
+            children.setdefault(join_callpath(frames[:-1]), []).append(callpath)
+
+    def hidden_children(path: str) -> list[str]:
+        """Profile call paths below ``path`` whose cost a measurement of ``path`` includes."""
+        found = []
+        for child in children.get(path, []):
+            if normalise_callpath(child) not in seen and child not in library_paths:
+                found += [child, *hidden_children(child)]
+        return found
+
     def caller_entry(callpath: str) -> Mapping[str, Any] | None:
         """The profile's entry of the call path's caller, if it has exactly one."""
         frames = split_callpath(callpath)
@@ -156,6 +189,15 @@ def match_profile(
         if len(candidates) == 1:
             match.priors[callpath] = by_path[candidates[0]]
             match.functions[callpath] = path_owner[candidates[0]]
+            hidden = hidden_children(candidates[0])
+            if not inclusive and hidden:
+                terms = [
+                    t
+                    for c in [candidates[0], *hidden]
+                    for t in callpath_terms(entries[c], inclusive=False)
+                ]
+                match.priors[callpath] = prior_from_terms(terms, parameters)
+                match.absorbed[callpath] = [split_callpath(c)[-1] for c in hidden]
             continue
         owners = names.get(function_name(split_callpath(callpath)[-1]), [])
         if len(candidates) > 1:  # overloads print alike once argument lists are gone
