@@ -1,7 +1,7 @@
 """Effort-based priors: deterministic basic-block and MPI byte counts fix a model's
 exponents, noisy time only its coefficients (``noise-resilient-priors.txt``)."""
 
-from perfcast.effort.counts import EXACT_TOLERANCE, INEXACT_WARNING, CountModeler
+from perfcast.effort.counts import INEXACT_WARNING, CountModeler
 from perfcast.effort.laws import OPERATION_LAWS, CommunicationLaw, Law
 from perfcast.effort.priors import (
     DISAGREEMENT_GAP,
@@ -17,7 +17,6 @@ __all__ = [
     "DISAGREEMENT_GAP",
     "DISAGREEMENT_RATIO",
     "DISAGREEMENT_WARNING",
-    "EXACT_TOLERANCE",
     "INEXACT_WARNING",
     "OPERATION_LAWS",
     "CommunicationLaw",

@@ -1,30 +1,36 @@
-"""Exact PMNF models of deterministic counts (basic blocks, MPI bytes).
+"""PMNF models of deterministic counts (basic blocks, MPI bytes).
 
 Why not the time modeler: :class:`~perfcast.modeling.PMNFModeler` searches Extra-P's
-hypothesis space, where each parameter has *one* shape shared by every term (``m + 1``
-terms). Counts of real code are sums over loop nests of different depths: a kernel with an
-``n x n`` loop followed by an ``n x p`` loop executes ``a*n^2 + b*n*p + c*n + d`` blocks, in
-which ``n`` has two shapes. The one-shape search cannot express that and settles on a
-compromise (``n^2 + p^(3/4) * log2(p)``) whose exponents are wrong, and wrong exponents in
-the counts become wrong exponents in every time model fitted under the prior.
+hypothesis space, where each parameter has *one* shape shared by every term. Counts of real
+code are sums over loop nests of different depths: a kernel with an ``n x n`` loop followed
+by a ``p x n`` loop executes ``a*n^2 + b*p*n + c``, in which ``n`` has two shapes, and a
+kernel with a ``p^3`` loop and a ``p^(3/4) * n^(5/2)`` nest gives ``p`` two shapes. The
+one-shape search cannot express either and settles on a compromise whose exponents are
+wrong (``p^(9/4) * log2(p)`` for ``p^3``), and wrong exponents in the counts become wrong
+exponents in every time model fitted under the prior.
 
-Counts carry no noise, so they can be fitted *exactly*, and exactness is what tells the
-right model from a near miss: at five points a wrong shape leaves a relative residual of
-1e-4 or more, the right one leaves rounding error.
+The count search lets every term choose its own shapes:
 
-1. **Shapes per parameter.** Along every line of the design that varies only ``x`` (the
-   other parameters fixed) the counts are a linear combination of the same few
-   ``x``-shapes (the union over all terms) plus a constant. The smallest set of at most
-   ``max_shapes`` shapes that fits every line to within ``tolerance`` is chosen (the
-   best-fitting set of that size). Lines must have more points than the set has columns,
-   so the fit is a test and not an interpolation.
-2. **Terms.** Every product of the chosen shapes (each parameter contributing one of its
-   shapes or nothing) is fitted on all points; then terms are removed, the least useful
-   first, as long as the fit stays within ``tolerance``.
+1. **Candidate shapes per parameter.** Along every line of the design that varies only
+   ``x`` (the other parameters fixed), the counts are a combination of the same few
+   ``x``-shapes (the union over the terms) plus a constant. Every single shape and every
+   pair of shapes is fitted on all those lines at once; the shapes of the best singles and
+   pairs are the candidates of ``x`` (as many as keep the product dictionary below
+   :data:`MAX_COLUMNS`).
+2. **Terms.** A dictionary of product terms, one candidate (or nothing) per parameter, is
+   searched for the best model of one term (all of them) and of two terms (every pair
+   screened by its in-sample fit, the best :data:`SCREEN_KEEP` validated); models of more
+   terms grow from the :data:`BEAM` best of the previous size, up to ``max_terms``. Models
+   are ranked by leave-one-out error, as in the time modeler; a model with more terms must
+   cut that error by :data:`TERM_GAIN`, and none is grown once it is exact up to the
+   rounding of integer trip counts (:data:`ROUNDING_SMAPE`), so rounding is not fitted with
+   extra terms (``llround(32 * p^(1/3))`` iterations deviate from ``32 * p^(1/3)`` by up to
+   1/64). Term coefficients must be positive: counts are sums of work that happens.
 
-Counts that no such model fits (counts that differ between runs, loop bounds rounded far
-from any PMNF function) fall back to the PMNF modeler's best fit, with a warning on the
-model, so a prior is still derived but nobody mistakes it for an exact one.
+Exact counts get exact models (the selection cost is floored at rounding error, so the
+simplest exact model wins). Counts that no model fits closely (data-dependent control
+flow, coarse rounding) keep their best model and a warning, so a prior is still derived but
+nobody mistakes it for an exact one.
 """
 
 from __future__ import annotations
@@ -37,24 +43,53 @@ import numpy as np
 
 from perfcast.errors import InputError
 from perfcast.experiment.experiment import CALLPATH, METRIC, VALUE, Experiment
-from perfcast.modeling.fitting import LEVERAGE_LIMIT, adjusted_r2, smape
-from perfcast.modeling.modeler import PMNFModeler
+from perfcast.modeling.fitting import (
+    adjusted_r2,
+    fit_subsets,
+    relative_weights,
+    selection_cost,
+    smape,
+)
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.pmnf import Factor, FitStatistics, Model, Term
 from perfcast.modeling.space import SearchSpace
 
-EXACT_TOLERANCE = 1e-6
-"""Largest relative residual (of a point, relative to its own value) that still counts as an
-exact fit. Rounding error of the fits is about 1e-12; a wrong shape leaves at least about
-1e-4 on five points spanning a factor of three to five, so anything in between separates
-them. Counts with integer-rounded loop bounds (``(long)pow(n, 1.5)``) deviate by about
-1/count from a PMNF function: pass a larger tolerance for those."""
+MAX_TERMS = 3
+"""Most product terms of a count model besides the constant: two loop nests of different
+shapes plus one lower-order term (loop overhead) that is still visible."""
 
-MAX_SHAPES = 3
-"""Most shapes one parameter may have across all terms (``n^2 + n*log2(n) + n`` has three).
-Five values per parameter test at most three shapes plus the constant."""
+MAX_COLUMNS = 1000
+"""Upper bound on the product-term dictionary (about 30 candidate shapes per parameter for
+two parameters): every pair of its terms is screened, half a million small regressions."""
 
-INEXACT_WARNING = "counts are not an exact PMNF function of the parameters"
+SCREEN_KEEP = 200
+"""Pairs of terms with the best in-sample fit that are validated by leave-one-out."""
+
+BEAM = 10
+"""Models of each size that are grown by one more term (a greedy search from the single
+best model would miss ``a*n*log2(n)*p + b*n^(3/2) + c*n*p`` when its best pair is not part
+of it)."""
+
+TERM_GAIN = 4.0
+"""A model with one more term is preferred only if its leave-one-out error is this many
+times smaller: a real term of the count cuts the error by orders of magnitude, a term that
+only bends towards the rounding of trip counts by a small factor."""
+
+ROUNDING_SMAPE = 0.01
+"""Leave-one-out SMAPE (percent) below which a count model is exact up to the rounding of
+integer trip counts (0.5 in 5000 iterations); further terms would only fit that rounding."""
+
+INEXACT_SMAPE = 1.0
+"""Counts whose best model misses them by more than this SMAPE (percent) get a warning."""
+
+INEXACT_WARNING = "counts are not close to a PMNF function of the parameters"
+
+CRITERION = "smape"
+
+CONDITION = 1e-12
+"""Determinant of a screened (unit-column) normal matrix below which a pair is degenerate
+(two shapes that are one column at the measured points), and the relative norm below which
+a column is the constant."""
 
 
 @dataclass(frozen=True)
@@ -65,176 +100,183 @@ class _LineGroup:
     members: np.ndarray  # (lines, L) point indices
 
 
+@dataclass
+class _Choice:
+    columns: tuple[int, ...]  # dictionary indices (0 = the constant)
+    cost: float
+    coefficients: np.ndarray
+    prediction: np.ndarray
+    loo: np.ndarray
+
+
 class CountModeler:
-    """Exact sparse PMNF fits of noise-free counts (see the module docstring).
+    """Models of noise-free counts with independent shapes per term (module docstring).
 
     Args:
         space: exponent sets the shapes come from (Extra-P's defaults).
-        tolerance: see :data:`EXACT_TOLERANCE`.
-        max_shapes: see :data:`MAX_SHAPES`.
-        fallback: modeler for counts that have no exact model (default: a
-            :class:`PMNFModeler` without the noise test, which has nothing to test here).
-        min_points: fewest values of a parameter on a line for that line to be used.
+        max_terms: see :data:`MAX_TERMS`.
+        term_gain: see :data:`TERM_GAIN`.
+        max_columns: see :data:`MAX_COLUMNS`.
+        min_points: fewest values of a parameter on a line for that line to be used, and
+            for the parameter to be modeled at all.
     """
 
     def __init__(
         self,
         space: SearchSpace | None = None,
         *,
-        tolerance: float = EXACT_TOLERANCE,
-        max_shapes: int = MAX_SHAPES,
-        fallback: PMNFModeler | None = None,
+        max_terms: int = MAX_TERMS,
+        term_gain: float = TERM_GAIN,
+        max_columns: int = MAX_COLUMNS,
         min_points: int = 3,
     ):
-        if not tolerance > 0:
-            raise InputError(f"the exact-fit tolerance must be positive, got {tolerance}")
-        if max_shapes < 1 or min_points < 2:
-            raise InputError("max_shapes must be >= 1 and min_points >= 2")
+        if max_terms < 1 or min_points < 2 or max_columns < 2:
+            raise InputError("max_terms must be >= 1, min_points >= 2 and max_columns >= 2")
+        if not term_gain >= 1:
+            raise InputError(f"term_gain must be at least 1, got {term_gain}")
         self.space = space or SearchSpace()
-        self.tolerance = tolerance
-        self.max_shapes = max_shapes
-        self.fallback = fallback or PMNFModeler(self.space, significance=None)
+        self.max_terms = max_terms
+        self.term_gain = term_gain
+        self.max_columns = max_columns
         self.min_points = min_points
-        self._factors: dict[str, list[Factor]] = {}
-        self._bases: dict[tuple[str, int, bytes], np.ndarray] = {}
 
     def fit(self, experiment: Experiment) -> ModelSet:
-        """A model per (call path, metric): exact where one exists, else the fallback's."""
+        """A model per (call path, metric) of ``experiment`` (repetitions: their median)."""
         experiment.validate()
         parameters = experiment.parameters
         models = ModelSet(parameters)
         table = experiment.aggregate("median")
-        inexact: list[tuple[str, str]] = []
         for (callpath, metric), rows in table.groupby([CALLPATH, METRIC], sort=False):
             coordinates = rows[parameters].to_numpy(dtype=float)
             values = rows[VALUE].to_numpy(dtype=float)
-            model = self.exact(str(callpath), str(metric), coordinates, values, parameters)
-            if model is None:
-                inexact.append((str(callpath), str(metric)))
-            else:
-                models.add(model)
-        if inexact:
-            callpaths = sorted({c for c, _ in inexact})
-            metrics = sorted({m for _, m in inexact})
-            approximate = self.fallback.fit(experiment.restricted(callpaths, metrics))
-            for key in inexact:
-                model = approximate[key]
-                model.warnings.append(
-                    f"{INEXACT_WARNING} (tolerance {self.tolerance:g}): best approximate fit"
-                )
-                models.add(model)
+            models.add(self.model(str(callpath), str(metric), coordinates, values, parameters))
         return models
 
     # -- one count -------------------------------------------------------------------------
 
-    def exact(
+    def model(
         self,
         callpath: str,
         metric: str,
         coordinates: np.ndarray,
         values: np.ndarray,
         parameters: Sequence[str],
-    ) -> Model | None:
-        """The exact model of one count, or ``None`` if there is none within tolerance."""
-        scale = np.abs(values).max() if len(values) else 0.0
-        if scale == 0 or np.ptp(values) <= self.tolerance * scale:
-            constant = float(np.median(values)) if len(values) else 0.0
-            return self._model(callpath, metric, values, constant, [], [])
-        shapes: dict[str, list[Factor]] = {}
-        for index, name in enumerate(parameters):
-            chosen = self._shapes_of(name, index, coordinates, values)
-            if chosen is None:
-                return None
-            shapes[name] = chosen
-        columns = [
+    ) -> Model:
+        """The model of one count measured at ``coordinates`` (points x parameters)."""
+        modeled = [
+            name
+            for j, name in enumerate(parameters)
+            if len(np.unique(coordinates[:, j])) >= self.min_points
+        ]
+        scale = float(np.abs(values).max()) if len(values) else 0.0
+        if not modeled or scale == 0 or np.ptp(values) == 0:
+            return self._constant(callpath, metric, values)
+        per_parameter = max(1, int(self.max_columns ** (1 / len(modeled))) - 1)
+        candidates = {
+            name: self._candidates(name, parameters.index(name), coordinates, values, per_parameter)
+            for name in modeled
+        }
+        shapes = [
             tuple(f for f in picks if f is not None)
-            for picks in product(*([None, *shapes[name]] for name in parameters))
+            for picks in product(*([None, *candidates[name]] for name in modeled))
         ]
-        # The empty product is the constant. Order as the time modeler does: single
-        # parameters first, in parameter order, then products.
-        columns = sorted(
-            (c for c in columns if c),
-            key=lambda c: (len(c), [parameters.index(f.parameter) for f in c], c),
-        )
+        shapes = [s for s in shapes if s]
         point = {name: coordinates[:, j] for j, name in enumerate(parameters)}
-        basis = {c: _evaluate(c, point) for c in columns}
-        kept = list(columns)
-        error, _ = self._fit(values, [basis[c] for c in kept])
-        if error > self.tolerance:
-            return None
-        while kept:
-            trials = [
-                (self._fit(values, [basis[c] for c in kept if c != drop])[0], drop) for drop in kept
-            ]
-            error, drop = min(trials, key=lambda trial: trial[0])
-            if error > self.tolerance:
-                break
-            kept.remove(drop)
-        _, coefficients = self._fit(values, [basis[c] for c in kept])
-        terms = [
-            Term(float(c), tuple(sorted(shape)))
-            for c, shape in zip(coefficients[1:], kept, strict=True)
-        ]
-        return self._model(
-            callpath, metric, values, float(coefficients[0]), terms, [basis[c] for c in kept]
+        dictionary = np.stack([np.ones(len(values)), *(_evaluate(s, point) for s in shapes)], 1)
+        best = self._search(dictionary, values)
+        if best is None:
+            return self._constant(callpath, metric, values)
+        terms = tuple(
+            Term(float(c), tuple(sorted(shapes[k - 1])))
+            for c, k in sorted(
+                zip(best.coefficients[1:], best.columns[1:], strict=True),
+                key=lambda pair: _order(shapes[pair[1] - 1], parameters),
+            )
         )
+        model = self._model(callpath, metric, values, float(best.coefficients[0]), terms, best)
+        if model.statistics.smape > INEXACT_SMAPE:
+            model.warnings.append(
+                f"{INEXACT_WARNING}: the best model misses them by "
+                f"{model.statistics.smape:.2g} % (SMAPE); its exponents may be off"
+            )
+        return model
 
-    def _shapes_of(
-        self, name: str, index: int, coordinates: np.ndarray, values: np.ndarray
-    ) -> list[Factor] | None:
-        """The smallest set of ``name``'s shapes that fits every line exactly; ``[]`` if the
-        count does not vary along ``name``; ``None`` if no set of ``max_shapes`` does."""
+    def _search(self, dictionary: np.ndarray, values: np.ndarray) -> _Choice | None:
+        """Best model of one and two terms (every pair screened, the best validated), then
+        models of more terms grown from the best few of the previous size, while each step
+        pays (:data:`TERM_GAIN`) and the model is not yet exact up to rounding
+        (:data:`ROUNDING_SMAPE`)."""
+        columns = dictionary.shape[1] - 1
+        best: _Choice | None = None
+        beam: list[_Choice] = []
+        for size in range(1, min(self.max_terms, columns) + 1):
+            if best is not None and best.cost <= ROUNDING_SMAPE:
+                break
+            if size == 1:
+                subsets = np.array([(0, k) for k in range(1, columns + 1)])
+            elif size == 2:
+                subsets = _screen_pairs(dictionary, values, SCREEN_KEEP)
+            else:
+                grown = {
+                    tuple(sorted((*choice.columns, k)))
+                    for choice in beam
+                    for k in range(1, columns + 1)
+                    if k not in choice.columns
+                }
+                subsets = np.array(sorted(grown))
+            beam = self._ranked(dictionary, values, subsets) if len(subsets) else []
+            if not beam or (best is not None and not beam[0].cost * self.term_gain < best.cost):
+                break
+            best = beam[0]
+        return best
+
+    def _ranked(
+        self, dictionary: np.ndarray, values: np.ndarray, subsets: np.ndarray
+    ) -> list[_Choice]:
+        """The :data:`BEAM` best valid models among ``subsets``, best first."""
+        fit = fit_subsets(dictionary[None], values[None], relative_weights(values)[None], subsets)
+        cost = selection_cost(CRITERION, values[None, None, :], fit.loo_predictions)[0]
+        bad = ~fit.valid[0] | ~np.isfinite(cost) | (fit.coefficients[0, :, 1:] <= 0).any(axis=1)
+        cost = np.where(bad, np.inf, cost)
+        return [
+            _Choice(
+                tuple(int(k) for k in subsets[h]),
+                float(cost[h]),
+                fit.coefficients[0, h],
+                fit.predictions[0, h],
+                fit.loo_predictions[0, h],
+            )
+            for h in np.argsort(cost, kind="stable")[:BEAM]
+            if np.isfinite(cost[h])
+        ]
+
+    def _candidates(
+        self, name: str, index: int, coordinates: np.ndarray, values: np.ndarray, limit: int
+    ) -> list[Factor]:
+        """``limit`` shapes of ``name``: half from the best single shapes on every line, the
+        rest from the best pairs (a parameter with two shapes in different terms)."""
+        factors = self.space.factors(name)
         groups = _line_groups(coordinates, index, self.min_points)
         if not groups:
-            return []  # too few values to model this parameter: leave it out
-        factors = self._factors.setdefault(name, self.space.factors(name))
-        largest = min(self.max_shapes, min(len(g.x) for g in groups) - 2)
-        for size in range(largest + 1):
-            subsets = np.array(list(combinations(range(len(factors)), size)), dtype=int)
-            subsets = subsets.reshape(len(subsets), size)
-            error = np.zeros(len(subsets))
-            for group in groups:
-                error = np.maximum(error, self._line_error(name, group, subsets, values))
-            best = int(np.argmin(error))
-            if error[best] <= self.tolerance:
-                return [factors[k] for k in subsets[best]]
-        return None
+            return factors[:limit]
+        ranked: list[Factor] = []
+        for size, quota in ((1, (limit + 1) // 2), (2, limit)):
+            if any(len(g.x) < size + 2 for g in groups):
+                quota = limit  # a line must have more points than columns to test a fit
+                break
+            subsets = np.array(list(combinations(range(len(factors)), size)))
+            error = sum(_line_error(factors, g, subsets, values) for g in groups)
+            for k in np.argsort(error, kind="stable"):
+                ranked += [factors[s] for s in subsets[k] if factors[s] not in ranked]
+                if len(ranked) >= quota:
+                    break
+        return ranked[:limit]
 
-    def _line_error(
-        self, name: str, group: _LineGroup, subsets: np.ndarray, values: np.ndarray
-    ) -> np.ndarray:
-        """Per subset of shapes, the largest relative residual over the group's lines."""
-        y = values[group.members].T  # (L, lines)
-        q = self._orthonormal_basis(name, group.x, subsets)  # (H, L, size + 1)
-        residual = y[None] - q @ (q.transpose(0, 2, 1) @ y[None])  # (H, L, lines)
-        scale = np.where(np.abs(y) > 0, np.abs(y), np.abs(y).max(axis=0, keepdims=True))
-        scale = np.where(scale > 0, scale, 1.0)
-        return np.abs(residual / scale[None]).max(axis=(1, 2))
-
-    def _orthonormal_basis(self, name: str, x: np.ndarray, subsets: np.ndarray) -> np.ndarray:
-        """Q of the QR factorisation of [1, shapes] at ``x``, per subset (cached: every call
-        path measured at the same values shares them)."""
-        key = (name, subsets.shape[1], x.tobytes())
-        if key not in self._bases:
-            factors = self._factors[name]
-            shapes = np.stack([f.evaluate(x) for f in factors])  # (S, L)
-            shapes = shapes / np.abs(shapes).max(axis=1, keepdims=True)
-            design = np.concatenate(
-                [np.ones((len(subsets), len(x), 1)), shapes[subsets].transpose(0, 2, 1)], axis=2
-            )
-            self._bases[key] = np.linalg.qr(design)[0]
-        return self._bases[key]
-
-    def _fit(self, values: np.ndarray, columns: list[np.ndarray]) -> tuple[float, np.ndarray]:
-        """Relative least squares on [1, columns]: largest relative residual, coefficients."""
-        design = np.column_stack([np.ones_like(values), *columns])
-        weights = _weights(values)
-        scale = np.abs(design).max(axis=0)
-        scale = np.where(scale > 0, scale, 1.0)
-        solution, *_ = np.linalg.lstsq(design * weights[:, None] / scale, values * weights)
-        coefficients = solution / scale
-        residual = (values - design @ coefficients) * weights
-        return float(np.abs(residual).max()), coefficients
+    def _constant(self, callpath: str, metric: str, values: np.ndarray) -> Model:
+        constant = float(np.median(values)) if len(values) else 0.0
+        prediction = np.full_like(values, constant)
+        choice = _Choice((0,), 0.0, np.array([constant]), prediction, prediction)
+        return self._model(callpath, metric, values, constant, (), choice)
 
     def _model(
         self,
@@ -242,32 +284,58 @@ class CountModeler:
         metric: str,
         values: np.ndarray,
         constant: float,
-        terms: list[Term],
-        columns: list[np.ndarray],
+        terms: tuple[Term, ...],
+        choice: _Choice,
     ) -> Model:
-        prediction = constant + sum(
-            (t.coefficient * c for t, c in zip(terms, columns, strict=True)),
-            np.zeros_like(values),
-        )
-        residual = values - prediction
-        if columns:
-            leverage = np.minimum(_leverage(values, columns), LEVERAGE_LIMIT)
-            held_out = values - residual / (1.0 - leverage)
-        else:
-            held_out = prediction
         return Model(
             callpath,
             metric,
             constant,
-            tuple(terms),
+            terms,
             statistics=FitStatistics(
-                rss=float(np.square(residual).sum()),
-                smape=float(smape(values, prediction)),
-                adjusted_r2=adjusted_r2(values, prediction, len(terms) + 1),
-                cv_error=float(smape(values, held_out)),
+                rss=float(np.square(values - choice.prediction).sum()),
+                smape=float(smape(values, choice.prediction)),
+                adjusted_r2=adjusted_r2(values, choice.prediction, len(terms) + 1),
+                cv_error=float(smape(values, choice.loo)),
                 points=len(values),
             ),
         )
+
+
+def _screen_pairs(dictionary: np.ndarray, values: np.ndarray, keep: int) -> np.ndarray:
+    """The ``keep`` pairs of terms (with the constant) with the smallest weighted in-sample
+    residual and positive coefficients, as subsets ``(0, i, j)`` of the dictionary.
+
+    With every column made orthogonal to the (weighted) constant, a pair's fit is a 2x2
+    system whose entries come from the dictionary's Gram matrix, so all pairs are solved
+    in closed form at once; only the best are validated by leave-one-out."""
+    weights = relative_weights(values)
+    columns = dictionary[:, 1:] * weights[:, None]
+    target = values * weights
+    unit = weights / np.sqrt(weights @ weights)
+    columns = columns - np.outer(unit, unit @ columns)
+    target = target - unit * (unit @ target)
+    norm = np.sqrt(np.square(columns).sum(axis=0))
+    usable = norm > CONDITION * np.sqrt(np.square(dictionary[:, 1:] * weights[:, None]).sum(0))
+    columns = columns / np.where(usable, norm, 1.0)
+    gram = columns.T @ columns
+    rhs = columns.T @ target
+    i, j = np.triu_indices(len(rhs), k=1)
+    gii, gjj, gij = gram[i, i], gram[j, j], gram[i, j]
+    det = gii * gjj - gij * gij
+    with np.errstate(invalid="ignore", divide="ignore"):
+        bi = (gjj * rhs[i] - gij * rhs[j]) / det
+        bj = (gii * rhs[j] - gij * rhs[i]) / det
+        explained = bi * rhs[i] + bj * rhs[j]
+    ok = (det > CONDITION) & usable[i] & usable[j] & (bi > 0) & (bj > 0)
+    order = np.argsort(np.where(ok, -explained, np.inf), kind="stable")[:keep]
+    order = order[ok[order]]
+    return np.column_stack([np.zeros(len(order), dtype=int), i[order] + 1, j[order] + 1])
+
+
+def _order(shape: tuple[Factor, ...], parameters: Sequence[str]) -> tuple:
+    """The time modeler's term order: single parameters first, in parameter order."""
+    return (len(shape), [parameters.index(f.parameter) for f in shape], shape)
 
 
 def _evaluate(shape: tuple[Factor, ...], point: dict[str, np.ndarray]) -> np.ndarray:
@@ -277,17 +345,20 @@ def _evaluate(shape: tuple[Factor, ...], point: dict[str, np.ndarray]) -> np.nda
     return out
 
 
-def _weights(values: np.ndarray) -> np.ndarray:
-    """1/|y|, with zero counts weighted like the largest count (they must fit, too)."""
-    magnitude = np.abs(values)
-    largest = magnitude.max()
-    return 1.0 / np.where(magnitude > 0, magnitude, largest if largest > 0 else 1.0)
-
-
-def _leverage(values: np.ndarray, columns: list[np.ndarray]) -> np.ndarray:
-    design = np.column_stack([np.ones_like(values), *columns]) * _weights(values)[:, None]
-    q = np.linalg.qr(design / np.abs(design).max(axis=0))[0]
-    return np.square(q).sum(axis=1)
+def _line_error(
+    factors: list[Factor], group: _LineGroup, subsets: np.ndarray, values: np.ndarray
+) -> np.ndarray:
+    """Per subset of shapes, the summed squared relative residual over the group's lines."""
+    basis = np.stack([f.evaluate(group.x) for f in factors])  # (S, L)
+    basis = basis / np.abs(basis).max(axis=1, keepdims=True)
+    design = np.concatenate(
+        [np.ones((len(subsets), len(group.x), 1)), basis[subsets].transpose(0, 2, 1)], axis=2
+    )
+    q = np.linalg.qr(design)[0]  # (H, L, size + 1)
+    y = values[group.members].T  # (L, lines)
+    y = y / np.where(np.abs(y).max(axis=0) > 0, np.abs(y).max(axis=0), 1.0)
+    residual = y[None] - q @ (q.transpose(0, 2, 1) @ y[None])
+    return np.square(residual).sum(axis=(1, 2))
 
 
 def _line_groups(coordinates: np.ndarray, index: int, min_points: int) -> list[_LineGroup]:

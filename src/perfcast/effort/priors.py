@@ -14,7 +14,7 @@ structure of term shapes whose coefficients alone are fitted to the (noisy) time
   factors. Receive-only routines (Recv, Irecv) send nothing; for a call path whose sent
   bytes are all zero, ``mpi_bytes_received`` is modeled instead.
 
-Counts are modeled exactly (:mod:`perfcast.effort.counts`): they have no noise, and a
+Counts have a search of their own (:mod:`perfcast.effort.counts`): they have no noise, and a
 kernel's counts are often sums of loop nests of different depths (``a*n^2 + b*n*p``) that
 the time modeler's one-shape-per-parameter space cannot express. Where the time model
 that obeys the prior fits far worse than the unconstrained (black-box) one, the effort does
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from perfcast.effort.counts import EXACT_TOLERANCE, CountModeler
+from perfcast.effort.counts import CountModeler
 from perfcast.effort.laws import RANKS_PARAMETER, CommunicationLaw
 from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment
 from perfcast.modeling.modeler import PMNFModeler
@@ -101,14 +101,11 @@ class EffortModeler:
     """Effort-prior modeling on top of a :class:`PMNFModeler`.
 
     Args:
-        modeler: the time modeler (its search space also models the counts; its settings,
-            minus the noise test, model counts that have no exact model).
+        modeler: the time modeler (its exponent sets also bound the count models).
         time_metric: the metric the priors constrain.
         ranks: the parameter counting MPI ranks (for the ``log2(p)`` latency terms).
         disagreement_ratio, disagreement_gap: see :data:`DISAGREEMENT_RATIO` and
             :data:`DISAGREEMENT_GAP`.
-        count_tolerance: relative residual an exact count model may leave
-            (:data:`~perfcast.effort.counts.EXACT_TOLERANCE`).
     """
 
     def __init__(
@@ -119,25 +116,16 @@ class EffortModeler:
         ranks: str = RANKS_PARAMETER,
         disagreement_ratio: float = DISAGREEMENT_RATIO,
         disagreement_gap: float = DISAGREEMENT_GAP,
-        count_tolerance: float = EXACT_TOLERANCE,
     ):
         self.modeler = modeler or PMNFModeler()
         self.time_metric = time_metric
         self.ranks = ranks
         self.disagreement_ratio = disagreement_ratio
         self.disagreement_gap = disagreement_gap
-        self.count_tolerance = count_tolerance
 
     def counter_modeler(self) -> CountModeler:
-        """Exact fits of the counts in the time modeler's search space; counts without an
-        exact model get the time modeler's fit without the noise test (they are
-        deterministic, there is no noise to test for)."""
-        return CountModeler(
-            self.modeler.space,
-            tolerance=self.count_tolerance,
-            fallback=self.modeler.with_params(significance=None),
-            min_points=self.modeler.min_points,
-        )
+        """The count modeler, in the time modeler's search space (exponent sets)."""
+        return CountModeler(self.modeler.space, min_points=self.modeler.min_points)
 
     # -- priors --------------------------------------------------------------------------
 
@@ -207,7 +195,7 @@ class EffortModeler:
                 models.add(model)
                 if model.metric == self.time_metric:
                     blackbox.add(model)
-        for model in self._fit_constrained(experiment, priors):
+        for model in self.fit_with_priors(experiment, priors):
             free = blackbox[(model.callpath, model.metric)]
             if self.disagrees(model, free):
                 model.warnings.append(
@@ -217,10 +205,14 @@ class EffortModeler:
             models.add(model)
         return EffortModels(models, priors, blackbox, self.time_metric, notes)
 
-    def _fit_constrained(
+    def fit_with_priors(
         self, experiment: Experiment, priors: dict[str, EffortPrior]
     ) -> list[Model]:
-        """Time models under the priors.
+        """Time models of the call paths in ``priors``, under those priors.
+
+        :meth:`fit` derives the priors and calls this; calling it directly reuses priors
+        already derived (:meth:`derive`), e.g. for many noisy copies of one campaign's time,
+        which share that campaign's counts.
 
         Under the modeler's ``positive_terms`` policy a term whose coefficient comes out
         negative is dropped and the call path refitted: the counts say the work exists, but
