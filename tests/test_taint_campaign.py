@@ -9,6 +9,7 @@ relevant functions, and a ``perfcast measure`` that runs only the reduced design
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -234,8 +235,10 @@ def test_filtered_build_measures_exactly_the_relevant_functions(
 
 def test_measure_runs_only_the_reduced_design(campaign: Path) -> None:
     spec = load_spec(campaign / "perfcast.toml")
-    result = measure(spec, LocalBackend(), store_path=campaign / "app.sqlite")
+    shown = io.StringIO()
+    result = measure(spec, LocalBackend(), store_path=campaign / "app.sqlite", stream=shown)
     assert result.planned == 6 and result.stored_ok == 6 and not result.failed
+    assert "plan: " in shown.getvalue() and "taint" in shown.getvalue()  # why the grid shrank
     experiment = read_experiment(campaign / "app.sqlite")
     # [build] filter names the profile: the measured program recorded the relevant functions.
     frames = {f for c in experiment.callpaths for f in c.split("->") if not f.startswith("MPI_")}

@@ -172,6 +172,10 @@ def measure(
     """Run the campaign ``spec`` describes into its store; see the module docstring."""
     store_path = Path(store_path or spec.store)
     plan = plan_from_spec(spec, design)
+    if stream is not None:
+        # the plan may differ from the spec's grid (a taint profile reduced it): say why
+        for note in plan.notes:
+            print(f"plan: {note}", file=stream, flush=True)
     if store_path.exists() and not resume:
         with CampaignStore.open(store_path) as existing:
             stored = sum(existing.counts().values())
