@@ -217,7 +217,7 @@ def test_other_call_sites_match_by_function_and_bad_profiles_are_input_errors(
         "matched by function name: main->driver(int)->compute(int)" in n for n in match.notes()
     )
 
-    for text, message in (("{not json", "not JSON"), ("[1, 2]", "expected a JSON object")):
+    for text, message in (("{not json", "not JSON"), ("[1, 2]", "not a perfcast taint profile")):
         bad = tmp_path / "bad.json"
         bad.write_text(text)
         status, _ = run_model(tmp_path, monkeypatch, measurements(), "--taint", str(bad))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from perfcast.modeling import PMNFModeler, SearchSpace
 from perfcast.modeling.fitting import CRITERIA
 from perfcast.modeling.modelset import ModelSet
 from perfcast.report import STYLES, render_models
+from perfcast.taint.profile import read_profile
 from perfcast.taint.validity import flag_models, match_profile
 
 TAINT_MODES = ("prior", "check")
@@ -146,16 +146,7 @@ def _fit_with_taint(
 ) -> ModelSet:
     """Fit with (or only check against) a taint profile; the black-box fit is always made,
     since only a model free to use every parameter reveals a dependency the code lacks."""
-    try:
-        profile = json.loads(args.taint.read_text())
-    except OSError as exc:
-        raise InputError(
-            f"cannot read the taint profile: {exc.strerror}", path=args.taint
-        ) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg}", path=args.taint, line=exc.lineno) from None
-    if not isinstance(profile, dict):
-        raise InputError("not a perfcast taint profile (expected a JSON object)", path=args.taint)
+    profile = read_profile(args.taint)
     try:
         match = match_profile(profile, experiment, inclusive=not args.exclusive)
     except InputError as exc:
