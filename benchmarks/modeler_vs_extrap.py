@@ -29,6 +29,7 @@ extrap``.) Each results file starts with the command that wrote it.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import tempfile
@@ -334,8 +335,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     _extrap.ensure_extrap()
+    load_before = os.getloadavg()[1]
     with tempfile.TemporaryDirectory(prefix="perfcast-vs-extrap-") as workdir:
         rows = run(args, Path(workdir))
+    load_after = os.getloadavg()[1]
     noise = Noise(args.noise_pattern, 0.05, symmetric=args.symmetric)
     report = [
         "$ " + shlex.join(["python3", "benchmarks/modeler_vs_extrap.py", *(argv or sys.argv[1:])]),
@@ -345,7 +348,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{'Extra-P default shapes' if args.truths == 'extrap' else 'PMNF sets I x J'}; "
         f"5 values per parameter, {REPETITIONS} repetitions; noise {noise.pattern} "
         f"{'symmetric (+-)' if args.symmetric else 'additive (eta >= 0, as in the paper)'}",
-        "E = Extra-P, P = perfcast; seconds = reading the text file + modeling",
+        "E = Extra-P, P = perfcast; seconds = reading the text file + modeling; "
+        f"machine load (5-min average) {load_before:.1f} at the start, {load_after:.1f} at the "
+        f"end, on {os.cpu_count()} cores shared with other work",
         "",
         HEADER,
         "-" * len(HEADER),
