@@ -84,3 +84,20 @@ def test_malformed_input_is_a_message_not_a_traceback(tmp_path):
 def test_unknown_callpath_selection(capsys):
     assert main(["model", str(EXAMPLE), "--callpath", "nope"]) == 2
     assert "no callpath ['nope']" in capsys.readouterr().err
+
+
+def test_median_estimator_option_reaches_the_modeler(tmp_path):
+    # every point: four repetitions at 2 and one outlier at 200
+    data = "\n".join("DATA 2 2 2 2 200" for _ in range(5))
+    source = tmp_path / "outlier.txt"
+    source.write_text(f"PARAMETER x\nPOINTS 1 2 3 4 5\nREGION r\nMETRIC time\n{data}\n")
+    constants = {}
+    for estimator in ("sample", "harrell-davis"):
+        out = tmp_path / f"{estimator}.json"
+        assert main(["model", str(source), "--median-estimator", estimator, "-o", str(out)]) == 0
+        (model,) = json.loads(out.read_text())["models"]
+        assert model["terms"] == []
+        constants[estimator] = model["constant"]
+    assert constants["sample"] == pytest.approx(2.0)
+    # Harrell-Davis gives the extremes small weights: the outlier moves it, within bounds
+    assert 2.0 < constants["harrell-davis"] < 20.0

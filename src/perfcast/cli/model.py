@@ -15,6 +15,7 @@ from perfcast.experiment.experiment import AGGREGATIONS, Experiment
 from perfcast.experiment.io import FORMATS
 from perfcast.modeling import PMNFModeler, SearchSpace
 from perfcast.modeling.fitting import CRITERIA
+from perfcast.modeling.modeler import MEDIAN_ESTIMATORS
 from perfcast.modeling.modelset import ModelSet
 from perfcast.report import STYLES, render_models
 from perfcast.taint.profile import read_profile
@@ -45,6 +46,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     search.add_argument("--terms", type=int, default=1, help="terms per parameter (default 1)")
     search.add_argument("--criterion", choices=sorted(CRITERIA), default="smape")
     search.add_argument("--aggregate", choices=AGGREGATIONS, default="median")
+    search.add_argument(
+        "--median-estimator",
+        choices=MEDIAN_ESTIMATORS,
+        default="harrell-davis",
+        help="how the median of the repetitions is estimated: harrell-davis (default: lower "
+        "variance) or sample (the middle value: most robust to single outliers)",
+    )
     search.add_argument("--candidates", type=int, default=3, help="shapes kept per parameter")
     search.add_argument(
         "--significance",
@@ -110,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         terms=args.terms,
         criterion=args.criterion,
         aggregation=args.aggregate,
+        median_estimator=args.median_estimator,
         candidates=args.candidates,
         significance=args.significance or None,
         weighting="none" if args.unweighted else "relative",
