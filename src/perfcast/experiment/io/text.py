@@ -69,20 +69,29 @@ class _TextReader:
     def read(self) -> Experiment:
         try:
             with open(self.path, encoding="utf-8") as file:
-                for number, raw in enumerate(file, start=1):
-                    line = raw.strip()
-                    if not line or line.startswith("#"):
-                        continue
-                    keyword, *rest = line.split(None, 1)
-                    handler = self.handlers.get(keyword)
-                    if handler is None:
-                        raise self.error(
-                            f"unknown keyword {keyword!r}; expected one of {', '.join(KEYWORDS)}",
-                            number,
-                        )
-                    handler(" ".join(rest[0].split()) if rest else "", number)
+                text = file.read()
         except UnicodeDecodeError as exc:
             raise self.error(f"not a text file ({exc.reason})", None) from None
+        # One pass over the split text: DATA lines are nearly all of a file (one per call
+        # path, metric and point), so they take a short path that skips the keyword
+        # dispatch and the whitespace normalisation the rarer keywords need.
+        for number, raw in enumerate(text.split("\n"), start=1):
+            tokens = raw.split()
+            if not tokens:
+                continue
+            keyword = tokens[0]
+            if keyword == "DATA" and len(tokens) > 1 and self.block is not None:
+                self.data_values(tokens[1:], number)
+                continue
+            if keyword.startswith("#"):
+                continue
+            handler = self.handlers.get(keyword)
+            if handler is None:
+                raise self.error(
+                    f"unknown keyword {keyword!r}; expected one of {', '.join(KEYWORDS)}",
+                    number,
+                )
+            handler(" ".join(tokens[1:]), number)
         self.close_block()
         if self.table is None or not self.blocks_seen:
             raise self.error("the file contains no DATA lines", None)
@@ -151,6 +160,10 @@ class _TextReader:
             raise self.error("DATA line without values", line)
         if self.block is None:
             self.open_block(line)
+        self.data_values(rest.split(" "), line)
+
+    def data_values(self, values: list[str], line: int) -> None:
+        """One DATA line's values, in an open block (the reader's hot path)."""
         if self.block_rows == len(self.point_lines):
             raise self.error(
                 f"more DATA lines than the {len(self.point_lines)} POINTS for region "
@@ -158,7 +171,8 @@ class _TextReader:
                 f"{self.block_start})",
                 line,
             )
-        self.table.add(self.region, self.metric, self.block_rows, rest.split(" "), line=line)
+        assert self.table is not None and self.block is not None  # an open block has both
+        self.table.add(self.block[0], self.block[1], self.block_rows, values, line=line)
         self.block_rows += 1
 
     # -- blocks: one REGION/METRIC pair with one DATA line per point --------------------
