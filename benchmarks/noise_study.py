@@ -1,0 +1,661 @@
+"""Noise study: classic vs effort-prior models of generated MPI benchmarks under artificial
+noise (``noise-resilient-priors.txt`` V-B, at this machine's scale).
+
+A fixed-seed population of generated programs (:mod:`perfcast.synth.programs`, 5 kernels
+each, at least 50 kernels) is built with ``perfcast build --counters`` and measured with
+perfcast's own campaign machinery (``perfcast.toml`` per program, SQLite store, resumable)
+on a full grid of 5 rank counts x 5 problem sizes, 5 repetitions, plus the test point one
+step beyond both ranges (paper V-A5: RE is measured there). Measurements are cached in
+``benchmarks/.noise-study/`` (gitignored): an interrupted run resumes, a second run only
+analyses.
+
+The analysis (paper V-A6, V-B2, V-B3):
+
+* **Noise.** The four patterns (uniform, truncated normal, scaled Poisson, scaled
+  exponential; additive, :class:`perfcast.synth.Noise`) at 2, 5, 10, 50 and 75 % are
+  injected into the measured time of every repetition, many times with independent
+  seeds; the counters stay as measured (they are deterministic).
+* **Models.** Classic: :class:`~perfcast.modeling.PMNFModeler` on time (median of the
+  repetitions). Effort prior: :class:`~perfcast.effort.EffortModeler`, whose priors are
+  derived once from the counts and whose time coefficients are fitted to each noisy copy,
+  as in the paper whatever their sign; a second line reports perfcast's default policy,
+  which drops effort terms whose time coefficient comes out negative.
+* **Metrics.** ED (Eq. 4) per parameter against the kernel's theoretical complexity (its
+  generated loop nests for computation, its Table I law applied to its generated message
+  for communication); RE (Eq. 5) at the test point against the measured time there.
+  Means over kernels and injections, computation and communication apart.
+* **Repetitions.** Models from every subset of 1..5 of the measured repetitions (no
+  injected noise), with the measurement counts: classic ``k * 5^2`` time runs; effort
+  prior ``k * 5^2`` runs that also count (the paper's accounting, with a separate effort
+  run per point: ``5^2 + k * 5^2``, so ``2 * 5^2`` at one repetition against ``5^3``).
+
+Ranks beyond the two cores are oversubscribed, so measured time grows with ``p`` where
+the work per rank does not (a rank gets ``2/p`` of a core); the header of the output says
+how much, and the RE of both approaches carries it.
+
+::
+
+    python3 benchmarks/noise_study.py --quick      # 2 programs, 3 x 3 grid: a few minutes
+    python3 benchmarks/noise_study.py --output benchmarks/results/noise_study.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, cast
+
+import numpy as np
+import pandas as pd
+
+from perfcast.effort import EffortModeler, EffortPrior
+from perfcast.effort.laws import CommunicationLaw
+from perfcast.experiment import read_experiment
+from perfcast.experiment.experiment import CALLPATH, METRIC, REPETITION, VALUE, Experiment
+from perfcast.measure.campaign import measure
+from perfcast.measure.local import LocalBackend, available_cores
+from perfcast.measure.spec import load_spec
+from perfcast.measure.store import OK, CampaignStore
+from perfcast.modeling import PMNFModeler
+from perfcast.modeling.pmnf import Model, Term
+from perfcast.synth import Noise, NoisePattern, exponent_deviation, next_point, relative_error
+from perfcast.synth.programs import KernelTruth, random_program, read_truth, write_program
+
+TIME = "time"
+COUNTERS = ("basic_blocks", "mpi_bytes_sent", "mpi_bytes_received")
+PARAMETERS = ("p", "n")
+INTENSITIES = (0.02, 0.05, 0.10, 0.50, 0.75)
+COMPUTATION, COMMUNICATION = "computation", "communication"
+CLASSIC, EFFORT, EFFORT_DROPPING = "classic", "effort", "effort (drop negative terms)"
+CACHE = Path(__file__).resolve().parent / ".noise-study"
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """What is generated and measured, and how much noise is injected."""
+
+    programs: int = 10
+    kernels: int = 5
+    ranks: tuple[int, ...] = (2, 3, 4, 5, 6)
+    sizes: tuple[int, ...] = (1000, 2000, 3000, 4000, 5000)
+    repetitions: int = 5
+    repeat: int = 5
+    """Calls of each kernel per run (the program's REPEAT argument): ten or more
+    milliseconds of kernel time per run, well above the timer's resolution."""
+    injections: int = 30
+    seed: int = 2026
+    timeout: float = 120.0
+
+    @property
+    def test_point(self) -> dict[str, float]:
+        return {"p": next_point(self.ranks), "n": next_point(self.sizes)}
+
+    @property
+    def points(self) -> int:
+        return len(self.ranks) * len(self.sizes)
+
+
+QUICK = Configuration(
+    programs=2, ranks=(2, 3, 4), sizes=(1000, 2000, 3000), repetitions=3, injections=5
+)
+
+
+# -- the data: what the analysis needs, however it was measured ----------------------------
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One analysed call path and the complexity theory gives it (coefficients 1)."""
+
+    callpath: str
+    kind: str
+    truth: Model
+
+
+@dataclass
+class Study:
+    """Training measurements (time and counters, every repetition), the measured time at
+    the test point, and the kernels with their truths."""
+
+    train: Experiment
+    test_point: dict[str, float]
+    test_time: dict[str, float]
+    kernels: list[Kernel]
+    beyond: pd.DataFrame
+    """Measurements at the test point's rank count (long form, as ``train.data``)."""
+
+    @property
+    def time(self) -> Experiment:
+        return self.train.restricted(metrics=[TIME])
+
+
+def kernels_of(program: str, truths: dict[str, KernelTruth]) -> list[Kernel]:
+    """The analysed call paths of one program: a kernel's own loops (computation) and its
+    MPI call (communication), each with its theoretical complexity. Call paths are
+    prefixed with the program's name so that programs can share one Experiment."""
+    kernels = []
+    for truth in truths.values():
+        if truth.effort is not None:
+            kernels.append(Kernel(f"{program}:{truth.callpath}", COMPUTATION, truth.effort))
+        if truth.mpi_callpath is not None:
+            law = CommunicationLaw.for_callpath(truth.mpi_callpath)
+            assert law is not None, truth.mpi_callpath
+            shapes = law.structure(truth.bytes, list(PARAMETERS))
+            model = Model(truth.mpi_callpath, TIME, 0.0, tuple(Term(1.0, s) for s in shapes))
+            kernels.append(Kernel(f"{program}:{truth.mpi_callpath}", COMMUNICATION, model))
+    return kernels
+
+
+def prefixed(experiment: Experiment, prefix: str) -> pd.DataFrame:
+    data = experiment.data.copy()
+    data[CALLPATH] = prefix + data[CALLPATH]
+    return data
+
+
+def stack(parameters: Sequence[str], frames: Sequence[pd.DataFrame]) -> Experiment:
+    return Experiment(parameters, pd.concat(frames, ignore_index=True))
+
+
+# -- the analysis ---------------------------------------------------------------------------
+
+
+class Comparison:
+    """Classic and effort-prior models of many variants of a study's time, batched: each
+    variant's call paths get a prefix and all variants are fitted in one call per approach
+    (the modelers batch across call paths). Priors come from the counts, once."""
+
+    def __init__(self, study: Study, modeler: PMNFModeler | None = None):
+        self.study = study
+        self.classic = modeler or PMNFModeler()
+        # The paper's method: time fits only the coefficients of the fixed skeleton, whatever
+        # their sign. perfcast's default also drops terms whose coefficient comes out
+        # negative (``positive_terms``), which can remove a parameter the counts say is there.
+        self.effort = {
+            EFFORT: EffortModeler(self.classic.with_params(positive_terms=False)),
+            EFFORT_DROPPING: EffortModeler(self.classic),
+        }
+        self.priors, self.counts, _ = self.effort[EFFORT].derive(study.train)
+        self.without_prior = [k.callpath for k in study.kernels if k.callpath not in self.priors]
+
+    def evaluate(self, variants: Sequence[Experiment]) -> pd.DataFrame:
+        """One row per (variant, kernel, approach): ED per parameter and RE."""
+        prefixes = [f"v{index}#" for index in range(len(variants))]
+        batched = stack(
+            self.study.train.parameters,
+            [prefixed(v, prefix) for v, prefix in zip(variants, prefixes, strict=True)],
+        )
+        classic = self.classic.fit(batched)
+        priors: dict[str, EffortPrior] = {
+            prefix + callpath: entry
+            for prefix in prefixes
+            for callpath, entry in self.priors.items()
+        }
+        effort = {
+            approach: {m.callpath: m for m in modeler.fit_with_priors(batched, priors)}
+            for approach, modeler in self.effort.items()
+        }
+        rows = []
+        for index, prefix in enumerate(prefixes):
+            for kernel in self.study.kernels:
+                key = prefix + kernel.callpath
+                models = {CLASSIC: classic[(key, TIME)]}
+                for approach, fitted in effort.items():
+                    models[approach] = fitted.get(key, models[CLASSIC])
+                for approach, model in models.items():
+                    rows.append(
+                        {
+                            "variant": index,
+                            "callpath": kernel.callpath,
+                            "kind": kernel.kind,
+                            "approach": approach,
+                            **{
+                                f"ed_{p}": float(exponent_deviation(model, kernel.truth, p))
+                                for p in PARAMETERS
+                            },
+                            "re": float(
+                                relative_error(
+                                    model.evaluate(self.study.test_point),
+                                    self.study.test_time[kernel.callpath],
+                                )
+                            ),
+                        }
+                    )
+        return pd.DataFrame(rows)
+
+
+def noisy_variants(
+    time_data: Experiment, noise: Noise, copies: int, rng: np.random.Generator
+) -> list[Experiment]:
+    return [noise.apply_to(time_data, rng) for _ in range(copies)]
+
+
+def repetition_variants(time_data: Experiment, size: int) -> list[Experiment]:
+    """Every subset of ``size`` of the measured repetitions."""
+    measured = sorted(time_data.data[REPETITION].unique())
+    variants = []
+    for subset in itertools.combinations(measured, size):
+        data = time_data.data[time_data.data[REPETITION].isin(subset)]
+        variants.append(Experiment(time_data.parameters, data))
+    return variants
+
+
+@dataclass
+class Results:
+    noise: pd.DataFrame  # rows: setting (pattern, intensity) x kernel x approach x variant
+    repetitions: pd.DataFrame  # rows: k x kernel x approach x variant
+    misfits: list[str]  # kernels whose prior's exponents differ from the truth's, and how
+    without_prior: list[str]
+
+
+def misfits(comparison: Comparison) -> list[str]:
+    """Kernels whose effort prior (from the measured counts) has other leading exponents
+    than the theory: every effort-prior model of them inherits that deviation."""
+    lines = []
+    for kernel in comparison.study.kernels:
+        entry = comparison.priors.get(kernel.callpath)
+        if entry is None:
+            continue
+        structure = entry.prior.structure or ()
+        prior = Model(kernel.callpath, TIME, 0.0, tuple(Term(1.0, s) for s in structure))
+        deviation = {p: exponent_deviation(prior, kernel.truth, p) for p in PARAMETERS}
+        if any(deviation.values()):
+            shown = ", ".join(f"{p} {d}" for p, d in deviation.items() if d)
+            lines.append(
+                f"{kernel.callpath}: ED {shown}; theory {_shapes(kernel.truth)}, "
+                f"counts {entry.effort.text(3)}"
+            )
+    return lines
+
+
+def _shapes(model: Model) -> str:
+    return " + ".join(" * ".join(f.text() for f in t.factors) for t in model.terms) or "1"
+
+
+def analyse(
+    study: Study, injections: int, seed: int, stream: IO[str] | None = sys.stderr
+) -> Results:
+    comparison = Comparison(study)
+    rng = np.random.default_rng(seed)
+    time_data = study.time
+    parts = []
+    settings: list[tuple[str, float]] = [("none", 0.0)]
+    settings += [(str(p), i) for p in NoisePattern for i in INTENSITIES]
+    for pattern, intensity in settings:
+        started = time.perf_counter()
+        variants = (
+            [time_data]
+            if pattern == "none"
+            else noisy_variants(time_data, Noise(pattern, intensity), injections, rng)
+        )
+        frame = comparison.evaluate(variants)
+        frame["pattern"], frame["intensity"] = pattern, intensity
+        parts.append(frame)
+        _say(
+            stream,
+            f"  {pattern:>11} {intensity:4.0%}: {len(variants)} variant(s) modeled in "
+            f"{time.perf_counter() - started:.1f} s",
+        )
+    reps = []
+    measured = len(time_data.data[REPETITION].unique())
+    for size in range(1, measured + 1):
+        frame = comparison.evaluate(repetition_variants(time_data, size))
+        frame["repetitions"] = size
+        reps.append(frame)
+    return Results(
+        pd.concat(parts, ignore_index=True),
+        pd.concat(reps, ignore_index=True),
+        misfits(comparison),
+        comparison.without_prior,
+    )
+
+
+def _say(stream: IO[str] | None, message: str) -> None:
+    if stream is not None:
+        print(message, file=stream, flush=True)
+
+
+# -- the report -----------------------------------------------------------------------------
+
+METRICS = (("ed_p", "ED p", "{:.3f}"), ("ed_n", "ED n", "{:.3f}"), ("re", "RE% mean", "{:.1f}"))
+
+
+def summarise(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Means of ED and RE (and the median RE) per keys x kind x approach."""
+    grouped = frame.groupby([*keys, "kind", "approach"], sort=False)
+    table = grouped[["ed_p", "ed_n", "re"]].mean()
+    table["re_median"] = grouped["re"].median()
+    return pd.DataFrame(table.unstack(["kind", "approach"]))
+
+
+def _cells(row: pd.Series, kinds: Sequence[str]) -> list[str]:
+    cells = []
+    for kind in kinds:
+        for metric, _, fmt in (*METRICS, ("re_median", "", "{:.1f}")):
+            for approach in (CLASSIC, EFFORT):
+                value = row.get((metric, kind, approach), np.nan)
+                cells.append(fmt.format(value) if np.isfinite(value) else "-")
+    return cells
+
+
+def render(study: Study, results: Results, config: Configuration, header: list[str]) -> str:
+    kinds = [k for k in (COMPUTATION, COMMUNICATION) if any(x.kind == k for x in study.kernels)]
+    counts = {k: sum(x.kind == k for x in study.kernels) for k in kinds}
+    lines = [*header, ""]
+    columns = ["ED p", "ED n", "RE% mean", "RE% med"]
+    sub = " ".join(f"{c:>15}" for c in columns)
+    group_width = len(sub)
+    title = "".join(f" | {f'{k} ({counts[k]} kernels)':^{group_width}}" for k in kinds)
+    lines.append("columns: classic / effort prior (mean over kernels and injections)")
+    lines.append("")
+    label = f"{'noise':<18}"
+    lines.append(label + title)
+    lines.append(" " * len(label) + "".join(f" | {sub}" for _ in kinds))
+    lines.append("-" * len(lines[-1]))
+    noise = summarise(results.noise, ["pattern", "intensity"])
+    for key, row in noise.iterrows():
+        pattern, intensity = cast(tuple[str, float], key)
+        cells = _cells(row, kinds)
+        setting = "none (measured)" if pattern == "none" else f"{pattern} +{intensity:.0%}"
+        lines.append(f"{setting:<18}" + _group(cells, len(kinds)))
+    lines.append("")
+    lines += dropping(results.noise, kinds)
+    lines.append("")
+    lines.append(
+        "repetitions: models from every subset of k measured repetitions (no injected noise)"
+    )
+    runs_title = f"{'k':>2} {'runs C':>7} {'runs E':>7} {'paper E':>7}"
+    lines.append(runs_title + title)
+    lines.append(" " * len(runs_title) + "".join(f" | {sub}" for _ in kinds))
+    lines.append("-" * len(lines[-1]))
+    reps = summarise(results.repetitions, ["repetitions"])
+    points = config.points
+    for key, row in reps.iterrows():
+        k = int(cast(int, key))
+        prefix = f"{k:>2} {k * points:>7} {k * points:>7} {points + k * points:>7}"
+        lines.append(prefix + _group(_cells(row, kinds), len(kinds)))
+    lines.append("")
+    lines += targets(results, kinds, points, int(reps.index.max()))
+    if results.without_prior:
+        lines.append(
+            f"kernels without an effort prior (modeled classically): {results.without_prior}"
+        )
+    lines.append(
+        f"effort priors whose exponents differ from the theory ({len(results.misfits)}; "
+        "every effort-prior model of them carries this ED, whatever the noise):"
+    )
+    lines += [f"  {line}" for line in results.misfits] or ["  (none)"]
+    return "\n".join(lines)
+
+
+def dropping(noise: pd.DataFrame, kinds: list[str]) -> list[str]:
+    """The effort prior under perfcast's default policy, which drops terms whose time
+    coefficient comes out negative, per intensity (mean over patterns)."""
+    mine = noise[noise["approach"] == EFFORT_DROPPING]
+    table = mine.groupby(["intensity", "kind"])[["ed_p", "ed_n", "re"]].mean().unstack("kind")
+    lines = [
+        "effort prior with perfcast's default policy (terms whose time coefficient comes out "
+        "negative are dropped), mean over patterns:",
+        f"{'noise':>6}" + "".join(f" | {k + ': ED p, ED n, RE% mean':>42}" for k in kinds),
+    ]
+    for intensity, row in table.iterrows():
+        cells = "".join(
+            f" | {row[('ed_p', k)]:>20.3f} {row[('ed_n', k)]:>10.3f} {row[('re', k)]:>10.1f}"
+            for k in kinds
+        )
+        lines.append(f"{intensity:>6.0%}" + cells)
+    return lines
+
+
+def _group(cells: list[str], kinds: int) -> str:
+    per_kind = len(cells) // kinds
+    out = ""
+    for k in range(kinds):
+        mine = cells[k * per_kind : (k + 1) * per_kind]
+        pairs = [f"{mine[i]:>7}/{mine[i + 1]:<7}" for i in range(0, len(mine), 2)]
+        out += " | " + " ".join(pairs)
+    return out
+
+
+def targets(results: Results, kinds: list[str], points: int, most: int) -> list[str]:
+    """The issue's three targets, each met or not, with the numbers behind it."""
+    noise = results.noise
+    effort = noise[noise["approach"] == EFFORT]
+    lines = ["targets:"]
+    worst = effort[["ed_p", "ed_n"]].to_numpy().max()
+    per_setting = effort.groupby(["pattern", "intensity"])[["ed_p", "ed_n"]].mean()
+    stable = bool((per_setting.max() - per_setting.min()).max() == 0)
+    wrong = effort[(effort["ed_p"] > 0) | (effort["ed_n"] > 0)]["callpath"].unique()
+    lines.append(
+        f"  ED = 0 for effort-prior models in every noise setting: "
+        f"{'met' if worst == 0 else 'NOT met'} (largest ED {worst:.3f}; the same in every "
+        f"setting: {'yes' if stable else 'no'}; kernels with ED > 0: {len(wrong)} of "
+        f"{effort['callpath'].nunique()})"
+    )
+    means = noise.groupby(["pattern", "intensity", "kind", "approach"])["re"].mean().unstack()
+    failing = means[~(means[EFFORT] < means[CLASSIC])]
+    lines.append(
+        f"  RE(effort) < RE(classic) at every noise level: "
+        f"{'met' if failing.empty else 'NOT met'} ({len(means) - len(failing)} of {len(means)} "
+        "(setting, kind) pairs)"
+    )
+    for key, row in failing.iterrows():
+        pattern, intensity, kind = cast(tuple[str, float, str], key)
+        lines.append(
+            f"    not at {pattern} +{intensity:.0%} {kind}: {row[EFFORT]:.1f} % vs "
+            f"{row[CLASSIC]:.1f} %"
+        )
+    reps = results.repetitions
+    verdicts = []
+    for kind in kinds:
+        mine = reps[reps["kind"] == kind]
+        one = mine[(mine["approach"] == EFFORT) & (mine["repetitions"] == 1)]
+        full = mine[(mine["approach"] == CLASSIC) & (mine["repetitions"] == most)]
+        ok = (
+            one["re"].mean() <= full["re"].mean()
+            and one[["ed_p", "ed_n"]].mean().sum() <= full[["ed_p", "ed_n"]].mean().sum()
+        )
+        verdicts.append(ok)
+        lines.append(
+            f"    {kind}: effort with 1 repetition RE {one['re'].mean():.1f} %, ED "
+            f"{one['ed_p'].mean():.3f}/{one['ed_n'].mean():.3f}; classic with {most} RE "
+            f"{full['re'].mean():.1f} %, ED {full['ed_p'].mean():.3f}/{full['ed_n'].mean():.3f}"
+        )
+    lines.insert(
+        len(lines) - len(kinds),
+        f"  one repetition enough ({2 * points} measurements instead of {most * points}): "
+        f"{'met' if all(verdicts) else 'NOT met'}",
+    )
+    return lines
+
+
+# -- generating and measuring ---------------------------------------------------------------
+
+SPEC = """\
+# written by benchmarks/noise_study.py
+[app]
+name = "{name}"
+store = "{store}"
+
+[build]
+sources = ["{name}.cpp"]
+compiler = "mpicxx"
+flags = ["-O2"]
+output = "{name}"
+counters = true
+
+[run]
+command = "./{name} {{n}} {repeat}"
+repetitions = {repetitions}
+timeout = {timeout}
+
+[parameters]
+p = {ranks}
+n = {sizes}
+
+[metrics]
+collect = ["time", "basic_blocks", "mpi_bytes_sent", "mpi_bytes_received"]
+"""
+
+
+def _values(values: Sequence[float]) -> str:
+    return "[" + ", ".join(f"{v:g}" for v in values) + "]"
+
+
+def generate(config: Configuration, cache: Path) -> list[Path]:
+    """The programs' directories; sources and truths are generated once and kept (a newer
+    generator must not silently change programs whose measurements are cached)."""
+    rng = np.random.default_rng(config.seed)
+    directories = []
+    for index in range(config.programs):
+        name = f"bench{index:02d}"
+        spec = random_program(rng, name=name, kernels=config.kernels)
+        directory = cache / name
+        if not (directory / f"{name}.truth.json").exists():
+            write_program(spec, directory)
+        for store, ranks, sizes in (
+            ("train.sqlite", config.ranks, config.sizes),
+            # A campaign must vary a parameter: the test point's line also holds the last
+            # training size (a few extra runs at the test point's rank count).
+            ("test.sqlite", [config.test_point["p"]], [config.sizes[-1], config.test_point["n"]]),
+        ):
+            (directory / store.replace(".sqlite", ".toml")).write_text(
+                SPEC.format(
+                    name=name,
+                    store=store,
+                    repeat=config.repeat,
+                    repetitions=config.repetitions,
+                    timeout=config.timeout,
+                    ranks=_values(ranks),
+                    sizes=_values(sizes),
+                )
+            )
+        directories.append(directory)
+    return directories
+
+
+def measure_all(directories: list[Path], stream: IO[str] | None = sys.stderr) -> float:
+    """Measure what is missing; the seconds this took."""
+    backend = LocalBackend()
+    started = time.perf_counter()
+    for directory in directories:
+        for campaign in ("train", "test"):
+            spec = load_spec(directory / f"{campaign}.toml")
+            built = (directory / directory.name).exists()
+            _say(stream, f"{directory.name} {campaign}:")
+            result = measure(spec, backend, resume=True, build=not built, stream=stream)
+            if result.failed:
+                print(result.summary(), file=sys.stderr)
+                raise SystemExit(f"{directory.name}: {len(result.failed)} runs failed")
+    return time.perf_counter() - started
+
+
+def stored_seconds(directories: list[Path]) -> tuple[int, float]:
+    """Runs in the stores and their summed wall time (every run, however many sessions)."""
+    runs, seconds = 0, 0.0
+    for directory in directories:
+        for store in ("train.sqlite", "test.sqlite"):
+            with CampaignStore.open(directory / store) as opened:
+                stored = opened.runs(OK)
+            runs += len(stored)
+            seconds += sum(run.seconds or 0.0 for run in stored)
+    return runs, seconds
+
+
+def load(directories: list[Path], config: Configuration) -> Study:
+    """The measured study: every program's kernels in one Experiment."""
+    frames: list[pd.DataFrame] = []
+    beyond: list[pd.DataFrame] = []
+    kernels: list[Kernel] = []
+    test_time: dict[str, float] = {}
+    for directory in directories:
+        name = directory.name
+        truths = read_truth(directory / f"{name}.truth.json")
+        mine = kernels_of(name, truths)
+        kernels += mine
+        wanted = {k.callpath.split(":", 1)[1] for k in mine}
+        train = read_experiment(directory / "train.sqlite")
+        data = train.data[train.data[CALLPATH].isin(wanted)]
+        data = data[data[METRIC].isin([TIME, *COUNTERS])]
+        data = data.assign(**{CALLPATH: name + ":" + data[CALLPATH]})
+        frames.append(data)
+        test = read_experiment(directory / "test.sqlite").data
+        test = test[test[CALLPATH].isin(wanted) & test[METRIC].isin([TIME, *COUNTERS])]
+        test = test.assign(**{CALLPATH: name + ":" + test[CALLPATH], "p": config.test_point["p"]})
+        beyond.append(test[test["n"] == config.sizes[-1]])
+        at_point = test[(test["n"] == config.test_point["n"]) & (test[METRIC] == TIME)]
+        for callpath, values in at_point.groupby(CALLPATH)[VALUE]:
+            test_time[str(callpath)] = float(values.median())
+    train = stack(list(PARAMETERS), frames)
+    return Study(train, config.test_point, test_time, kernels, pd.concat(beyond))
+
+
+def oversubscription(study: Study, config: Configuration) -> str:
+    """How much time per counted block grows with p on this machine at the largest size
+    (computation kernels, median over kernels; the last value is the test point's rank
+    count): 1.0 everywhere would be a core per rank."""
+    measured = pd.concat([study.train.data, study.beyond], ignore_index=True)
+    measured = measured[measured["n"] == config.sizes[-1]]
+    data = Experiment(list(PARAMETERS), measured).aggregate("median")
+    time = data[data[METRIC] == TIME].set_index([CALLPATH, *PARAMETERS])[VALUE]
+    blocks = data[data[METRIC] == "basic_blocks"].set_index([CALLPATH, *PARAMETERS])[VALUE]
+    compute = [k.callpath for k in study.kernels if k.kind == COMPUTATION]
+    ratio = (time / blocks).dropna()
+    ratio = ratio[ratio.index.get_level_values(CALLPATH).isin(compute)]
+    per_p = ratio.groupby([CALLPATH, "p"]).median().unstack("p")
+    relative = per_p.div(per_p[min(config.ranks)], axis=0).median()
+    return ", ".join(f"p={p:g}: {v:.2f}" for p, v in relative.items())
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="2 programs, 3 x 3 grid")
+    parser.add_argument("--injections", type=int, help="noise injections per setting")
+    parser.add_argument("--cache", type=Path, help=f"measurement cache (default {CACHE})")
+    parser.add_argument("--output", type=Path, help="also write the report to this file")
+    args = parser.parse_args(argv)
+    config = QUICK if args.quick else Configuration()
+    if args.injections:
+        config = Configuration(**{**config.__dict__, "injections": args.injections})
+    cache = args.cache or (CACHE.with_name(CACHE.name + "-quick") if args.quick else CACHE)
+    directories = generate(config, cache)
+    print(f"measuring into {cache} (resumes; cached runs are not repeated)", file=sys.stderr)
+    now = measure_all(directories)
+    runs, seconds = stored_seconds(directories)
+    study = load(directories, config)
+    started = time.perf_counter()
+    results = analyse(study, config.injections, config.seed)
+    analysis = time.perf_counter() - started
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    command = shlex.join(["python3", "benchmarks/noise_study.py", *arguments])
+    header = [
+        f"$ {command}",
+        "",
+        f"{len(directories)} generated programs (seed {config.seed}) x {config.kernels} kernels: "
+        f"{sum(k.kind == COMPUTATION for k in study.kernels)} computation and "
+        f"{sum(k.kind == COMMUNICATION for k in study.kernels)} communication call paths",
+        f"p in {list(config.ranks)}, n in {list(config.sizes)}, {config.repetitions} repetitions, "
+        f"each kernel called {config.repeat} times per run; test point {config.test_point}",
+        f"measurement: {runs} runs, {seconds / 60:.1f} min of run time in the stores "
+        f"({now / 60:.1f} min measured by this invocation); analysis {analysis:.0f} s",
+        f"noise: 4 patterns x {list(f'{i:.0%}' for i in INTENSITIES)} additive, "
+        f"{config.injections} injections each, on time only; classic = PMNFModeler, "
+        "effort = EffortModeler (counts fix the terms)",
+        f"this machine: {available_cores()} cores; time per counted block relative to "
+        f"p={min(config.ranks)} at n={config.sizes[-1]} (oversubscription): "
+        f"{oversubscription(study, config)}",
+    ]
+    report = render(study, results, config, header)
+    print(report)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(report + "\n")
+
+
+if __name__ == "__main__":
+    main()
