@@ -586,7 +586,8 @@ def load(directories: list[Path], config: Configuration) -> Study:
         frames.append(data)
         test = read_experiment(directory / "test.sqlite").data
         test = test[test[CALLPATH].isin(wanted) & test[METRIC].isin([TIME, *COUNTERS])]
-        test = test.assign(**{CALLPATH: name + ":" + test[CALLPATH], "p": config.test_point["p"]})
+        test = test.assign(**{CALLPATH: name + ":" + test[CALLPATH]})
+        test["p"] = config.test_point["p"]  # fixed in the test campaign, so not a column
         beyond.append(test[test["n"] == config.sizes[-1]])
         at_point = test[(test["n"] == config.test_point["n"]) & (test[METRIC] == TIME)]
         for callpath, values in at_point.groupby(CALLPATH)[VALUE]:
