@@ -173,8 +173,9 @@ def _summary(profile: dict[str, Any]) -> None:
         mpi = ",".join(cov["mpi"]) or "-"
         print(f"{name:<14} {cov['loops']:>5}  {cov['functions']:>9}  {cov['branches']:>8}  {mpi}")
     print()
+    width = max((len(name) for name in profile["relevant"]), default=0)
     for name in profile["relevant"]:
-        print(f"  {profile['functions'][name]['dependency']:<24} {name}")
+        print(f"  {name:<{width}}  {profile['functions'][name]['dependency']}")
     print(
         f"\n{len(profile['relevant'])} relevant, {len(profile['constant'])} constant, "
         f"{len(profile['pruned'])} pruned statically"
