@@ -13,12 +13,15 @@ import pytest
 
 from perfcast.cli import main
 from perfcast.errors import InputError
+from perfcast.measure.design import PlannedRun
+from perfcast.measure.local import LocalBackend, mpirun_command
 from perfcast.measure.profiles import (
     combine_runs,
     parse_rank_profile,
     read_profiles,
     read_rank_profile,
 )
+from perfcast.measure.runner import Job
 
 pytestmark = pytest.mark.slow
 
@@ -352,3 +355,145 @@ def test_runs_combine_into_a_model_of_the_trip_count(jacobi, tmp_path):
     model = PMNFModeler().fit(exp)[("main->sweep", "basic_blocks")]
     exponents = {f.exponent for t in model.terms for f in t.factors}
     assert Fraction(2) in exponents
+
+
+KERNELS = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+__attribute__((noinline)) void nap(long ms) {
+    struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&pause, 0);
+}
+__attribute__((noinline)) double spin(long n) {
+    volatile double sum = 0;
+    for (long i = 0; i < n; ++i) sum += i * 0.5;
+    return sum;
+}
+static double seconds(clockid_t clock) {
+    struct timespec now;
+    clock_gettime(clock, &now);
+    return now.tv_sec + 1e-9 * now.tv_nsec;
+}
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    nap(atol(argv[1]));
+    MPI_Barrier(MPI_COMM_WORLD);  /* every rank spins at the same time */
+    double cpu = seconds(CLOCK_PROCESS_CPUTIME_ID), wall = seconds(CLOCK_MONOTONIC);
+    double sum = spin(atol(argv[2]));
+    cpu = seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu, wall = seconds(CLOCK_MONOTONIC) - wall;
+    if (argc > 3) printf("spin %.9f %.9f\n", cpu, wall);  /* its own view, to compare */
+    MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return 0;
+}
+"""
+CPU_TIME_ON = {"PERFCAST_CPU_TIME": "1"}
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("kernels")
+    (directory / "kernels.c").write_text(KERNELS)
+    build("mpicc", "-O2", "kernels.c", "-o", "kernels", cwd=directory, counters=False)
+    return directory / "kernels"
+
+
+def test_cpu_time_is_off_unless_asked_for_and_a_bad_setting_stops_the_run(kernels, tmp_path):
+    run(kernels, 1, 1000, profile=tmp_path / "off")
+    assert not read_rank_profile(tmp_path / "off" / "rank-0.pcprof").cpu_time
+    metrics = set(read_profiles(tmp_path / "off").data["metric"])
+    assert "time" in metrics and not any(m.startswith("cpu_time") for m in metrics)
+    done = run(
+        kernels, 1, 1000, profile=tmp_path / "bad", env={"PERFCAST_CPU_TIME": "yes"}, check=False
+    )
+    assert done.returncode != 0
+    assert "PERFCAST_CPU_TIME=yes: set it to 1" in done.stderr
+
+
+def test_a_sleeping_kernel_has_wall_time_but_no_cpu_time_and_a_busy_one_both(kernels, tmp_path):
+    nap_ms = 300
+    done = run(kernels, nap_ms, 100_000_000, "report", profile=tmp_path, env=CPU_TIME_ON)
+    own_cpu, own_wall = map(float, done.stdout.split()[1:3])  # the program's own clocks
+    exp = read_profiles(tmp_path)
+    assert value(exp, "main->nap", "time") >= nap_ms * 1e-3
+    assert value(exp, "main->nap", "cpu_time") < 0.02 * nap_ms * 1e-3
+    busy, busy_cpu = value(exp, "main->spin", "time"), value(exp, "main->spin", "cpu_time")
+    assert own_cpu > 0.02
+    # the call path's CPU time is the spin's, whatever share of the core it got
+    assert busy_cpu == pytest.approx(own_cpu, rel=0.05, abs=2e-3)
+    assert busy == pytest.approx(own_wall, rel=0.05, abs=2e-3)
+    assert busy_cpu <= busy * 1.001  # equal when it has a core of its own
+    # the same conventions as time: exclusive <= inclusive, callees subtracted
+    main_cpu = value(exp, "main", "cpu_time_inclusive")
+    assert main_cpu >= busy_cpu and value(exp, "main", "cpu_time") < 0.1 * main_cpu
+    assert value(exp, "main->spin", "cpu_time:max") == busy_cpu  # one rank
+    for mpi in ("main->MPI_Barrier", "main->MPI_Allreduce"):
+        assert 0 <= value(exp, mpi, "cpu_time") <= value(exp, mpi, "time") * 1.001 + 1e-5
+
+
+def test_cpu_time_stays_put_under_oversubscription_where_wall_time_grows(kernels, tmp_path):
+    cores = len(os.sched_getaffinity(0))
+    ranks = 2 * cores  # two busy ranks per core, spinning at the same time
+    spins = 60_000_000
+    run(kernels, 0, spins, profile=tmp_path / "alone", env=CPU_TIME_ON)
+    run(kernels, 0, spins, np=ranks, profile=tmp_path / "shared", env=CPU_TIME_ON)
+    alone = read_profiles(tmp_path / "alone")
+    shared = read_profiles(tmp_path / "shared")
+    cpu_alone = value(alone, "main->spin", "cpu_time")
+    cpu_shared = value(shared, "main->spin", "cpu_time")
+    # the work per rank is the same, and so is its CPU time (generous: caches, migrations)
+    assert 0.6 < cpu_shared / cpu_alone < 1.7
+    # whereas each rank waits for its share of a core: the slowest rank's wall time is at
+    # least about (ranks / cores) times its CPU time, whatever else runs on the machine
+    assert value(shared, "main->spin", "time:max") > 1.4 * cpu_shared
+
+
+VERSION_1 = """perfcast-profile 1
+rank 0
+ranks 1
+run 00000000000000aa
+program /bin/app
+clock CLOCK_MONOTONIC ns
+counters 0 0
+functions 2 2 all
+threads 1
+thread 0
+outside 0
+node 1 0 1 3000 1000 0 main
+node 2 1 2 2000 2000 0 work
+end
+"""
+
+
+def test_profiles_of_format_version_1_still_read_without_cpu_time():
+    profile = parse_rank_profile(VERSION_1, "old/rank-0.pcprof")
+    assert not profile.cpu_time
+    assert profile.callpaths["main->work"].exclusive_ns == 2000
+    assert profile.callpaths["main->work"].visits == 2
+    with pytest.raises(InputError, match="version 9 is not one this perfcast reads"):
+        parse_rank_profile(VERSION_1.replace("profile 1", "profile 9"), "rank-0.pcprof")
+
+
+def test_the_local_backend_forwards_cpu_time_to_the_ranks(kernels, tmp_path, monkeypatch):
+    job = Job(
+        run=PlannedRun({"p": 2}, 0),
+        attempt=1,
+        argv=(str(kernels), "0", "1000"),
+        cwd=tmp_path,
+        directory=tmp_path / "attempt",
+        timeout=TIMEOUT,
+        expect_profiles=True,
+    )
+    unset = mpirun_command(job, cores=4, environment={})
+    assert "PERFCAST_CPU_TIME" not in unset  # mpirun would warn about an unset variable
+    monkeypatch.setenv("PERFCAST_CPU_TIME", "1")
+    command = mpirun_command(job, cores=4)
+    assert command[command.index("PERFCAST_CPU_TIME") - 1] == "-x"
+    backend = LocalBackend()
+    backend.submit([job])
+    (record,) = backend.wait()
+    assert record.ok, record.reason
+    profiles = [parse_rank_profile(text.decode(), name) for name, text in record.profiles.items()]
+    assert len(profiles) == 2 and all(p.cpu_time for p in profiles)

@@ -20,7 +20,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,9 @@ KILL_GRACE = 5.0
 """Seconds between SIGTERM and SIGKILL when a run is stopped."""
 POLL_INTERVAL = 0.05
 """Seconds between checks of running processes."""
+RUNTIME_VARIABLES = ("PERFCAST_CPU_TIME", "PERFCAST_FILTER")
+"""Settings of the measurement runtime (``measure/README.md``) that reach every rank when
+set in perfcast's environment (mpirun ``-x``; exported in a Slurm run script)."""
 
 
 def available_cores() -> int:
@@ -43,13 +46,26 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def runtime_settings(environment: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The :data:`RUNTIME_VARIABLES` set in ``environment`` (default: this process's)."""
+    environment = os.environ if environment is None else environment
+    return {v: environment[v] for v in RUNTIME_VARIABLES if v in environment}
+
+
 def mpirun_command(
-    job: Job, *, mpirun: str = "mpirun", cores: int | None = None, forward: Sequence[str] = ()
+    job: Job,
+    *,
+    mpirun: str = "mpirun",
+    cores: int | None = None,
+    forward: Sequence[str] = (),
+    environment: Mapping[str, str] | None = None,
 ) -> list[str]:
     """``mpirun [--allow-run-as-root] [--oversubscribe] -np P [-x VAR] ... program args``.
 
     ``--oversubscribe`` only when the ranks exceed the cores, so Open MPI's own check that
-    a job fits stays on for runs that should fit.
+    a job fits stays on for runs that should fit. The profile directory and the runtime
+    settings set in ``environment`` (default: this process's) are forwarded; an unset
+    variable is not, since mpirun warns about it.
     """
     command = [mpirun]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -57,7 +73,7 @@ def mpirun_command(
     if job.ranks > (cores or available_cores()):
         command.append("--oversubscribe")
     command += ["-np", str(job.ranks)]
-    for variable in (PROFILE_DIR_VARIABLE, *forward):
+    for variable in (PROFILE_DIR_VARIABLE, *runtime_settings(environment), *forward):
         command += ["-x", variable]
     return [*command, *job.mpirun_args, *job.argv]
 

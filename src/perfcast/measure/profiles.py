@@ -19,6 +19,9 @@ metric               unit  per call path
 ==================== ===== ==============================================================
 time                 s     exclusive wall time
 time_inclusive       s     wall time including measured callees
+cpu_time             s     exclusive CPU time of the calling thread (runs with
+                           ``PERFCAST_CPU_TIME=1``)
+cpu_time_inclusive   s     CPU time including measured callees
 visits                     calls
 basic_blocks               executed basic blocks (``--counters`` builds; not on MPI leaves)
 mpi_bytes_sent       bytes bytes sent by the MPI call path (rules: runtime/perfcast_mpi.c)
@@ -38,7 +41,9 @@ from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath
 from perfcast.experiment.experiment import Experiment, Metric, Row
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, FORMAT_VERSION)
+"""Version 1 (before CPU time) is still read, so campaign stores measured with it stay usable."""
 PROFILE_GLOB = "rank-*.pcprof"
 PARTIAL_GLOB = ".rank-*.pcprof.*.tmp"
 NANOSECONDS = 1e-9
@@ -47,6 +52,8 @@ MAX_SUFFIX = ":max"
 METRICS = (
     Metric("time", "s"),
     Metric("time_inclusive", "s"),
+    Metric("cpu_time", "s"),
+    Metric("cpu_time_inclusive", "s"),
     Metric("visits"),
     Metric("basic_blocks"),
     Metric("mpi_bytes_sent", "bytes"),
@@ -75,6 +82,8 @@ class CallPathRecord:
     visits: int = 0
     inclusive_ns: int = 0
     exclusive_ns: int = 0
+    inclusive_cpu_ns: int = 0
+    exclusive_cpu_ns: int = 0
     basic_blocks: int = 0
     mpi: list[MpiRecord] = field(default_factory=list)
 
@@ -83,6 +92,8 @@ class CallPathRecord:
         values = {
             "time": self.exclusive_ns * NANOSECONDS,
             "time_inclusive": self.inclusive_ns * NANOSECONDS,
+            "cpu_time": self.exclusive_cpu_ns * NANOSECONDS,
+            "cpu_time_inclusive": self.inclusive_cpu_ns * NANOSECONDS,
             "visits": float(self.visits),
         }
         if self.mpi:
@@ -103,6 +114,7 @@ class RankProfile:
     run: str
     program: str
     counters: bool
+    cpu_time: bool
     functions_measured: int
     functions_total: int
     filter_source: str
@@ -134,6 +146,7 @@ class _Parser:
         self.path = path
         self.lines = lines
         self.number = 0
+        self.version = FORMAT_VERSION
 
     def fail(self, message: str) -> InputError:
         return InputError(message, path=self.path, line=self.number or None)
@@ -163,16 +176,22 @@ class _Parser:
 
     def parse(self) -> RankProfile:
         (version,) = self.next("perfcast-profile", 1)
-        if version != str(FORMAT_VERSION):
+        if version not in {str(v) for v in READABLE_VERSIONS}:
             raise self.fail(
-                f"profile format version {version} is not the version {FORMAT_VERSION} this "
-                "perfcast reads; rebuild the program with this perfcast"
+                f"profile format version {version} is not one this perfcast reads "
+                f"({', '.join(map(str, READABLE_VERSIONS))}); rebuild the program with this "
+                "perfcast"
             )
+        self.version = int(version)
         (rank,) = self.integers(self.next("rank", 1))
         (ranks,) = self.integers(self.next("ranks", 1))
         (run,) = self.next("run", 1)
         (program,) = self.next("program", 1)
         self.next("clock", 2)
+        cpu_time = False
+        if self.version >= 2:
+            (enabled,) = self.integers(self.next("cpu-clock", 3)[:1])
+            cpu_time = bool(enabled)
         counters, _blocks = self.integers(self.next("counters", 2))
         measured, total, source = self.next("functions", 3)
         measured_total = self.integers([measured, total])
@@ -195,6 +214,7 @@ class _Parser:
             run=run,
             program=program,
             counters=bool(counters),
+            cpu_time=cpu_time,
             functions_measured=measured_total[0],
             functions_total=measured_total[1],
             filter_source=source,
@@ -219,8 +239,13 @@ class _Parser:
                 mpi = MpiRecord(operation, comm_size, calls, sent, received)
                 callpaths[paths[node]].mpi.append(mpi)
                 continue
-            *numbers, name = self.next("node", 7)
-            node, parent, visits, inclusive, exclusive, blocks = self.integers(numbers)
+            if self.version >= 2:
+                *numbers, name = self.next("node", 9)
+                node, parent, visits, inclusive, exclusive, *cpu, blocks = self.integers(numbers)
+            else:
+                *numbers, name = self.next("node", 7)
+                node, parent, visits, inclusive, exclusive, blocks = self.integers(numbers)
+                cpu = [0, 0]
             if parent != 0 and parent not in paths:
                 raise self.fail(f"node {node} names parent {parent}, which is not defined above")
             path = join_callpath([paths[parent], name]) if parent else name
@@ -229,6 +254,8 @@ class _Parser:
             record.visits += visits
             record.inclusive_ns += inclusive
             record.exclusive_ns += exclusive
+            record.inclusive_cpu_ns += cpu[0]
+            record.exclusive_cpu_ns += cpu[1]
             record.basic_blocks += blocks
         return outside
 
@@ -291,12 +318,15 @@ def _run_rows(profiles: Sequence[RankProfile], point: Sequence[float]) -> Iterat
     for profile in profiles:
         callpaths += [c for c in profile.callpaths if c not in callpaths]
     counters = all(p.counters for p in profiles)
+    cpu_time = all(p.cpu_time for p in profiles)
     empty = CallPathRecord()
     for callpath in callpaths:
         per_rank = [p.callpaths.get(callpath, empty) for p in profiles]
         is_mpi = any(r.mpi for r in per_rank)
         for metric in METRICS:
             if metric.name == "basic_blocks" and (not counters or is_mpi):
+                continue
+            if metric.name.startswith("cpu_time") and not cpu_time:
                 continue
             if metric.name.startswith("mpi_") and not is_mpi:
                 continue

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from perfcast.errors import PerfcastError
-from perfcast.measure.local import KILL_GRACE, mpirun_command
+from perfcast.measure.local import KILL_GRACE, mpirun_command, runtime_settings
 from perfcast.measure.runner import PROFILE_DIR_VARIABLE, Backend, Job, finished_record
 from perfcast.measure.spec import SlurmSpec
 from perfcast.measure.store import InflightRun, RunRecord
@@ -274,11 +274,16 @@ def _write_run_script(job: Job) -> None:
     directory = shlex.quote(str(job.directory))
     # inside an allocation the ranks are the allocation's slots: no oversubscription
     command = shlex.join(mpirun_command(job, cores=job.ranks))
+    # the runtime's settings as perfcast saw them, whatever sbatch --export passes on
+    settings = "".join(
+        f"export {name}={shlex.quote(value)}\n" for name, value in runtime_settings().items()
+    )
     (job.directory / "run.sh").write_text(
         "#!/bin/bash\n"
         f"# perfcast run {job.key}, attempt {job.attempt}\n"
         f"cd {shlex.quote(str(job.cwd))} || exit 1\n"
         f"export {PROFILE_DIR_VARIABLE}={shlex.quote(str(job.profile_dir))}\n"
+        f"{settings}"
         "start=$(date +%s.%N)\n"
         f"timeout --kill-after={KILL_GRACE:g} {job.timeout:g} {command} "
         f"</dev/null >{directory}/stdout 2>{directory}/stderr\n"

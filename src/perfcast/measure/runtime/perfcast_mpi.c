@@ -1,8 +1,8 @@
 /* perfcast MPI interposition through the PMPI profiling interface.
  *
- * Each wrapper calls the PMPI_ routine, times it, and records it as a leaf of the calling
- * thread's current call path (perfcast_record_mpi) with the communicator size and the
- * bytes sent and received. The byte rules, per process, with p the communicator size and
+ * Each wrapper calls the PMPI_ routine, times it (wall time, and the thread's CPU time when
+ * PERFCAST_CPU_TIME=1), and records it as a leaf of the calling thread's current call path
+ * (perfcast_record_mpi) with the communicator size and the bytes sent and received. The byte rules, per process, with p the communicator size and
  * |x| = count * type size, follow noise-resilient-priors.txt III-A (an MPI_Bcast of n
  * ints to p ranks counts p*n*4 bytes sent at the root and n*4 received at every other
  * rank) and extend it in the same spirit, "one copy of my data per receiving rank":
@@ -73,13 +73,15 @@ static uint64_t sum_bytes(const int counts[], int n, MPI_Datatype type)
     return total;
 }
 
-/* Time `call`, then record it. `p` must be computed before the call: the communicator
- * may be freed by it. */
+/* Time `call` (wall and CPU), then record it. `p` must be computed before the call: the
+ * communicator may be freed by it. */
 #define MEASURED(operation, p, sent, received, call)                                          \
     do {                                                                                      \
-        uint64_t start_ = perfcast_now();                                                     \
+        uint64_t start_ = perfcast_now(), cpu_start_ = perfcast_cpu_now();                    \
         int result_ = (call);                                                                 \
-        perfcast_record_mpi((operation), perfcast_now() - start_, (p), (sent), (received));   \
+        uint64_t cpu_ = perfcast_cpu_now() - cpu_start_;                                      \
+        perfcast_record_mpi((operation), perfcast_now() - start_, cpu_, (p), (sent),          \
+                            (received));                                                      \
         return result_;                                                                       \
     } while (0)
 
@@ -95,22 +97,24 @@ static void join_world(void)
 
 int MPI_Init(int *argc, char ***argv)
 {
-    uint64_t start = perfcast_now();
+    uint64_t start = perfcast_now(), cpu_start = perfcast_cpu_now();
     int result = PMPI_Init(argc, argv);
     if (result == MPI_SUCCESS)
         join_world();
-    perfcast_record_mpi(OP_INIT, perfcast_now() - start, comm_size(MPI_COMM_WORLD), 0, 0);
+    uint64_t cpu = perfcast_cpu_now() - cpu_start;
+    perfcast_record_mpi(OP_INIT, perfcast_now() - start, cpu, comm_size(MPI_COMM_WORLD), 0, 0);
     return result;
 }
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
-    uint64_t start = perfcast_now();
+    uint64_t start = perfcast_now(), cpu_start = perfcast_cpu_now();
     int result = PMPI_Init_thread(argc, argv, required, provided);
     if (result == MPI_SUCCESS)
         join_world();
-    perfcast_record_mpi(OP_INIT_THREAD, perfcast_now() - start, comm_size(MPI_COMM_WORLD), 0,
-                        0);
+    uint64_t cpu = perfcast_cpu_now() - cpu_start;
+    perfcast_record_mpi(OP_INIT_THREAD, perfcast_now() - start, cpu, comm_size(MPI_COMM_WORLD),
+                        0, 0);
     return result;
 }
 
