@@ -11,6 +11,9 @@ stencil). Builds compared:
     filtered          perfcast build --filter: only the time-step kernels (and main)
     counters          perfcast build --counters: every function, plus basic-block counts
     counters,filtered perfcast build --counters --filter
+    full +cpu         the full build run with PERFCAST_CPU_TIME=1 (the thread's CPU clock
+                      read at every entry and exit, next to wall time)
+    filtered +cpu     the filtered build run with PERFCAST_CPU_TIME=1
 
 Each build runs directly (an MPI singleton, one rank) at two iteration counts; the cost per
 iteration is the difference of the two run times divided by the difference of the counts,
@@ -75,6 +78,13 @@ PROGRAMS = (
 )
 
 BUILDS = ("native", "hooks (empty)", "full", "filtered", "counters", "counters,filtered")
+CPU_TIME = {"PERFCAST_CPU_TIME": "1"}
+VARIANTS = {
+    **{kind: (kind, {}) for kind in BUILDS},
+    "full +cpu": ("full", CPU_TIME),
+    "filtered +cpu": ("filtered", CPU_TIME),
+}
+"""What is run: a build and the runtime settings of the run."""
 
 
 def sh(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
@@ -120,10 +130,10 @@ def build(program: Program, kind: str, directory: Path) -> Path:
     return work / "app"
 
 
-def run_once(binary: Path, arguments: list[str], profile: Path) -> float:
-    """CPU seconds (user + system) of one run: less disturbed than wall time by the other
-    processes sharing the machine."""
-    env = {**os.environ, "PERFCAST_PROFILE_DIR": str(profile)}
+def run_once(binary: Path, arguments: list[str], profile: Path, settings: dict[str, str]) -> float:
+    """CPU seconds (user + system, so the CPU clock's system calls count) of one run: less
+    disturbed than wall time by the other processes sharing the machine."""
+    env = {**os.environ, **settings, "PERFCAST_PROFILE_DIR": str(profile)}
     child = subprocess.Popen([str(binary), *arguments], env=env, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
@@ -133,22 +143,23 @@ def run_once(binary: Path, arguments: list[str], profile: Path) -> float:
 
 
 def measure(repetitions: int, directory: Path) -> dict[tuple[str, str], float]:
-    """Seconds per iteration of every (program, build)."""
+    """Seconds per iteration of every (program, variant)."""
     binaries = {(p.name, k): build(p, k, directory) for p in PROGRAMS for k in BUILDS}
     best: dict[tuple[str, str, int], float] = {}
     for _ in range(repetitions):
         for program in PROGRAMS:
-            for kind in BUILDS:
+            for kind, (built, settings) in VARIANTS.items():
                 for count in program.iterations:
                     key = (program.name, kind, count)
                     arguments = [*program.arguments, str(count)]
                     profile = directory / "profiles" / f"{program.name}-{len(best)}"
-                    seconds = run_once(binaries[program.name, kind], arguments, profile)
+                    binary = binaries[program.name, built]
+                    seconds = run_once(binary, arguments, profile, settings)
                     best[key] = min(best.get(key, float("inf")), seconds)
     per_iteration = {}
     for program in PROGRAMS:
         short, long = program.iterations
-        for kind in BUILDS:
+        for kind in VARIANTS:
             delta = best[program.name, kind, long] - best[program.name, kind, short]
             per_iteration[program.name, kind] = delta / (long - short)
     return per_iteration
@@ -159,7 +170,7 @@ def table(per_iteration: dict[tuple[str, str], float]) -> str:
         f"{'build':<20}" + "".join(f"{p.name + ' (x native)':>22}" for p in PROGRAMS),
         "-" * (20 + 22 * len(PROGRAMS)),
     ]
-    for kind in BUILDS:
+    for kind in VARIANTS:
         cells = "".join(
             f"{per_iteration[p.name, kind] / per_iteration[p.name, 'native']:>22.3f}"
             for p in PROGRAMS
