@@ -227,7 +227,7 @@ def test_with_params_copies_every_setting_but_the_changed_ones():
     assert variant.space is space
 
 
-def test_median_is_estimated_by_harrell_davis_unless_the_sample_median_is_asked_for():
+def test_median_estimators_on_a_flat_call_path_with_a_wild_repetition():
     rows = [
         ("f", "time", (p,), value)
         for p in GRID["p"]
@@ -236,12 +236,51 @@ def test_median_is_estimated_by_harrell_davis_unless_the_sample_median_is_asked_
     data = Experiment.from_rows(["p"], rows)
     sample_median = PMNFModeler(median_estimator="sample").fit(data)[("f", "time")]
     assert sample_median.constant == 3.0 and not sample_median.terms
-    harrell_davis = PMNFModeler(significance=None).fit(data)[("f", "time")]
+    harrell_davis = PMNFModeler(median_estimator="harrell-davis", significance=None)
+    constant = harrell_davis.fit(data)[("f", "time")].constant
     # Beta(3, 3) weights of the five order statistics: 0.058, 0.259, 0.365, 0.259, 0.058.
-    assert harrell_davis.constant == pytest.approx(8.50, abs=0.01)
-    assert harrell_davis.constant < np.mean([1, 2, 3, 4, 100]) / 2
+    assert constant == pytest.approx(8.50, abs=0.01)
+    assert constant < np.mean([1, 2, 3, 4, 100]) / 2
     with pytest.raises(InputError, match="median estimator"):
         PMNFModeler(median_estimator="trimmed")
+
+
+def test_huber_centre_is_the_mean_of_calm_repetitions_and_ignores_a_spike():
+    calm = (1.00, 1.00, 1.01, 1.03, 1.04)
+    spiky = (1.00, 1.00, 1.01, 1.03, 5.00)  # another process ran during one repetition
+    rows = [
+        (name, "time", (p,), value)
+        for name, values in (("calm", calm), ("spiky", spiky))
+        for p in GRID["p"]
+        for value in values
+    ]
+    data = Experiment.from_rows(["p"], rows)
+    models = PMNFModeler().fit(data)
+    # pooled robust sd ~1.5 %: every calm repetition lies within 2 sd, so all count fully
+    assert models[("calm", "time")].constant == pytest.approx(np.mean(calm), rel=1e-12)
+    assert models[("spiky", "time")].constant == pytest.approx(1.015, abs=0.005)
+    harrell_davis = PMNFModeler(median_estimator="harrell-davis").fit(data)
+    assert harrell_davis[("spiky", "time")].constant > 1.2  # 6 % of the spike's 4.0
+
+
+def test_parsimony_keeps_a_noisy_product_from_growing_extra_terms():
+    # 40 call paths of one nested loop under 20 % noise: an additive term on top of the
+    # product fits some of the noise, by less than the repetitions' spread explains
+    truth = {f"f{k}": (lambda p, n: 2 + 0.1 * p * n) for k in range(40)}
+    data = experiment(truth, ["p", "n"], repetitions=5, noise=0.2)
+
+    def single_term(modeler):
+        return sum(len(model.terms) == 1 for model in modeler.fit(data))
+
+    plain = single_term(PMNFModeler(parsimony=0))
+    parsimonious = single_term(PMNFModeler())
+    assert parsimonious > plain + 4
+    assert parsimonious >= 25
+
+
+def test_parsimony_must_not_be_negative():
+    with pytest.raises(InputError, match="parsimony"):
+        PMNFModeler(parsimony=-1.0)
 
 
 @pytest.mark.parametrize("finalists", [1, 4])

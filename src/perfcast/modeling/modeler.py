@@ -73,8 +73,27 @@ from perfcast.modeling.space import Family, SearchSpace, family_parameters, term
 
 WEIGHTINGS = ("relative", "none")
 
-MEDIAN_ESTIMATORS = ("harrell-davis", "sample")
-"""How ``aggregation="median"`` estimates a point's median from its repetitions."""
+MEDIAN_ESTIMATORS = ("huber", "harrell-davis", "sample")
+"""How ``aggregation="median"`` estimates a point's central value from its repetitions."""
+
+MAD_TO_SD = 1.4826
+"""Median absolute deviation -> standard deviation (exact for normal noise)."""
+
+HUBER_TUNING = 2.0
+"""Huber's k: repetitions within k robust standard deviations of a point's centre count
+fully, farther ones with weight ``k * sd / distance``. Within 1.345 (95 % efficiency under
+normal noise) and 2 (nearly the mean's efficiency), the usual range; 2 keeps every
+repetition of bounded noise (uniform noise never lies beyond 1.8 standard deviations)
+while a spike of several standard deviations still counts like one at 2."""
+
+HUBER_ITERATIONS = 50
+"""Most reweighting steps of the Huber estimate (it converges long before, see below)."""
+
+HUBER_TOLERANCE = 1e-12
+"""Relative change of every centre below which the Huber reweighting stops."""
+
+PARSIMONY_POOL = 10
+"""Best-screened hypotheses per call path among which ``parsimony`` picks the simplest."""
 
 LINE_BLOCK = 200_000
 """Elements (rows x shapes x points) of the per-line search processed at once."""
@@ -99,6 +118,7 @@ class _Group:
     coordinates: np.ndarray  # (n, m)
     values: np.ndarray  # (K, n) aggregated
     repetitions: np.ndarray  # (K, n, r) raw, NaN-padded
+    spread: np.ndarray  # (K,) robust relative standard deviation of one repetition
     prior: Prior | None
     warnings: list[list[str]] = field(default_factory=list)
 
@@ -111,17 +131,32 @@ class PMNFModeler:
         terms: number of terms per parameter (``terms`` shapes summed; 1 = Extra-P's default).
         criterion: ``"smape"`` or ``"rss"`` of leave-one-out predictions.
         aggregation: how repetitions at a point are combined before fitting.
-        median_estimator: ``"harrell-davis"`` estimates the median as a Beta-weighted
-            average of all sorted repetitions (Harrell & Davis, 1982), ``"sample"`` takes the
-            middle one. With five repetitions the sample median throws most of the data
-            away: under uniform noise its variance is about 1.6 times the Harrell-Davis
-            estimate's, and that variance is what confuses neighbouring exponents. The
-            Harrell-Davis weights still fall off towards the extremes (6 % each on the
-            smallest and largest of five), so one outlier moves it far less than the mean.
+        median_estimator: how ``aggregation="median"`` estimates a point's central value.
+            ``"huber"`` (default) is Huber's M-estimate with a scale pooled over all points
+            of the call path (the median absolute relative deviation of the repetitions
+            from their point's sample median): repetitions within ``HUBER_TUNING`` robust
+            standard deviations count like in the mean, farther ones (spikes from other
+            processes) are down-weighted. With five repetitions the mean's variance under
+            well-behaved noise is the lowest, the sample median's about 2.2 times higher
+            under uniform noise, and that variance is what confuses neighbouring
+            exponents; the pooled scale is what lets five repetitions tell a spike from
+            noise. ``"harrell-davis"`` is a Beta-weighted average of the sorted
+            repetitions (Harrell & Davis, 1982; 6 % weight each on the smallest and largest
+            of five, so a spike still shifts it), ``"sample"`` the middle value.
         candidates: shapes kept per parameter for the multi-parameter combination.
         refine_structures: structures refitted with every candidate combination.
         finalists: hypotheses per call path that pass screening (in-sample fit, generalised
             cross-validation) on to exact leave-one-out validation, besides the constant.
+        parsimony: hypotheses whose screening score exceeds the best one's by less than
+            ``parsimony`` standard errors of the residual sum of squares that pure noise
+            leaves (estimated from the repetitions' pooled robust spread) count as equally
+            good, and the one with the fewest terms is selected: the one-standard-error
+            rule at the default 1. An extra term always fits some of the noise, and
+            generalised cross-validation's penalty for it is small with few points per
+            parameter. Only the number of terms counts, not how unusual a shape is: on
+            truths drawn uniformly from the search space, preferring fewer logarithms or
+            simpler fractions helps only when the truths favour them (see
+            ``docs/architecture.md``). ``0`` selects the best-screened hypothesis.
         max_terms: largest number of product terms in a structure besides the constant
             (default: the number of significant parameters, the paper's ``n = m + 1``).
         significance: level of the per-parameter noise F-test; ``None`` disables it.
@@ -140,10 +175,11 @@ class PMNFModeler:
         terms: int = 1,
         criterion: str = "smape",
         aggregation: str = "median",
-        median_estimator: str = "harrell-davis",
+        median_estimator: str = "huber",
         candidates: int = 3,
         refine_structures: int = 3,
         finalists: int = 1,
+        parsimony: float = 1.0,
         max_terms: int | None = None,
         significance: float | None = 0.001,
         weighting: str = "relative",
@@ -164,6 +200,8 @@ class PMNFModeler:
             raise InputError(
                 "terms, candidates, refine_structures and finalists must be >= 1, min_points >= 2"
             )
+        if not parsimony >= 0:
+            raise InputError(f"parsimony must be >= 0, got {parsimony!r}")
         self.space = space or SearchSpace()
         self.terms = terms
         self.criterion = criterion
@@ -172,6 +210,7 @@ class PMNFModeler:
         self.candidates = candidates
         self.refine_structures = refine_structures
         self.finalists = finalists
+        self.parsimony = parsimony
         self.max_terms = max_terms
         self.significance = significance
         self.weighting = weighting
@@ -252,7 +291,8 @@ class PMNFModeler:
         reps = _occurrence(key_codes * n_points + point_codes)
         repetitions = np.full((n_keys, n_points, int(reps.max()) + 1), np.nan)
         repetitions[key_codes, point_codes, reps] = raw
-        aggregated = self._aggregate(repetitions)
+        spread = _relative_spread(repetitions)
+        aggregated = self._aggregate(repetitions, spread)
         present = ~np.isnan(aggregated)
         signature = [(present[k].tobytes(), priors.get(key_index[k][0])) for k in range(n_keys)]
         members: dict[tuple[bytes, Prior | None], list[int]] = {}
@@ -265,6 +305,7 @@ class PMNFModeler:
                 coordinates=coords[mask],
                 values=aggregated[rows][:, mask],
                 repetitions=repetitions[rows][:, mask, :],
+                spread=spread[rows],
                 prior=prior,
                 warnings=[[] for _ in rows],
             )
@@ -277,8 +318,10 @@ class PMNFModeler:
             return search.fixed(group.prior.structure)
         return search.run()
 
-    def _aggregate(self, repetitions: np.ndarray) -> np.ndarray:
-        """(K, n, r) NaN-padded repetitions -> (K, n) values to fit."""
+    def _aggregate(self, repetitions: np.ndarray, spread: np.ndarray) -> np.ndarray:
+        """(K, n, r) NaN-padded repetitions and (K,) relative spreads -> (K, n) values to fit."""
+        if self.aggregation == "median" and self.median_estimator == "huber":
+            return _huber_centre(repetitions, spread)
         if self.aggregation == "median" and self.median_estimator == "harrell-davis":
             return _harrell_davis_median(repetitions)
         reducer = getattr(np, f"nan{self.aggregation}")  # nanmedian, nanmean, nanmin, nanmax
@@ -404,7 +447,7 @@ class _GroupSearch:
         m = self.modeler
         families = term_families(active, m.max_terms or max(1, len(active)), self._products(active))
         stage_a = [_Hypothesis(f, tuple((p, 0) for p in family_parameters(f))) for f in families]
-        pool = _Finalists(len(rows), m.finalists)
+        pool = _Finalists(len(rows), max(m.finalists, PARSIMONY_POOL if m.parsimony else 1))
         score = self._screen(rows, stage_a)
         pool.offer(np.arange(len(rows)), stage_a, score)
         if m.candidates > 1 and active:
@@ -417,7 +460,25 @@ class _GroupSearch:
                     hypotheses = self._refinements(families[int(index)])
                     if hypotheses:
                         pool.offer(members, hypotheses, self._screen(rows[members], hypotheses))
+        if m.parsimony:
+            pool.prefer_fewest_terms(self._column_counts(pool), self._tolerance(rows))
         return self._select(rows, pool, stage_a[0], active)
+
+    def _tolerance(self, rows: np.ndarray) -> np.ndarray:
+        """(K,) screening-score differences that the noise explains: ``parsimony`` standard
+        errors of the residual sum of squares that pure noise leaves over ``n`` points,
+        ``sigma^2 * sqrt(2 n)`` (a chi-square's), with ``sigma^2`` the estimated variance
+        of one aggregated point (a repetition's over the number of repetitions) in the
+        weighted units of the score."""
+        y = self.y[rows]
+        weighted = y if self.weights is None else y * self.weights[rows]
+        counts = np.sum(~np.isnan(self.group.repetitions[rows]), axis=2).mean(axis=1)
+        variance = np.square(self.group.spread[rows]) / counts * np.square(weighted).mean(axis=1)
+        return self.modeler.parsimony * variance * np.sqrt(2.0 * y.shape[1])
+
+    def _column_counts(self, pool: _Finalists) -> np.ndarray:
+        """(len(pool.hypotheses),) non-constant columns (coefficients) of each hypothesis."""
+        return np.array([len(self._column_keys(h)) for h in pool.hypotheses])
 
     def _refinements(self, family: Family) -> list[_Hypothesis]:
         """``family`` with every combination of candidate shapes but the best-only one."""
@@ -472,7 +533,7 @@ class _GroupSearch:
         """Leave-one-out validation of each call path's finalists (and the constant model,
         always); the lowest cost wins, ties going to the hypothesis enumerated first (the
         simpler one), which is what makes exact data pick the simplest exact model."""
-        ids = pool.finalist_ids(pool.register([constant])[0])  # (K, F), -1 = unused
+        ids = pool.finalist_ids(pool.register([constant])[0], self.modeler.finalists)
         n_rows, width = ids.shape
         n = self.y.shape[1]
         cost = np.full((n_rows, width), np.inf)
@@ -635,9 +696,23 @@ class _Finalists:
         self.score[members] = np.take_along_axis(all_scores, order, axis=1)
         self.id[members] = np.take_along_axis(all_ids, order, axis=1)
 
-    def finalist_ids(self, always: int) -> np.ndarray:
-        """(K, size + 1) ids, sorted per row, plus ``always``; -1 pads unused slots."""
-        ids = np.where(np.isfinite(self.score), self.id, -1)
+    def prefer_fewest_terms(self, columns: np.ndarray, tolerance: np.ndarray) -> None:
+        """Move each row's hypothesis with the fewest ``columns`` (per hypothesis id) among
+        those scoring within ``tolerance`` (K,) of the best to the front, the best-scored
+        of them if several; the others keep their order behind it."""
+        best = self.score.min(axis=1, keepdims=True)
+        eligible = np.isfinite(self.score) & (self.score <= best + tolerance[:, None])
+        size = np.where(eligible, columns[np.maximum(self.id, 0)], np.iinfo(columns.dtype).max)
+        chosen = np.argmin(size, axis=1)[:, None]  # first = best-scored among the fewest
+        slots = np.arange(self.score.shape[1])
+        order = np.argsort(np.where(slots == chosen, -1, slots), axis=1, kind="stable")
+        self.score = np.take_along_axis(self.score, order, axis=1)
+        self.id = np.take_along_axis(self.id, order, axis=1)
+
+    def finalist_ids(self, always: int, count: int) -> np.ndarray:
+        """(K, count + 1) ids of each row's first ``count`` hypotheses, sorted per row, plus
+        ``always``; -1 pads unused slots."""
+        ids = np.where(np.isfinite(self.score), self.id, -1)[:, :count]
         ids = np.concatenate([ids, np.full((len(ids), 1), always)], axis=1)
         ids[:, :-1][ids[:, :-1] == always] = -1  # already a finalist: no second copy
         last = np.iinfo(ids.dtype).max
@@ -702,3 +777,59 @@ def _harrell_davis_median(repetitions: np.ndarray) -> np.ndarray:
         cells = count == c
         out[cells] = ordered[cells][:, :c] @ weights
     return out
+
+
+def _sample_median(repetitions: np.ndarray) -> np.ndarray:
+    """The middle value (mean of the two middle ones for even counts) of each cell's
+    repetitions, NaN where a cell has none; one sort instead of ``np.nanmedian``'s
+    per-cell work."""
+    ordered = np.sort(repetitions, axis=2)  # NaN padding sorts last
+    count = np.sum(~np.isnan(repetitions), axis=2)[..., None]
+    low = np.take_along_axis(ordered, np.maximum(count - 1, 0) // 2, axis=2)
+    high = np.take_along_axis(ordered, count // 2, axis=2) if ordered.shape[2] > 1 else low
+    high = np.where(count % 2 == 1, low, high)
+    return np.where(count > 0, 0.5 * (low + high), np.nan)[..., 0]
+
+
+def _relative_spread(repetitions: np.ndarray) -> np.ndarray:
+    """(K,) robust standard deviation of one repetition relative to its point's value,
+    pooled over all points of a row: ``MAD_TO_SD`` times the median absolute relative
+    deviation from the points' sample medians. One number per call path because five
+    repetitions are too few to estimate each point's own; relative because run-time noise
+    is. 0 where the repetitions agree (exact data, or a single repetition)."""
+    centre = _sample_median(repetitions)[..., None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        deviation = np.abs(repetitions - centre) / np.abs(centre)
+    deviation = np.where(np.isfinite(deviation), deviation, np.nan).reshape(len(deviation), -1)
+    with warnings.catch_warnings():  # rows without any deviation are expected (all NaN)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        spread = MAD_TO_SD * np.nanmedian(deviation, axis=1)
+    return np.nan_to_num(spread, nan=0.0)
+
+
+def _huber_centre(repetitions: np.ndarray, spread: np.ndarray) -> np.ndarray:
+    """Huber's M-estimate of each cell's centre, by iterative reweighting from the sample
+    median, with the scale ``spread * |median|`` fixed (:func:`_relative_spread`). Cells
+    without spread keep their sample median, so exact data stays exact."""
+    centre = _sample_median(repetitions)
+    limit = HUBER_TUNING * spread[:, None] * np.abs(centre)
+    todo = np.flatnonzero(np.isfinite(centre) & (limit > 0))
+    values = repetitions.reshape(-1, repetitions.shape[2])[todo]
+    present = ~np.isnan(values)
+    values = np.where(present, values, 0.0)
+    current = centre.reshape(-1)[todo]
+    bound = limit.reshape(-1)[todo, None]
+    result = centre.reshape(-1).copy()
+    active = np.arange(len(todo))
+    with np.errstate(divide="ignore"):
+        for _ in range(HUBER_ITERATIONS):
+            distance = np.abs(values[active] - current[active, None])
+            weight = np.where(present[active], np.minimum(1.0, bound[active] / distance), 0.0)
+            new = (weight * values[active]).sum(axis=1) / weight.sum(axis=1)
+            moving = np.abs(new - current[active]) > HUBER_TOLERANCE * np.abs(new)
+            current[active] = new
+            active = active[moving]
+            if not len(active):
+                break
+    result[todo] = current
+    return result.reshape(centre.shape)
