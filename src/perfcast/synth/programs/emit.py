@@ -14,13 +14,16 @@ Why it looks like this:
 * ``extern "C"`` + ``noinline``: each kernel is its own measured function with a plain name,
   so its call path is ``main->kernel_02_allreduce`` and its MPI leaf
   ``main->kernel_02_allreduce->MPI_Allreduce``.
-* Trip counts and message sizes are computed inside the kernel by always-inlined helpers
-  (no extra call paths) with the rounding rule of :mod:`.spec`, mirrored there in Python.
+* Iteration counts and message sizes are computed inside the kernel by always-inlined
+  helpers (no extra call paths) with the rounding rule of :mod:`.spec`, mirrored there in
+  Python. A term's iterations are rounded once; a product term's outer loop hands each
+  inner loop its share of them, and the body indexes the work arrays with the running
+  iteration number, so the body runs exactly as often as the truth says.
 * Every generated loop carries ``#pragma clang loop vectorize(disable) interleave(disable)
   unroll(disable)``: the optimised loop then executes exactly one basic block per innermost
-  iteration (plus a constant number per outer iteration), so SanitizerCoverage counts are
-  an affine function of the loop trip counts instead of depending on vector widths and
-  remainder loops.
+  iteration (plus two per outer iteration and a constant number per call), so
+  SanitizerCoverage counts are an affine function of the iteration counts instead of
+  depending on vector widths and remainder loops.
 * The matching side of ``send``/``recv`` kernels (an ``MPI_Irecv``/``MPI_Isend`` and its
   ``MPI_Wait``) is posted by ``main`` around the kernel call, ring-wise (to ``rank+1``, from
   ``rank-1``), so the kernel itself calls exactly one MPI routine and no ordering of blocking
@@ -29,6 +32,9 @@ Why it looks like this:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from perfcast.modeling.pmnf import Factor
 from perfcast.synth.programs.spec import (
     KernelSpec,
     LoopNest,
@@ -128,11 +134,7 @@ def _factor_call(spec: ProgramSpec, parameter: str, exponent: float, log_exponen
 
 
 def _elements_function(kernel: KernelSpec, message: Message, spec: ProgramSpec) -> str:
-    value = _literal(message.scale)
-    for factor in message.factors:
-        value += " * " + _factor_call(
-            spec, factor.parameter, float(factor.exponent), factor.log_exponent
-        )
+    value = _term_value(spec, message.scale, message.factors)
     return (
         f"/* doubles per rank in {kernel.function}'s message: {message.term.coefficient:.6g} * "
         f"{' * '.join(f.text() for f in message.factors)} */\n"
@@ -167,29 +169,52 @@ def _kernel(kernel: KernelSpec, spec: ProgramSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _term_value(spec: ProgramSpec, scale: float, factors: Sequence[Factor]) -> str:
+    """``scale * factor(x, i, j) * ...``: multiplied left to right like :func:`term_count`."""
+    calls = [_factor_call(spec, f.parameter, float(f.exponent), f.log_exponent) for f in factors]
+    return " * ".join([_literal(scale), *calls])
+
+
 def _nest(number: int, nest: LoopNest, work: Work, spec: ProgramSpec) -> list[str]:
+    """One term: its total ``T`` rounded once; a single loop of ``T`` trips, or an outer
+    loop of ``O`` trips whose inner loops share the ``T`` iterations out (``T / O`` each,
+    one more for the first ``T % O``), so the body runs exactly ``T`` times."""
     term = nest.term
     shape = " * ".join(f.text() for f in term.factors)
-    lines = [f"    /* term {number}: {term.coefficient:.6g} * {shape} */"]
-    for level, loop in enumerate(nest.loops, start=1):
-        factor = loop.factor
-        call = _factor_call(spec, factor.parameter, float(factor.exponent), factor.log_exponent)
-        scale = _literal(loop.scale)
-        lines.append(f"    const long long trips_{number}_{level} = rounded({scale} * {call});")
-    indent = "    "
-    indices = []
-    for level in range(1, len(nest.loops) + 1):
-        index = f"i{level}"
-        indices.append(index)
-        bound = f"trips_{number}_{level}"
-        lines.append(indent + NO_VECTORIZE)
-        lines.append(f"{indent}for (long long {index} = 0; {index} < {bound}; ++{index}) {{")
-        indent += "    "
-    lines.append(f"{indent}const long long k = ({' + '.join(indices)}) & WORK_MASK;")
-    lines.append(indent + _BODY[work])
-    for _ in nest.loops:
-        indent = indent[:-4]
-        lines.append(indent + "}")
+    total, position = f"total_{number}", f"position_{number}"
+    lines = [
+        f"    /* term {number}: {term.coefficient:.6g} * {shape} */",
+        f"    const long long {total} = "
+        f"rounded({_term_value(spec, nest.coefficient, nest.factors)});",
+        f"    long long {position} = 0;",
+    ]
+    body = [
+        f"const long long k = {position} & WORK_MASK;",
+        _BODY[work],
+    ]
+    if nest.outer_scale is None:
+        lines += [
+            "    " + NO_VECTORIZE,
+            f"    for (; {position} < {total}; ++{position}) {{",
+            *("        " + line for line in body),
+            "    }",
+        ]
+        return lines
+    outer, base, longer = f"outer_{number}", f"base_{number}", f"longer_{number}"
+    outer_value = _term_value(spec, nest.outer_scale, nest.factors[:1])
+    index = f"i{number}"
+    lines += [
+        f"    const long long {outer} = std::min({total}, rounded({outer_value}));",
+        f"    const long long {base} = {total} / {outer}, {longer} = {total} % {outer};",
+        "    " + NO_VECTORIZE,
+        f"    for (long long {index} = 0; {index} < {outer}; ++{index}) {{",
+        f"        const long long end = {position} + {base} + ({index} < {longer} ? 1 : 0);",
+        "        " + NO_VECTORIZE,
+        f"        for (; {position} < end; ++{position}) {{",
+        *("            " + line for line in body),
+        "        }",
+        "    }",
+    ]
     return lines
 
 

@@ -10,10 +10,16 @@ small term invisible and the run either instant or endless). Instead each kernel
 *iteration budget* at the reference point — the largest point one intends to measure,
 :data:`DEFAULT_REFERENCE` — log-uniform in ``iterations``; its terms share the budget by
 log-uniform weights in ``term_weights``, and each term's coefficient follows as
-``share / basis(reference)``. Messages likewise get ``message_elements`` doubles per rank
-at the reference. With the defaults a kernel call costs about 1-10 ms in a counter build
-(~5 ns per innermost iteration measured here) and a whole run of a 5-kernel program
-at p = 6 on two cores well under a second plus ``mpirun``'s start-up.
+``share / basis(reference)``. So that the counted effort follows the truth closely also
+at the *smallest* point one intends to measure (:data:`DEFAULT_SMALLEST`), where a steep
+term has shrunk by up to four orders of magnitude, the coefficients are then raised
+together until the kernel runs :data:`MIN_ITERATIONS` there (rounding and loop overhead
+are then a few hundredths of a percent of the count), but not beyond
+:data:`MAX_ITERATIONS` per term at the reference; a product term's outer loop is sized by
+:data:`MIN_INNER_TRIPS`. Messages get ``message_elements`` doubles per rank at the
+reference. Measured here in a counter build: ~2-3 ns per innermost iteration on one core,
+about three times that with 6 ranks on 2 cores; a typical kernel (~10^6 iterations at the
+reference) costs a few ms per call, the steepest (raised to 10^8) about a second.
 
 Scaling style: weak scaling, as in the paper's evaluation. ``n`` is the problem size per
 rank; terms in ``p`` have non-negative exponents (work or messages that grow with the
@@ -41,14 +47,12 @@ from perfcast.synth.programs.spec import (
     COMMUNICATION_OPERATIONS,
     RANK_SCALED_OPERATIONS,
     KernelSpec,
-    Loop,
     LoopNest,
     Message,
     ProgramSpec,
     Work,
     check_exponent,
     check_parameters,
-    factor_value,
 )
 
 DEFAULT_RANKS: tuple[int, ...] = (2, 3, 4, 5, 6)
@@ -59,12 +63,25 @@ coefficients are sized at the largest)."""
 DEFAULT_REFERENCE: tuple[float, float] = (float(max(DEFAULT_RANKS)), float(max(DEFAULT_SIZES)))
 """(ranks, size) where the budgets below hold: the largest default measurement point."""
 
-NEST_RESOLUTION = 32.0
-"""Scale of an outer loop: it runs ``32 * g(p)`` times, so rounding its trip count to an
-integer changes the product by at most 1/64 wherever ``g(p) >= 1``."""
-MIN_INNER_TRIPS = 64
-"""If the resolution above would leave the inner loop fewer iterations than this at the
-reference point, the outer loop's scale shrinks (to no less than 1) in its favour."""
+DEFAULT_SMALLEST: tuple[float, float] = (float(min(DEFAULT_RANKS)), float(min(DEFAULT_SIZES)))
+"""(ranks, size) where the floors below hold: the smallest default measurement point."""
+
+MIN_ITERATIONS = 10_000.0
+"""Fewest innermost iterations of a kernel's loops at the smallest point: rounding a term's
+count to an integer (half an iteration) and an outer loop that runs once (two blocks) are
+then at most 0.025 % of the count per term. A budget drawn at the reference that leaves
+fewer (a steep term shrinks up to 34000-fold from (6, 5000) to (2, 1000)) is raised."""
+MAX_ITERATIONS = 1e8
+"""Most innermost iterations per call and term at the reference that raising a budget to
+:data:`MIN_ITERATIONS` may lead to (about a second per call with 6 ranks on 2 cores in a
+counter build). It binds only for the steepest terms (``p^3 log2(p)^2 n^3 log2(n)^2``
+shrinks 34000-fold over the default grid), whose floor then drops to ~3000 iterations."""
+MIN_INNER_TRIPS = 16_384.0
+"""Average trips of an inner loop per outer iteration at the smallest size: the outer loop
+of a product term adds two basic blocks per outer iteration, so its runs are kept to
+about ``T / MIN_INNER_TRIPS`` (that overhead stays near 0.01 % of the term, below what the
+count modeler fits as a term of its own; with 4096 it fitted extra ``g(p)`` terms for
+~15 % of random kernels)."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +91,13 @@ class ProgramGenerator:
     Attributes:
         parameters: (ranks, size) names.
         reference: (ranks, size) where budgets hold, see the module docstring.
+        smallest: (ranks, size), the smallest point one intends to measure, where the
+            floors ``min_iterations`` and ``min_inner_trips`` hold; ``None``:
+            :data:`DEFAULT_SMALLEST`, capped at the reference.
         iterations: range of a kernel's innermost iterations per call at the reference.
+        min_iterations: see :data:`MIN_ITERATIONS`.
+        max_iterations: see :data:`MAX_ITERATIONS`.
+        min_inner_trips: see :data:`MIN_INNER_TRIPS`.
         message_elements: range of a message's doubles per rank at the reference.
         term_weights: range of the weights by which a kernel's terms share its budget.
         exponents, log_exponents: the sets I and J the factors are drawn from.
@@ -86,7 +109,11 @@ class ProgramGenerator:
 
     parameters: tuple[str, str] = ("p", "n")
     reference: tuple[float, float] = DEFAULT_REFERENCE
+    smallest: tuple[float, float] | None = None
     iterations: tuple[float, float] = (2e5, 2e6)
+    min_iterations: float = MIN_ITERATIONS
+    max_iterations: float = MAX_ITERATIONS
+    min_inner_trips: float = MIN_INNER_TRIPS
     message_elements: tuple[float, float] = (2.0**10, 2.0**15)
     term_weights: tuple[float, float] = (1.0, 10.0)
     exponents: tuple[Fraction, ...] = DEFAULT_EXPONENTS
@@ -109,6 +136,24 @@ class ProgramGenerator:
         ranks, size = self.reference
         if not (ranks > 1 and size > 1):
             raise InputError(f"reference values must exceed 1 (log2 > 0), got {self.reference}")
+        if self.smallest is None:
+            smallest = (min(DEFAULT_SMALLEST[0], ranks), min(DEFAULT_SMALLEST[1], size))
+            object.__setattr__(self, "smallest", smallest)
+        else:
+            low_ranks, low_size = self.smallest
+            if not (1 < low_ranks <= ranks and 1 < low_size <= size):
+                raise InputError(
+                    f"smallest values must exceed 1 and not exceed the reference {self.reference}, "
+                    f"got {self.smallest}"
+                )
+        for name in ("min_iterations", "min_inner_trips"):
+            if not getattr(self, name) >= 1:
+                raise InputError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not self.max_iterations >= self.iterations[1]:
+            raise InputError(
+                f"max_iterations ({self.max_iterations:g}) must be at least the largest budget "
+                f"({self.iterations[1]:g})"
+            )
         shapes = tuple(
             (Fraction(i), int(j))
             for i in self.exponents
@@ -123,6 +168,11 @@ class ProgramGenerator:
     @property
     def reference_point(self) -> dict[str, float]:
         return dict(zip(self.parameters, self.reference, strict=True))
+
+    @property
+    def smallest_point(self) -> dict[str, float]:
+        assert self.smallest is not None  # resolved in __post_init__
+        return dict(zip(self.parameters, self.smallest, strict=True))
 
     # -- specified kernels ----------------------------------------------------------------
 
@@ -212,30 +262,43 @@ class ProgramGenerator:
     # -- sizing ---------------------------------------------------------------------------
 
     def _nests(self, terms: Sequence[ParsedTerm], rng: np.random.Generator) -> tuple[LoopNest, ...]:
+        """Loop nests for ``terms``; coefficients not given share a drawn budget at the
+        reference and are raised together where they run fewer than ``min_iterations`` at
+        the smallest point (no further than ``max_iterations`` per term at the reference)."""
         budget = _log_uniform(rng, self.iterations)
         weights = [_log_uniform(rng, self.term_weights) for _ in terms]
-        point = self.reference_point
-        nests = []
-        for term, weight in zip(terms, weights, strict=True):
-            basis = _basis(term.factors, point)
-            coefficient = term.coefficient or budget * weight / sum(weights) / basis
-            nests.append(self._nest(term.factors, coefficient, point))
-        return tuple(nests)
+        reference, smallest = self.reference_point, self.smallest_point
+        coefficients = [
+            term.coefficient or budget * weight / sum(weights) / _basis(term.factors, reference)
+            for term, weight in zip(terms, weights, strict=True)
+        ]
+        drawn = [term.coefficient is None for term in terms]
+        sized = [(c, t.factors) for c, t, d in zip(coefficients, terms, drawn, strict=True) if d]
+        raise_by = 1.0
+        if sized:
+            at_smallest = sum(c * _basis(factors, smallest) for c, factors in sized)
+            at_reference = sum(c * _basis(factors, reference) for c, factors in sized)
+            ceiling = self.max_iterations * len(sized)
+            raise_by = max(1.0, min(self.min_iterations / at_smallest, ceiling / at_reference))
+        return tuple(
+            self._nest(term.factors, c * raise_by if d else c)
+            for c, term, d in zip(coefficients, terms, drawn, strict=True)
+        )
 
-    def _nest(
-        self, factors: Sequence[Factor], coefficient: float, point: dict[str, float]
-    ) -> LoopNest:
-        """Loops for one term, the ranks loop outermost; the coefficient is split so the
-        outer loop runs about ``NEST_RESOLUTION * g(p)`` times and the inner loop the rest."""
-        ordered = sorted(factors, key=lambda f: self.parameters.index(f.parameter))
+    def _nest(self, factors: Sequence[Factor], coefficient: float) -> LoopNest:
+        """One term's nest, the ranks loop outermost. A product term's outer loop runs
+        ``s * g(p)`` times with ``s = c * h(smallest size) / min_inner_trips``: about
+        ``T / min_inner_trips`` at the smallest size, where ``T`` is smallest relative to
+        ``g(p)``, so an inner loop runs at least about ``min_inner_trips`` times wherever
+        ``n`` is at least the smallest size, and the outer loop's two blocks per iteration
+        stay a negligible share of the count."""
+        ordered = tuple(sorted(factors, key=lambda f: self.parameters.index(f.parameter)))
         for factor in ordered:
             check_exponent(factor, "loop")
         if len(ordered) == 1:
-            return LoopNest((Loop(ordered[0], coefficient),))
-        outer, inner = ordered
-        inner_at_reference = coefficient * factor_value(inner, point[inner.parameter])
-        outer_scale = min(NEST_RESOLUTION, max(1.0, inner_at_reference / MIN_INNER_TRIPS))
-        return LoopNest((Loop(outer, outer_scale), Loop(inner, coefficient / outer_scale)))
+            return LoopNest(coefficient, ordered)
+        inner_at_smallest = coefficient * _basis(ordered[1:], self.smallest_point)
+        return LoopNest(coefficient, ordered, inner_at_smallest / self.min_inner_trips)
 
     def _message(self, term: ParsedTerm, rng: np.random.Generator) -> Message:
         factors = tuple(check_exponent(f, "message") for f in term.factors)

@@ -1,18 +1,20 @@
-"""What a generated benchmark program is made of: loops, messages, kernels, the program.
+"""What a generated benchmark program is made of: loop nests, messages, kernels, the program.
 
-The specification is exact: every trip count and message size the C++ program computes at
-run time is reproduced here bit for bit (same IEEE double arithmetic through the same libm
-``pow`` and ``log2``, the same rounding), so the ground truth can be evaluated both as a
-PMNF model and as the exact integers the program executes.
+The specification is exact: every iteration count and message size the C++ program computes
+at run time is reproduced here bit for bit (same IEEE double arithmetic through the same libm
+``pow`` and ``log2``, multiplied in the same order, the same rounding), so the ground truth
+can be evaluated both as a PMNF model and as the exact integers the program executes.
 
-Rounding rule (C++ and Python alike)::
+Rounding rule (C++ and Python alike), applied once per term::
 
-    count = max(1, llround(scale * x^i * log2(x)^j))      # one loop over one parameter x
-    count = max(1, llround(scale * prod_f x_f^i_f * log2(x_f)^j_f))   # one message
+    count = max(1, llround(scale * prod_f x_f^i_f * log2(x_f)^j_f))
 
-``llround`` rounds halves away from zero; ``max(1, .)`` keeps every loop and message
-alive where the factor vanishes (``log2(1) = 0``: measure at ``p >= 2`` when a factor has
-``log2(p)``).
+A term's count is rounded as a whole, never factor by factor: a product of separately
+rounded trip counts drifts from the term by several percent where a factor is small (an
+outer ``p`` loop of ~32 trips, an inner loop of a few), enough to swap neighbouring
+exponents on a narrow measurement range. ``llround`` rounds halves away from zero;
+``max(1, .)`` keeps every loop and message alive where the term vanishes (``log2(1) = 0``:
+measure at ``p >= 2`` when a factor has ``log2(p)``).
 """
 
 from __future__ import annotations
@@ -91,49 +93,83 @@ def factor_value(factor: Factor, x: float) -> float:
     return math.pow(x, float(factor.exponent)) * math.pow(math.log2(x), factor.log_exponent)
 
 
-@dataclass(frozen=True)
-class Loop:
-    """One ``for`` loop: ``max(1, llround(scale * x^i * log2(x)^j))`` iterations."""
-
-    factor: Factor
-    scale: float
-
-    def trips(self, point: Mapping[str, float]) -> int:
-        return rounded_count(
-            self.scale * factor_value(self.factor, float(point[self.factor.parameter]))
-        )
-
-    def to_json(self) -> dict:
-        return {**self.factor.to_json(), "scale": self.scale}
-
-    @classmethod
-    def from_json(cls, data: Mapping) -> Loop:
-        return cls(Factor.from_json(data), float(data["scale"]))
+def term_count(scale: float, factors: Sequence[Factor], point: Mapping[str, float]) -> int:
+    """``max(1, llround(scale * prod_f x_f^i_f * log2(x_f)^j_f))``, multiplied left to right
+    as the C program does."""
+    value = scale
+    for factor in factors:
+        value = value * factor_value(factor, float(point[factor.parameter]))
+    return rounded_count(value)
 
 
 @dataclass(frozen=True)
 class LoopNest:
-    """Loops nested in the order given (outermost first): one PMNF term, its factors
-    multiplied by nesting. Its iterations are the product of the loops' trip counts."""
+    """One PMNF term ``coefficient * prod_f x_f^i_f * log2(x_f)^j_f`` run as loops.
 
-    loops: tuple[Loop, ...]
+    The term's whole iteration count ``T`` (:meth:`iterations`) is rounded once. A term of
+    one factor is one loop of ``T`` trips. A term of several factors is two nested loops:
+    the outer one runs over the first factor, ``O`` times (:meth:`outer_iterations`), and
+    the inner one shares the ``T`` iterations out over the outer ones (:meth:`inner_trips`:
+    ``T // O`` each, one more for the first ``T % O``), so the innermost body runs exactly
+    ``T`` times however ``O`` is rounded. ``O = min(T, max(1, llround(outer_scale * g)))``
+    with ``g`` the first factor's value: never above ``T``, so no inner loop is empty.
+    """
+
+    coefficient: float
+    factors: tuple[Factor, ...]
+    outer_scale: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.factors:
+            raise InputError("a loop nest needs at least one factor")
+        if not self.coefficient > 0:
+            raise InputError(f"a loop nest's coefficient must be positive, got {self.coefficient}")
+        nested = len(self.factors) > 1
+        if nested != (self.outer_scale is not None):
+            raise InputError(
+                "a loop nest of several factors needs an outer_scale (and one factor none), "
+                f"got {len(self.factors)} factor(s) and outer_scale {self.outer_scale}"
+            )
+        if self.outer_scale is not None and not self.outer_scale > 0:
+            raise InputError(f"outer_scale must be positive, got {self.outer_scale}")
+
+    @property
+    def nested(self) -> bool:
+        return len(self.factors) > 1
 
     def iterations(self, point: Mapping[str, float]) -> int:
-        return math.prod(loop.trips(point) for loop in self.loops)
+        """``T``: the innermost iterations, ``max(1, llround(term))``."""
+        return term_count(self.coefficient, self.factors, point)
 
     def outer_iterations(self, point: Mapping[str, float]) -> int:
-        """Iterations of the loops around the innermost one (0 for a single loop): what
-        the loop overhead of a nest grows with."""
-        if len(self.loops) == 1:
+        """``O``: iterations of the outer loop (0 for a single loop), what the loop
+        overhead of the nest grows with."""
+        if self.outer_scale is None:
             return 0
-        return math.prod(loop.trips(point) for loop in self.loops[:-1])
+        outer = term_count(self.outer_scale, self.factors[:1], point)
+        return min(self.iterations(point), outer)
+
+    def inner_trips(self, point: Mapping[str, float]) -> list[int]:
+        """Trips of the inner loop in each outer iteration (of the single loop: ``[T]``)."""
+        total = self.iterations(point)
+        if self.outer_scale is None:
+            return [total]
+        outer = self.outer_iterations(point)
+        base, longer = divmod(total, outer)
+        return [base + 1] * longer + [base] * (outer - longer)
 
     @property
     def term(self) -> Term:
-        """The nest as a PMNF term: coefficient = product of the loops' scales."""
-        return Term(
-            math.prod(loop.scale for loop in self.loops), tuple(loop.factor for loop in self.loops)
-        )
+        return Term(self.coefficient, self.factors)
+
+    def to_json(self) -> dict:
+        return {**self.term.to_json(), "outer_scale": self.outer_scale}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> LoopNest:
+        term = Term.from_json(data)
+        outer = data.get("outer_scale")
+        return cls(term.coefficient, term.factors, None if outer is None else float(outer))
 
 
 @dataclass(frozen=True)
@@ -144,10 +180,7 @@ class Message:
     factors: tuple[Factor, ...]
 
     def elements(self, point: Mapping[str, float]) -> int:
-        value = self.scale
-        for factor in self.factors:
-            value = value * factor_value(factor, float(point[factor.parameter]))
-        return rounded_count(value)
+        return term_count(self.scale, self.factors, point)
 
     @property
     def term(self) -> Term:
@@ -203,7 +236,7 @@ class KernelSpec:
 
     @property
     def parameters(self) -> set[str]:
-        used = {loop.factor.parameter for nest in self.nests for loop in nest.loops}
+        used = {factor.parameter for nest in self.nests for factor in nest.factors}
         return used | {f.parameter for f in (self.message.factors if self.message else ())}
 
     def iterations(self, point: Mapping[str, float]) -> int:

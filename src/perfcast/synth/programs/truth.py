@@ -2,9 +2,9 @@
 
 ``<name>.truth.json`` is a perfcast model file (``perfcast_models``, ``parameters``,
 ``models``: :meth:`ModelSet.load` and ``perfcast predict`` read it as is) with the truth's
-models in it, plus the exact program specification (``kernels``: loops with their scales,
-messages) from which :func:`read_spec` rebuilds the :class:`ProgramSpec` and
-:func:`read_truth` the per-kernel :class:`KernelTruth`.
+models in it, plus the exact program specification (``kernels``: loop nests with their
+coefficients and outer-loop scales, messages) from which :func:`read_spec` rebuilds the
+:class:`ProgramSpec` and :func:`read_truth` the per-kernel :class:`KernelTruth`.
 """
 
 from __future__ import annotations
@@ -28,14 +28,15 @@ from perfcast.synth.programs.spec import (
     RANK_SCALED_OPERATIONS,
     RECEIVE_ONLY_OPERATIONS,
     KernelSpec,
-    Loop,
     LoopNest,
     Message,
     ProgramSpec,
     Work,
 )
 
-TRUTH_FORMAT_VERSION = 1
+TRUTH_FORMAT_VERSION = 2
+"""Version 2: a loop nest is one term (coefficient, factors, outer scale), its iteration
+count rounded once; version 1 rounded every loop's trip count on its own."""
 TIME_METRIC = "time"
 TRUTH_SUFFIX = ".truth.json"
 
@@ -57,7 +58,7 @@ class KernelTruth:
         law: the operation's Table I law (:class:`~perfcast.effort.Law`; ``law.name`` such
             as ``"REDUCTION"``, ``law.value`` its formula).
         message: doubles per rank in the message, as a PMNF model.
-        spec: the exact loops and message, for :meth:`iterations` and :meth:`exact_bytes`.
+        spec: the exact loop nests and message, for :meth:`iterations` and :meth:`exact_bytes`.
     """
 
     function: str
@@ -105,12 +106,14 @@ class KernelTruth:
 
     def iterations(self, point: Mapping[str, float]) -> int:
         """Innermost iterations of one call at ``point`` (e.g. ``{"p": 4, "n": 2000}``):
-        the exact integer the program executes."""
+        the exact integer the program executes, each term's ``c * g(p) * h(n)`` rounded
+        once (within half an iteration per term of :attr:`effort`)."""
         return self.spec.iterations(point)
 
     def outer_iterations(self, point: Mapping[str, float]) -> int:
-        """Iterations of the loops enclosing the innermost ones: the counted blocks are
-        ``b * iterations + a * outer_iterations + c`` (constants of the kernel and build)."""
+        """Iterations of the outer loops of product terms, exactly as executed: the counted
+        blocks are ``iterations + 2 * outer_iterations + c`` (``c`` a constant of the
+        kernel and build; see the package docstring)."""
         return self.spec.outer_iterations(point)
 
     def exact_bytes(self, point: Mapping[str, float]) -> int:
@@ -219,7 +222,7 @@ def _kernel_json(kernel: KernelSpec, truth: KernelTruth) -> dict:
         "effort": None if truth.effort is None else truth.effort.text(),
         "bytes_metric": truth.bytes_metric,
         "bytes": None if truth.bytes is None else truth.bytes.text(),
-        "nests": [[loop.to_json() for loop in nest.loops] for nest in kernel.nests],
+        "nests": [nest.to_json() for nest in kernel.nests],
         "message": None
         if kernel.message is None
         else {
@@ -246,7 +249,8 @@ def read_spec(path: str | Path) -> ProgramSpec:
         )
     if data["perfcast_synth_truth"] != TRUTH_FORMAT_VERSION:
         raise InputError(
-            f"truth format {data['perfcast_synth_truth']} is not version {TRUTH_FORMAT_VERSION}",
+            f"truth format {data['perfcast_synth_truth']} is not version {TRUTH_FORMAT_VERSION}; "
+            "regenerate the program and its truth with this perfcast (perfcast synth)",
             path=path,
         )
     try:
@@ -271,9 +275,7 @@ def _kernel_from_json(data: Mapping) -> KernelSpec:
     message = data.get("message")
     return KernelSpec(
         function=str(data["function"]),
-        nests=tuple(
-            LoopNest(tuple(Loop.from_json(loop) for loop in nest)) for nest in data["nests"]
-        ),
+        nests=tuple(LoopNest.from_json(nest) for nest in data["nests"]),
         operation=data.get("operation"),
         message=None
         if message is None
