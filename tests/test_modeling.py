@@ -278,9 +278,27 @@ def test_parsimony_keeps_a_noisy_product_from_growing_extra_terms():
     assert parsimonious >= 25
 
 
-def test_parsimony_must_not_be_negative():
+def test_parsimony_and_combinations_are_checked():
     with pytest.raises(InputError, match="parsimony"):
         PMNFModeler(parsimony=-1.0)
+    with pytest.raises(InputError, match="combinations"):
+        PMNFModeler(combinations=0)
+
+
+def test_combination_budget_bounds_the_candidates_a_structure_combines():
+    truth = {f"f{k}": (lambda p, n: 2 + 0.1 * p ** (4 / 5) * n ** (3 / 2)) for k in range(20)}
+    data = experiment(truth, ["p", "n"], repetitions=5, noise=0.2)
+
+    def shapes(modeler):
+        return [shape(model) for model in modeler.fit(data)]
+
+    # a budget of one combination leaves every structure its best shapes only
+    assert shapes(PMNFModeler(combinations=1)) == shapes(PMNFModeler(candidates=1))
+    assert shapes(PMNFModeler()) != shapes(PMNFModeler(candidates=1))
+    # two candidates per parameter fit a budget of 4 for products of two parameters
+    two = PMNFModeler(candidates=2)
+    assert shapes(two.with_params(combinations=4)) == shapes(two.with_params(combinations=100))
+    assert shapes(two.with_params(combinations=3)) != shapes(two.with_params(combinations=4))
 
 
 @pytest.mark.parametrize("finalists", [1, 4])

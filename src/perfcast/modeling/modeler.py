@@ -14,17 +14,21 @@ How a call path is modeled, and why:
 3. **Structures.** Term families (which parameters multiply, which add; see
    :mod:`perfcast.modeling.space`) are enumerated over the significant parameters and
    screened on all points with each parameter's best shape; the best ``refine_structures``
-   families are then screened with every combination of the kept candidate shapes.
+   families are then screened with the combinations of the kept candidate shapes (at most
+   ``combinations`` per family).
    Screening is an in-sample fit scored by generalised cross-validation (``RSS / (1 -
    t/n)^2``), which needs only the Gram matrix of each call path's column dictionary.
-4. **Selection.** The best-screened ``finalists`` hypotheses and the constant model are
-   validated by exact leave-one-out cross-validation (SMAPE by default, RSS optional); the
-   lowest cost wins. Measured on synthetic truths (see ``benchmarks/``), screening scores
-   pick the right exponent more often than leave-one-out SMAPE (which weighs the corner
-   points' high leverage heavily), so one finalist is the default and leave-one-out only
-   guards against a model worse than the constant.
+4. **Selection.** Among the hypotheses screened within ``parsimony`` standard errors of the
+   noise of the best, the one with the fewest terms goes first (the one-standard-error
+   rule). It, or the ``finalists`` first, and the constant model are validated by exact
+   leave-one-out cross-validation (SMAPE by default, RSS optional); the lowest cost wins.
+   Measured on synthetic truths (see ``benchmarks/``), screening scores pick the right
+   exponent more often than leave-one-out SMAPE (which weighs the corner points' high
+   leverage heavily), so one finalist is the default and leave-one-out only guards against
+   a model worse than the constant.
 
-Repetitions are aggregated per point, by a Harrell-Davis median by default.
+Repetitions are aggregated per point, by default by Huber's M-estimate with a scale pooled
+over the call path's points, which also gives the noise level that ``parsimony`` uses.
 
 All fits are stacked NumPy solves across hypotheses and call paths
 (:mod:`perfcast.modeling.fitting`); there is no per-hypothesis Python loop.
@@ -143,7 +147,13 @@ class PMNFModeler:
             noise. ``"harrell-davis"`` is a Beta-weighted average of the sorted
             repetitions (Harrell & Davis, 1982; 6 % weight each on the smallest and largest
             of five, so a spike still shifts it), ``"sample"`` the middle value.
-        candidates: shapes kept per parameter for the multi-parameter combination.
+        candidates: most shapes kept per parameter for the multi-parameter combination.
+        combinations: most shape combinations refitted per structure: a structure over
+            ``k`` parameters combines each one's best ``c`` candidates, ``c`` the largest
+            with ``c^k <= combinations`` (and ``c <= candidates``). A fixed budget rather
+            than a fixed ``c``: two parameters can afford five candidates each (25 fits),
+            three only three (27), and more candidates mostly help at high noise, where
+            the true shape ranks lower.
         refine_structures: structures refitted with every candidate combination.
         finalists: hypotheses per call path that pass screening (in-sample fit, generalised
             cross-validation) on to exact leave-one-out validation, besides the constant.
@@ -176,7 +186,8 @@ class PMNFModeler:
         criterion: str = "smape",
         aggregation: str = "median",
         median_estimator: str = "huber",
-        candidates: int = 3,
+        candidates: int = 5,
+        combinations: int = 27,
         refine_structures: int = 3,
         finalists: int = 1,
         parsimony: float = 1.0,
@@ -196,9 +207,10 @@ class PMNFModeler:
             )
         if weighting not in WEIGHTINGS:
             raise InputError(f"unknown weighting {weighting!r}; choose one of {WEIGHTINGS}")
-        if min(terms, candidates, refine_structures, finalists) < 1 or min_points < 2:
+        if min(terms, candidates, combinations, refine_structures, finalists) < 1 or min_points < 2:
             raise InputError(
-                "terms, candidates, refine_structures and finalists must be >= 1, min_points >= 2"
+                "terms, candidates, combinations, refine_structures and finalists must be >= 1, "
+                "min_points >= 2"
             )
         if not parsimony >= 0:
             raise InputError(f"parsimony must be >= 0, got {parsimony!r}")
@@ -208,6 +220,7 @@ class PMNFModeler:
         self.aggregation = aggregation
         self.median_estimator = median_estimator
         self.candidates = candidates
+        self.combinations = combinations
         self.refine_structures = refine_structures
         self.finalists = finalists
         self.parsimony = parsimony
@@ -481,11 +494,17 @@ class _GroupSearch:
         return np.array([len(self._column_keys(h)) for h in pool.hypotheses])
 
     def _refinements(self, family: Family) -> list[_Hypothesis]:
-        """``family`` with every combination of candidate shapes but the best-only one."""
+        """``family`` with every combination of candidate shapes within the
+        ``combinations`` budget, but the best-only one."""
         names = family_parameters(family)
+        per_parameter = 1
+        while names and (per_parameter + 1) ** len(names) <= self.modeler.combinations:
+            per_parameter += 1
         return [
             _Hypothesis(family, tuple(zip(names, ranks, strict=True)))
-            for ranks in product(*(range(self.ranked[name].shape[1]) for name in names))
+            for ranks in product(
+                *(range(min(per_parameter, self.ranked[name].shape[1])) for name in names)
+            )
             if any(ranks)
         ]
 
@@ -808,19 +827,23 @@ def _relative_spread(repetitions: np.ndarray) -> np.ndarray:
 
 
 def _huber_centre(repetitions: np.ndarray, spread: np.ndarray) -> np.ndarray:
-    """Huber's M-estimate of each cell's centre, by iterative reweighting from the sample
-    median, with the scale ``spread * |median|`` fixed (:func:`_relative_spread`). Cells
-    without spread keep their sample median, so exact data stays exact."""
+    """Huber's M-estimate of each cell's centre with the scale ``spread * |median|`` fixed
+    (:func:`_relative_spread`). Where every repetition lies within the limit of the cell's
+    mean, the mean solves Huber's equation exactly (the usual case); the other cells
+    reweight iteratively from their sample median. Cells without spread keep their sample
+    median, so exact data stays exact."""
     centre = _sample_median(repetitions)
     limit = HUBER_TUNING * spread[:, None] * np.abs(centre)
     todo = np.flatnonzero(np.isfinite(centre) & (limit > 0))
     values = repetitions.reshape(-1, repetitions.shape[2])[todo]
     present = ~np.isnan(values)
     values = np.where(present, values, 0.0)
-    current = centre.reshape(-1)[todo]
     bound = limit.reshape(-1)[todo, None]
+    mean = values.sum(axis=1) / present.sum(axis=1)
     result = centre.reshape(-1).copy()
-    active = np.arange(len(todo))
+    result[todo] = mean
+    active = np.flatnonzero((present & (np.abs(values - mean[:, None]) > bound)).any(axis=1))
+    current = centre.reshape(-1)[todo]
     with np.errstate(divide="ignore"):
         for _ in range(HUBER_ITERATIONS):
             distance = np.abs(values[active] - current[active, None])
@@ -828,8 +851,8 @@ def _huber_centre(repetitions: np.ndarray, spread: np.ndarray) -> np.ndarray:
             new = (weight * values[active]).sum(axis=1) / weight.sum(axis=1)
             moving = np.abs(new - current[active]) > HUBER_TOLERANCE * np.abs(new)
             current[active] = new
+            result[todo[active]] = new
             active = active[moving]
             if not len(active):
                 break
-    result[todo] = current
     return result.reshape(centre.shape)
