@@ -15,11 +15,21 @@ The analysis (paper V-A6, V-B2, V-B3):
   exponential; additive, :class:`perfcast.synth.Noise`) at 2, 5, 10, 50 and 75 % are
   injected into the measured time of every repetition, many times with independent
   seeds; the counters stay as measured (they are deterministic).
+* **Time.** Computation kernels are modeled from their CPU time (``cpu_time``, measured
+  with ``PERFCAST_CPU_TIME=1``), communication kernels from wall time (``time``). Ranks
+  beyond the two cores are oversubscribed, so a kernel's wall time grows with ``p`` where
+  its work does not (a rank gets ``2/p`` of a core); its CPU time does not. The header
+  shows both per counted block, and both metrics modeled for both kinds of kernel: CPU
+  time is far better for computation; for communication neither is good here (Open MPI
+  busy-polls, or yields the core when oversubscribed, so both clocks mix transfer and
+  scheduling), CPU time has the lower median RE for the effort prior but a higher mean
+  RE for both approaches, so wall time, the paper's metric, stays.
 * **Models.** Classic: :class:`~perfcast.modeling.PMNFModeler` on time (median of the
-  repetitions). Effort prior: :class:`~perfcast.effort.EffortModeler`, whose priors are
-  derived once from the counts and whose time coefficients are fitted to each noisy copy,
-  as in the paper whatever their sign; a second line reports perfcast's default policy,
-  which drops effort terms whose time coefficient comes out negative.
+  repetitions). Effort prior: :class:`~perfcast.effort.EffortModeler` as shipped,
+  whose priors are derived once from the counts and whose time coefficients are fitted to
+  each noisy copy. Its policy for terms whose coefficient comes out negative is compared
+  with the others (:data:`perfcast.effort.priors.NEGATIVE_TERM_POLICIES`, the paper's
+  "whatever the sign" among them) in a table of its own.
 * **Metrics.** ED (Eq. 4) per parameter against the kernel's theoretical complexity (its
   generated loop nests for computation, its Table I law applied to its generated message
   for communication); RE (Eq. 5) at the test point against the measured time there.
@@ -29,9 +39,9 @@ The analysis (paper V-A6, V-B2, V-B3):
   prior ``k * 5^2`` runs that also count (the paper's accounting, with a separate effort
   run per point: ``5^2 + k * 5^2``, so ``2 * 5^2`` at one repetition against ``5^3``).
 
-Ranks beyond the two cores are oversubscribed, so measured time grows with ``p`` where
-the work per rank does not (a rank gets ``2/p`` of a core); the header of the output says
-how much, and the RE of both approaches carries it.
+Measurements are cached per program and campaign under a hash of the generated source,
+its truth, the campaign specs and the runtime settings: a changed generator or metric
+set measures anew.
 
 ::
 
@@ -42,12 +52,15 @@ how much, and the RE of both approaches carries it.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
+import json
+import os
 import shlex
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, cast
 
@@ -56,6 +69,7 @@ import pandas as pd
 
 from perfcast.effort import EffortModeler, EffortPrior
 from perfcast.effort.laws import CommunicationLaw
+from perfcast.effort.priors import NEGATIVE_TERM_POLICIES
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import CALLPATH, METRIC, REPETITION, VALUE, Experiment
 from perfcast.measure.campaign import measure
@@ -65,14 +79,28 @@ from perfcast.measure.store import OK, CampaignStore
 from perfcast.modeling import PMNFModeler
 from perfcast.modeling.pmnf import Model, Term
 from perfcast.synth import Noise, NoisePattern, exponent_deviation, next_point, relative_error
-from perfcast.synth.programs import KernelTruth, random_program, read_truth, write_program
+from perfcast.synth.programs import (
+    KernelTruth,
+    random_program,
+    read_truth,
+    render_program,
+    write_program,
+)
+from perfcast.synth.programs.truth import truth_json
 
 TIME = "time"
+"""The modeled time of every kernel, whichever measured metric it is (see ``Study.metrics``)."""
+WALL_TIME, CPU_TIME = "time", "cpu_time"
+TIMES = (WALL_TIME, CPU_TIME)
 COUNTERS = ("basic_blocks", "mpi_bytes_sent", "mpi_bytes_received")
 PARAMETERS = ("p", "n")
 INTENSITIES = (0.02, 0.05, 0.10, 0.50, 0.75)
 COMPUTATION, COMMUNICATION = "computation", "communication"
-CLASSIC, EFFORT, EFFORT_DROPPING = "classic", "effort", "effort (drop negative terms)"
+CLASSIC, EFFORT = "classic", "effort"
+DEFAULT_POLICY = EffortModeler().negative_terms
+POLICIES = {policy: f"effort, negative terms: {policy}" for policy in NEGATIVE_TERM_POLICIES}
+"""The approaches that fit the effort prior under another negative-term policy than the
+default (which is :data:`EFFORT`, perfcast as shipped)."""
 CACHE = Path(__file__).resolve().parent / ".noise-study"
 
 
@@ -91,6 +119,15 @@ class Configuration:
     injections: int = 30
     seed: int = 2026
     timeout: float = 120.0
+    computation_metric: str = CPU_TIME
+    """What computation kernels' time is: the rank's CPU time inside the kernel does not
+    grow when ranks share a core, its wall time does (the header's two ratio lines)."""
+    communication_metric: str = WALL_TIME
+    """What communication kernels' time is (the report's metric table compares both)."""
+
+    @property
+    def metrics(self) -> dict[str, str]:
+        return {COMPUTATION: self.computation_metric, COMMUNICATION: self.communication_metric}
 
     @property
     def test_point(self) -> dict[str, float]:
@@ -120,19 +157,40 @@ class Kernel:
 
 @dataclass
 class Study:
-    """Training measurements (time and counters, every repetition), the measured time at
-    the test point, and the kernels with their truths."""
+    """Training measurements (wall and CPU time, counters, every repetition), the measured
+    times at the test point, the kernels with their truths, and which measured metric is
+    each kind of kernel's time."""
 
     train: Experiment
     test_point: dict[str, float]
-    test_time: dict[str, float]
+    test_values: dict[str, dict[str, float]]
+    """Median at the test point, by metric and call path."""
     kernels: list[Kernel]
     beyond: pd.DataFrame
     """Measurements at the test point's rank count (long form, as ``train.data``)."""
+    metrics: dict[str, str] = field(
+        default_factory=lambda: {COMPUTATION: WALL_TIME, COMMUNICATION: WALL_TIME}
+    )
+    """Kernel kind -> the measured metric modeled as its time."""
+
+    def metric_of(self, kernel: Kernel) -> str:
+        return self.metrics[kernel.kind]
 
     @property
     def time(self) -> Experiment:
-        return self.train.restricted(metrics=[TIME])
+        """Every kernel's modeled time, under the one metric name :data:`TIME`."""
+        data = self.train.data
+        parts = []
+        for metric in sorted(set(self.metrics.values())):
+            paths = [k.callpath for k in self.kernels if self.metric_of(k) == metric]
+            rows = data[(data[METRIC] == metric) & data[CALLPATH].isin(paths)]
+            parts.append(rows.assign(**{METRIC: TIME}))
+        return Experiment(self.train.parameters, pd.concat(parts, ignore_index=True))
+
+    @property
+    def test_time(self) -> dict[str, float]:
+        """The measured time at the test point of every kernel, in its modeled metric."""
+        return {k.callpath: self.test_values[self.metric_of(k)][k.callpath] for k in self.kernels}
 
 
 def kernels_of(program: str, truths: dict[str, KernelTruth]) -> list[Kernel]:
@@ -170,16 +228,16 @@ class Comparison:
     variant's call paths get a prefix and all variants are fitted in one call per approach
     (the modelers batch across call paths). Priors come from the counts, once."""
 
-    def __init__(self, study: Study, modeler: PMNFModeler | None = None):
+    def __init__(self, study: Study, modeler: PMNFModeler | None = None, *, policies: bool = True):
         self.study = study
         self.classic = modeler or PMNFModeler()
-        # The paper's method: time fits only the coefficients of the fixed skeleton, whatever
-        # their sign. perfcast's default also drops terms whose coefficient comes out
-        # negative (``positive_terms``), which can remove a parameter the counts say is there.
-        self.effort = {
-            EFFORT: EffortModeler(self.classic.with_params(positive_terms=False)),
-            EFFORT_DROPPING: EffortModeler(self.classic),
-        }
+        # perfcast as shipped, and (``policies``) the other treatments of effort terms whose
+        # time coefficient comes out negative, the paper's "fit whatever the sign" among them
+        self.effort = {EFFORT: EffortModeler(self.classic)}
+        if policies:
+            for policy, approach in POLICIES.items():
+                if policy != DEFAULT_POLICY:
+                    self.effort[approach] = EffortModeler(self.classic, negative_terms=policy)
         self.priors, self.counts, _ = self.effort[EFFORT].derive(study.train)
         self.without_prior = [k.callpath for k in study.kernels if k.callpath not in self.priors]
 
@@ -201,6 +259,7 @@ class Comparison:
             for approach, modeler in self.effort.items()
         }
         rows = []
+        test_time = self.study.test_time
         for index, prefix in enumerate(prefixes):
             for kernel in self.study.kernels:
                 key = prefix + kernel.callpath
@@ -221,7 +280,7 @@ class Comparison:
                             "re": float(
                                 relative_error(
                                     model.evaluate(self.study.test_point),
-                                    self.study.test_time[kernel.callpath],
+                                    test_time[kernel.callpath],
                                 )
                             ),
                         }
@@ -364,7 +423,7 @@ def render(study: Study, results: Results, config: Configuration, header: list[s
         setting = "none (measured)" if pattern == "none" else f"{pattern} +{intensity:.0%}"
         lines.append(f"{setting:<18}" + _group(cells, len(kinds)))
     lines.append("")
-    lines += dropping(results.noise, kinds)
+    lines += policy_table(results.noise, kinds)
     lines.append("")
     lines.append(
         "repetitions: models from every subset of k measured repetitions (no injected noise)"
@@ -393,22 +452,37 @@ def render(study: Study, results: Results, config: Configuration, header: list[s
     return "\n".join(lines)
 
 
-def dropping(noise: pd.DataFrame, kinds: list[str]) -> list[str]:
-    """The effort prior under perfcast's default policy, which drops terms whose time
-    coefficient comes out negative, per intensity (mean over patterns)."""
-    mine = noise[noise["approach"] == EFFORT_DROPPING]
-    table = mine.groupby(["intensity", "kind"])[["ed_p", "ed_n", "re"]].mean().unstack("kind")
+def policy_table(noise: pd.DataFrame, kinds: list[str]) -> list[str]:
+    """The effort prior under each policy for terms whose time coefficient comes out
+    negative, per intensity (mean over patterns; the default is perfcast as shipped)."""
+    approach_of = {
+        policy: EFFORT if policy == DEFAULT_POLICY else POLICIES[policy]
+        for policy in NEGATIVE_TERM_POLICIES
+    }
+    frame = noise[noise["approach"].isin(approach_of.values())]
+    grouped = frame.groupby(["intensity", "approach", "kind"])
+    table = grouped[["ed_p", "ed_n", "re"]].mean()
+    table["re_median"] = grouped["re"].median()
+    value = cast(dict[tuple[float, str, str, str], float], table.stack().to_dict())
+    columns = "ED p   ED n  RE% mean  RE% med"
     lines = [
-        "effort prior with perfcast's default policy (terms whose time coefficient comes out "
-        "negative are dropped), mean over patterns:",
-        f"{'noise':>6}" + "".join(f" | {k + ': ED p, ED n, RE% mean':>42}" for k in kinds),
+        "effort prior by policy for terms whose time coefficient comes out negative "
+        "(drop-lower: keep each parameter's leading term, drop negative lower-order ones; "
+        "drop: drop every negative one; keep: fit whatever the sign, as the paper), mean over "
+        "patterns:",
+        f"{'noise':>6} {'policy':<22}" + "".join(f" | {k + ': ' + columns:>47}" for k in kinds),
     ]
-    for intensity, row in table.iterrows():
-        cells = "".join(
-            f" | {row[('ed_p', k)]:>20.3f} {row[('ed_n', k)]:>10.3f} {row[('re', k)]:>10.1f}"
-            for k in kinds
-        )
-        lines.append(f"{intensity:>6.0%}" + cells)
+    for intensity in sorted(frame["intensity"].unique()):
+        for policy, approach in approach_of.items():
+            label = policy + (" (default)" if policy == DEFAULT_POLICY else "")
+            cells = ""
+            for kind in kinds:
+                row = {c: value[(intensity, approach, kind, c)] for c in table.columns}
+                cells += (
+                    f" | {row['ed_p']:>21.3f} {row['ed_n']:>6.3f} {row['re']:>9.1f} "
+                    f"{row['re_median']:>8.1f}"
+                )
+            lines.append(f"{intensity:>6.0%} {label:<22}" + cells)
     return lines
 
 
@@ -499,8 +573,10 @@ p = {ranks}
 n = {sizes}
 
 [metrics]
-collect = ["time", "basic_blocks", "mpi_bytes_sent", "mpi_bytes_received"]
+collect = ["time", "cpu_time", "basic_blocks", "mpi_bytes_sent", "mpi_bytes_received"]
 """
+RUNTIME_SETTINGS = {"PERFCAST_CPU_TIME": "1"}
+"""The measurement runtime's settings for every run (CPU time next to wall time)."""
 
 
 def _values(values: Sequence[float]) -> str:
@@ -508,33 +584,40 @@ def _values(values: Sequence[float]) -> str:
 
 
 def generate(config: Configuration, cache: Path) -> list[Path]:
-    """The programs' directories; sources and truths are generated once and kept (a newer
-    generator must not silently change programs whose measurements are cached)."""
+    """The programs' directories, one per program *and* what is measured of it: the name
+    holds a hash of the generated source, its truth, the campaign specs and the runtime's
+    settings, so measurements of other programs (an older generator) or other settings are
+    never reused, and are kept beside the new ones."""
     rng = np.random.default_rng(config.seed)
     directories = []
     for index in range(config.programs):
         name = f"bench{index:02d}"
         spec = random_program(rng, name=name, kernels=config.kernels)
-        directory = cache / name
-        if not (directory / f"{name}.truth.json").exists():
-            write_program(spec, directory)
+        campaigns = {}
         for store, ranks, sizes in (
             ("train.sqlite", config.ranks, config.sizes),
             # A campaign must vary a parameter: the test point's line also holds the last
             # training size (a few extra runs at the test point's rank count).
             ("test.sqlite", [config.test_point["p"]], [config.sizes[-1], config.test_point["n"]]),
         ):
-            (directory / store.replace(".sqlite", ".toml")).write_text(
-                SPEC.format(
-                    name=name,
-                    store=store,
-                    repeat=config.repeat,
-                    repetitions=config.repetitions,
-                    timeout=config.timeout,
-                    ranks=_values(ranks),
-                    sizes=_values(sizes),
-                )
+            campaigns[store.replace(".sqlite", ".toml")] = SPEC.format(
+                name=name,
+                store=store,
+                repeat=config.repeat,
+                repetitions=config.repetitions,
+                timeout=config.timeout,
+                ranks=_values(ranks),
+                sizes=_values(sizes),
             )
+        identity = [render_program(spec), json.dumps(truth_json(spec), sort_keys=True)]
+        identity += [campaigns[k] for k in sorted(campaigns)]
+        identity += [f"{k}={v}" for k, v in sorted(RUNTIME_SETTINGS.items())]
+        digest = hashlib.sha256("\0".join(identity).encode()).hexdigest()[:12]
+        directory = cache / f"{name}-{digest}"
+        if not (directory / f"{name}.truth.json").exists():
+            write_program(spec, directory)
+        for file, text in campaigns.items():
+            (directory / file).write_text(text)
         directories.append(directory)
     return directories
 
@@ -543,16 +626,29 @@ def measure_all(directories: list[Path], stream: IO[str] | None = sys.stderr) ->
     """Measure what is missing; the seconds this took."""
     backend = LocalBackend()
     started = time.perf_counter()
+    previous = {name: os.environ.get(name) for name in RUNTIME_SETTINGS}
+    os.environ.update(RUNTIME_SETTINGS)  # the backend forwards them to every rank
+    try:
+        _measure_each(directories, backend, stream)
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    return time.perf_counter() - started
+
+
+def _measure_each(directories: list[Path], backend: LocalBackend, stream: IO[str] | None) -> None:
     for directory in directories:
         for campaign in ("train", "test"):
             spec = load_spec(directory / f"{campaign}.toml")
-            built = (directory / directory.name).exists()
+            built = (directory / spec.name).exists()
             _say(stream, f"{directory.name} {campaign}:")
             result = measure(spec, backend, resume=True, build=not built, stream=stream)
             if result.failed:
                 print(result.summary(), file=sys.stderr)
                 raise SystemExit(f"{directory.name}: {len(result.failed)} runs failed")
-    return time.perf_counter() - started
 
 
 def stored_seconds(directories: list[Path]) -> tuple[int, float]:
@@ -572,38 +668,39 @@ def load(directories: list[Path], config: Configuration) -> Study:
     frames: list[pd.DataFrame] = []
     beyond: list[pd.DataFrame] = []
     kernels: list[Kernel] = []
-    test_time: dict[str, float] = {}
+    test_values: dict[str, dict[str, float]] = {metric: {} for metric in TIMES}
     for directory in directories:
-        name = directory.name
+        name = directory.name.split("-")[0]
         truths = read_truth(directory / f"{name}.truth.json")
         mine = kernels_of(name, truths)
         kernels += mine
         wanted = {k.callpath.split(":", 1)[1] for k in mine}
         train = read_experiment(directory / "train.sqlite")
         data = train.data[train.data[CALLPATH].isin(wanted)]
-        data = data[data[METRIC].isin([TIME, *COUNTERS])]
+        data = data[data[METRIC].isin([*TIMES, *COUNTERS])]
         data = data.assign(**{CALLPATH: name + ":" + data[CALLPATH]})
         frames.append(data)
         test = read_experiment(directory / "test.sqlite").data
-        test = test[test[CALLPATH].isin(wanted) & test[METRIC].isin([TIME, *COUNTERS])]
+        test = test[test[CALLPATH].isin(wanted) & test[METRIC].isin([*TIMES, *COUNTERS])]
         test = test.assign(**{CALLPATH: name + ":" + test[CALLPATH]})
         test["p"] = config.test_point["p"]  # fixed in the test campaign, so not a column
         beyond.append(test[test["n"] == config.sizes[-1]])
-        at_point = test[(test["n"] == config.test_point["n"]) & (test[METRIC] == TIME)]
-        for callpath, values in at_point.groupby(CALLPATH)[VALUE]:
-            test_time[str(callpath)] = float(values.median())
+        at_point = test[test["n"] == config.test_point["n"]]
+        for (metric, callpath), values in at_point.groupby([METRIC, CALLPATH])[VALUE]:
+            if metric in test_values:
+                test_values[str(metric)][str(callpath)] = float(values.median())
     train = stack(list(PARAMETERS), frames)
-    return Study(train, config.test_point, test_time, kernels, pd.concat(beyond))
+    return Study(train, config.test_point, test_values, kernels, pd.concat(beyond), config.metrics)
 
 
-def oversubscription(study: Study, config: Configuration) -> str:
-    """How much time per counted block grows with p on this machine at the largest size
-    (computation kernels, median over kernels; the last value is the test point's rank
+def oversubscription(study: Study, config: Configuration, metric: str) -> str:
+    """How much ``metric`` per counted block grows with p on this machine at the largest
+    size (computation kernels, median over kernels; the last value is the test point's rank
     count): 1.0 everywhere would be a core per rank."""
     measured = pd.concat([study.train.data, study.beyond], ignore_index=True)
     measured = measured[measured["n"] == config.sizes[-1]]
     data = Experiment(list(PARAMETERS), measured).aggregate("median")
-    time = data[data[METRIC] == TIME].set_index([CALLPATH, *PARAMETERS])[VALUE]
+    time = data[data[METRIC] == metric].set_index([CALLPATH, *PARAMETERS])[VALUE]
     blocks = data[data[METRIC] == "basic_blocks"].set_index([CALLPATH, *PARAMETERS])[VALUE]
     compute = [k.callpath for k in study.kernels if k.kind == COMPUTATION]
     ratio = (time / blocks).dropna()
@@ -611,6 +708,39 @@ def oversubscription(study: Study, config: Configuration) -> str:
     per_p = ratio.groupby([CALLPATH, "p"]).median().unstack("p")
     relative = per_p.div(per_p[min(config.ranks)], axis=0).median()
     return ", ".join(f"p={p:g}: {v:.2f}" for p, v in relative.items())
+
+
+def metric_choice(study: Study) -> list[str]:
+    """Each kind of kernel modeled from wall time and from CPU time, on the measured data
+    (no injected noise): the numbers behind ``Configuration.metrics``."""
+    kinds = [k for k in (COMPUTATION, COMMUNICATION) if any(x.kind == k for x in study.kernels)]
+    lines = [
+        "time metric, on the measured data without injected noise (classic / effort): "
+        "ED p, ED n, RE% mean, RE% median"
+    ]
+    for metric in TIMES:
+        variant = replace(study, metrics=dict.fromkeys(kinds, metric))
+        frame = Comparison(variant, policies=False).evaluate([variant.time])
+        table = frame.groupby(["kind", "approach"])
+        summary = table[["ed_p", "ed_n", "re"]].mean()
+        summary["re_median"] = table["re"].median()
+        value = cast(dict[tuple[str, str, str], float], summary.stack().to_dict())
+        cells = []
+        for kind in kinds:
+            pairs = " ".join(
+                f"{value[(kind, CLASSIC, column)]:{fmt}}/{value[(kind, EFFORT, column)]:{fmt}}"
+                for column, fmt in (
+                    ("ed_p", ".2f"),
+                    ("ed_n", ".2f"),
+                    ("re", ".1f"),
+                    ("re_median", ".1f"),
+                )
+            )
+            cells.append(f"{kind} {pairs}")
+        lines.append(f"  {metric:<9} " + " | ".join(cells))
+    chosen = ", ".join(f"{kind}: {metric}" for kind, metric in study.metrics.items())
+    lines.append(f"  modeled below: {chosen}")
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -645,11 +775,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"measurement: {runs} runs, {seconds / 60:.1f} min of run time in the stores "
         f"({now / 60:.1f} min measured by this invocation); analysis {analysis:.0f} s",
         f"noise: 4 patterns x {list(f'{i:.0%}' for i in INTENSITIES)} additive, "
-        f"{config.injections} injections each, on time only; classic = PMNFModeler, "
-        "effort = EffortModeler (counts fix the terms)",
-        f"this machine: {available_cores()} cores; time per counted block relative to "
-        f"p={min(config.ranks)} at n={config.sizes[-1]} (oversubscription): "
-        f"{oversubscription(study, config)}",
+        f"{config.injections} injections each, on the modeled time only; classic = "
+        "PMNFModeler, effort = EffortModeler as shipped (counts fix the terms; negative "
+        f"terms: {DEFAULT_POLICY})",
+        f"this machine: {available_cores()} cores; per counted block relative to "
+        f"p={min(config.ranks)} at n={config.sizes[-1]} (oversubscription):",
+        *(f"  {m:<9} {oversubscription(study, config, m)}" for m in TIMES),
+        *metric_choice(study),
     ]
     report = render(study, results, config, header)
     print(report)

@@ -21,6 +21,7 @@ from perfcast.effort import (
     Law,
     render_effort,
 )
+from perfcast.errors import InputError
 from perfcast.experiment import write_experiment
 from perfcast.experiment.experiment import Experiment, Metric
 from perfcast.modeling import Factor, ModelSet, PMNFModeler
@@ -164,12 +165,16 @@ def test_cli_without_counters_says_it_models_classically(tmp_path, capsys):
     assert "no effort counters" in out and "modeled classically" in out
 
 
-def test_effort_terms_with_negative_time_coefficients_are_dropped():
+def test_effort_terms_with_negative_time_coefficients_are_dropped_by_the_drop_policy():
     rows: list[tuple[str, str, tuple[int, int], float]] = []
     for p, n in itertools.product(P, N):
         rows.append((COMPUTE, "basic_blocks", (p, n), 1e3 * n + 1e5 * p))
         rows.append((COMPUTE, "time", (p, n), 1e-6 * n * (1 - 0.01 * p)))
-    result = EffortModeler().fit(Experiment.from_rows(("p", "n"), rows))
+    campaign = Experiment.from_rows(("p", "n"), rows)
+    # the default keeps p's only term: its negative coefficient is what time says
+    kept = EffortModeler().fit(campaign).models[(COMPUTE, "time")]
+    assert set(kept.parameters) == {"p", "n"}
+    result = EffortModeler(negative_terms="drop").fit(campaign)
     assert result.priors[COMPUTE].prior.structure == (
         (Factor("p", Fraction(1)),),
         (Factor("n", Fraction(1)),),
@@ -269,3 +274,56 @@ def test_stencil_campaign_with_effort_priors(tmp_path, capsys):
     # the allreduce's law adds the tree latency log2(p) to the bytes 8*p per iteration
     allreduce = saved[("main->global_residual->MPI_Allreduce", "time")]
     assert allreduce.prior is not None and "log2(p)" in allreduce.prior
+
+
+def _two_term_campaign(blocks, time) -> Experiment:
+    """Exact counts of two loop nests, time as given."""
+    rows: list[tuple[str, str, tuple[int, int], float]] = []
+    for p, n in itertools.product(P, N):
+        rows.append((COMPUTE, "basic_blocks", (p, n), blocks(p, n)))
+        rows.append((COMPUTE, "time", (p, n), time(p, n)))
+    return Experiment.from_rows(("p", "n"), rows)
+
+
+def _shapes(model) -> set[str]:
+    return {" * ".join(sorted(f.text() for f in t.factors)) for t in model.terms}
+
+
+LEADING_AND_LOWER = (lambda p, n: 1.0 * n * n * p + 50.0 * n, "n^(2) * p", "n")
+"""n^2 * p leads in both parameters; the n term is of lower order in every one."""
+P_ONLY_IN_SMALLER = (lambda p, n: 1.0 * n * n + 50.0 * p * n, "n^(2)", "n * p")
+"""n^2 leads in n, but p grows only in the smaller p * n term."""
+
+
+@pytest.mark.parametrize(
+    ("policy", "kept"),
+    [
+        ("keep", {"lower": 2, "leading": 2, "p_only": 2}),
+        ("drop", {"lower": 1, "leading": 1, "p_only": 1}),
+        ("drop-lower", {"lower": 1, "leading": 2, "p_only": 2}),
+    ],
+)
+def test_negative_effort_terms_follow_the_policy(policy, kept):
+    modeler = EffortModeler(negative_terms=policy)
+    blocks, big, small = LEADING_AND_LOWER
+    cases = {
+        # the lower-order term's time coefficient comes out negative
+        "lower": (blocks, lambda p, n: 1e-9 * n * n * p - 1e-7 * n, {big}),
+        # the leading term's does
+        "leading": (blocks, lambda p, n: 1e-5 * n - 1e-14 * n * n * p, {small}),
+    }
+    blocks, big, small = P_ONLY_IN_SMALLER
+    # the only term with p comes out negative: dropping it would lose p's exponent
+    cases["p_only"] = (blocks, lambda p, n: 1e-9 * n * n - 1e-9 * p * n, {big})
+    for case, (counts, time, after_drop) in cases.items():
+        model = modeler.fit(_two_term_campaign(counts, time)).models[(COMPUTE, "time")]
+        assert len(model.terms) == kept[case], case
+        if kept[case] == 1:
+            assert _shapes(model) == after_drop, case
+            assert model.terms[0].coefficient > 0
+            assert any("dropped" in w for w in model.warnings)
+
+
+def test_an_unknown_negative_term_policy_is_refused():
+    with pytest.raises(InputError, match="choose one of drop-lower, drop, keep"):
+        EffortModeler(negative_terms="clip")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +54,7 @@ def _study() -> noise_study.Study:
         noise_study.Kernel(ALLREDUCE, noise_study.COMMUNICATION, law),
     ]
     test_time = {k.callpath: _time(k.callpath, TEST_POINT["p"], TEST_POINT["n"]) for k in kernels}
-    return noise_study.Study(train, TEST_POINT, test_time, kernels, train.data.iloc[:0])
+    return noise_study.Study(train, TEST_POINT, {"time": test_time}, kernels, train.data.iloc[:0])
 
 
 def test_effort_priors_are_exact_without_noise_and_keep_their_exponents_under_noise():
@@ -74,7 +75,8 @@ def test_effort_priors_are_exact_without_noise_and_keep_their_exponents_under_no
     classic_ed = by_approach[["ed_p", "ed_n"]].mean().loc[noise_study.CLASSIC]
     assert effort_ed.sum() == 0  # the counts fix the exponents whatever the noise
     assert classic_ed.sum() > 0  # 75 % noise moves the black-box exponents
-    assert heavy["variant"].nunique() == 8 and len(heavy) == 8 * 2 * 3  # 2 kernels, 3 approaches
+    approaches = 2 + len(noise_study.NEGATIVE_TERM_POLICIES) - 1  # classic, default, others
+    assert heavy["variant"].nunique() == 8 and len(heavy) == 8 * 2 * approaches
 
 
 def test_repetition_variants_are_every_subset():
@@ -118,9 +120,28 @@ def test_tiny_generated_program_measured_for_real(tmp_path):
     assert runs == 9 * 2 + 2 * 2 and seconds > 0
     study = noise_study.load(directories, config)
     assert study.kernels and set(study.test_time) == {k.callpath for k in study.kernels}
+    # computation kernels are modeled from the CPU time the runtime measured for them
+    assert study.metrics[noise_study.COMPUTATION] == "cpu_time"
+    compute = [k.callpath for k in study.kernels if k.kind == noise_study.COMPUTATION]
+    cpu = study.train.data[study.train.data["metric"] == "cpu_time"]
+    assert set(compute) <= set(cpu["callpath"]) and (cpu["value"] > 0).all()
     results = noise_study.analyse(study, config.injections, config.seed, stream=None)
     heavy = results.noise[results.noise["intensity"] == 0.75]
     means = heavy.groupby("approach")["re"].mean()
     assert means[noise_study.CLASSIC] != means[noise_study.EFFORT]
     report = noise_study.render(study, results, config, ["$ header"])
     assert "poisson +75%" in report and "targets:" in report
+
+
+def test_the_cache_is_keyed_by_the_programs_and_what_is_measured(tmp_path):
+    config = noise_study.Configuration(programs=2, kernels=2, seed=5)
+    first = noise_study.generate(config, tmp_path)
+    assert noise_study.generate(config, tmp_path) == first  # same programs: same cache
+    assert all(d.name.startswith(f"bench{i:02d}-") for i, d in enumerate(first))
+    other_programs = noise_study.generate(replace(config, seed=6), tmp_path)
+    other_runs = noise_study.generate(replace(config, repetitions=3), tmp_path)
+    assert not set(first) & set(other_programs) and not set(first) & set(other_runs)
+    source = first[0] / "bench00.cpp"
+    source.write_text(source.read_text() + "// built and measured")
+    noise_study.generate(config, tmp_path)
+    assert source.read_text().endswith("// built and measured")  # kept, not rewritten

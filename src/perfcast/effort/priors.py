@@ -27,16 +27,19 @@ counts but no time, is modeled classically and a note says so.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
 from perfcast.effort.counts import CountModeler
 from perfcast.effort.laws import RANKS_PARAMETER, CommunicationLaw
+from perfcast.errors import InputError
 from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment
 from perfcast.modeling.modeler import PMNFModeler
 from perfcast.modeling.modelset import ModelSet
-from perfcast.modeling.pmnf import Model
+from perfcast.modeling.pmnf import Factor, Model
 from perfcast.modeling.prior import Prior
 
 TIME_METRIC = "time"
@@ -60,6 +63,26 @@ DISAGREEMENT_GAP = 5.0
 are not flagged for a difference nobody could act on."""
 
 DISAGREEMENT_WARNING = "time and effort disagree: waiting time or noise"
+
+KEEP, DROP, DROP_LOWER = "keep", "drop", "drop-lower"
+NEGATIVE_TERM_POLICIES = (DROP_LOWER, DROP, KEEP)
+"""What happens to an effort term whose coefficient fitted to time comes out negative.
+
+* ``"drop-lower"`` (default): the terms that carry a parameter's leading growth
+  (:func:`leading_shapes`) are kept whatever their sign; other terms whose coefficient
+  comes out negative are dropped and the call path refitted.
+* ``"drop"``: every term with a negative coefficient is dropped, leading ones too.
+* ``"keep"``: coefficients are fitted whatever their sign (the paper's method).
+
+The counts say the work of every term exists; a negative time coefficient means the term
+is below the noise at the measured points, or correlated with a larger term over the
+measured range so that the fit traded one against the other. A negative lower-order term
+only bends extrapolations (and can turn them negative far out), so it goes; dropping a
+parameter's leading term would throw away the very growth the counts found (``"drop"``
+then extrapolates with a smaller term's exponent), so it stays. On the generated
+benchmarks of ``benchmarks/results/noise_study.txt`` the three policies predict alike
+(negative coefficients are rare there); ``"drop"`` alone loses exponents under heavy
+noise."""
 
 
 @dataclass
@@ -106,6 +129,9 @@ class EffortModeler:
         ranks: the parameter counting MPI ranks (for the ``log2(p)`` latency terms).
         disagreement_ratio, disagreement_gap: see :data:`DISAGREEMENT_RATIO` and
             :data:`DISAGREEMENT_GAP`.
+        negative_terms: the policy for effort terms whose time coefficient comes out
+            negative, one of :data:`NEGATIVE_TERM_POLICIES`. The time modeler's own
+            ``positive_terms`` option governs its black-box search only.
     """
 
     def __init__(
@@ -116,7 +142,14 @@ class EffortModeler:
         ranks: str = RANKS_PARAMETER,
         disagreement_ratio: float = DISAGREEMENT_RATIO,
         disagreement_gap: float = DISAGREEMENT_GAP,
+        negative_terms: str = DROP_LOWER,
     ):
+        if negative_terms not in NEGATIVE_TERM_POLICIES:
+            raise InputError(
+                f"unknown policy for negative effort terms {negative_terms!r}; choose one of "
+                f"{', '.join(NEGATIVE_TERM_POLICIES)}"
+            )
+        self.negative_terms = negative_terms
         self.modeler = modeler or PMNFModeler()
         self.time_metric = time_metric
         self.ranks = ranks
@@ -214,21 +247,28 @@ class EffortModeler:
         already derived (:meth:`derive`), e.g. for many noisy copies of one campaign's time,
         which share that campaign's counts.
 
-        Under the modeler's ``positive_terms`` policy a term whose coefficient comes out
-        negative is dropped and the call path refitted: the counts say the work exists, but
-        in time it is below the noise, and a negative cost term would only make
-        extrapolation worse. The structure shrinks every round, so this ends."""
+        Terms whose coefficient comes out negative are treated by the ``negative_terms``
+        policy (:data:`NEGATIVE_TERM_POLICIES`); a dropped term means a refit of the call
+        path with the smaller structure, which shrinks every round, so this ends."""
+        # the fit sees every sign; the policy, not the modeler's search, decides
+        fitter = self.modeler.with_params(positive_terms=False)
         pending = {callpath: entry.prior for callpath, entry in priors.items()}
+        protected = {  # the terms "drop-lower" never drops
+            callpath: leading_shapes(prior.structure or ())
+            for callpath, prior in pending.items()
+            if self.negative_terms == DROP_LOWER
+        }
         dropped: dict[str, list[str]] = {}
         fitted: list[Model] = []
         while pending:
             timed = experiment.restricted(callpaths=list(pending), metrics=[self.time_metric])
             retry: dict[str, Prior] = {}
-            for model in self.modeler.fit(timed, priors=pending):
-                negative = {tuple(sorted(t.shape)) for t in model.terms if t.coefficient < 0}
+            for model in fitter.fit(timed, priors=pending):
+                negative = {_key(t.shape) for t in model.terms if t.coefficient < 0}
+                negative -= protected.get(model.callpath, set())
                 structure = pending[model.callpath].structure or ()
-                if negative and self.modeler.positive_terms:
-                    kept = [shape for shape in structure if tuple(sorted(shape)) not in negative]
+                if negative and self.negative_terms != KEEP:
+                    kept = [shape for shape in structure if _key(shape) not in negative]
                     retry[model.callpath] = Prior.fixed(PRIOR_SOURCE, kept)
                     dropped.setdefault(model.callpath, []).extend(
                         " * ".join(f.text() for f in shape) for shape in sorted(negative)
@@ -250,6 +290,26 @@ class EffortModeler:
         return bool(
             ours > self.disagreement_ratio * theirs and ours - theirs > self.disagreement_gap
         )
+
+
+def leading_shapes(structure: Sequence[Sequence[Factor]]) -> set[tuple[Factor, ...]]:
+    """For every parameter of ``structure``, the term with its highest growth (largest
+    exponent, then log exponent; ties broken by the term's factors): the terms that give a
+    model its leading exponents, as keys (:func:`_key`)."""
+    leading: dict[str, tuple[tuple[Fraction, int], tuple[Factor, ...]]] = {}
+    for shape in structure:
+        key = _key(shape)
+        for factor in shape:
+            growth = (factor.exponent, factor.log_exponent)
+            best = leading.get(factor.parameter)
+            if best is None or (growth, key) > best:
+                leading[factor.parameter] = (growth, key)
+    return {key for _, key in leading.values()}
+
+
+def _key(shape: Sequence[Factor]) -> tuple[Factor, ...]:
+    """A term shape independent of the order of its factors."""
+    return tuple(sorted(shape))
 
 
 def _callpaths_with(experiment: Experiment, metric: str) -> set[str]:
@@ -287,6 +347,10 @@ __all__ = [
     "DISAGREEMENT_GAP",
     "DISAGREEMENT_RATIO",
     "DISAGREEMENT_WARNING",
+    "DROP",
+    "DROP_LOWER",
+    "KEEP",
+    "NEGATIVE_TERM_POLICIES",
     "EffortModeler",
     "EffortModels",
     "EffortPrior",
