@@ -92,12 +92,13 @@ def test_median_estimator_option_reaches_the_modeler(tmp_path):
     source = tmp_path / "outlier.txt"
     source.write_text(f"PARAMETER x\nPOINTS 1 2 3 4 5\nREGION r\nMETRIC time\n{data}\n")
     constants = {}
-    for estimator in ("sample", "harrell-davis"):
+    for estimator in ("sample", "harrell-davis", "huber"):
         out = tmp_path / f"{estimator}.json"
         assert main(["model", str(source), "--median-estimator", estimator, "-o", str(out)]) == 0
         (model,) = json.loads(out.read_text())["models"]
         assert model["terms"] == []
         constants[estimator] = model["constant"]
     assert constants["sample"] == pytest.approx(2.0)
+    assert constants["huber"] == pytest.approx(2.0)  # the default: the spike gets no weight
     # Harrell-Davis gives the extremes small weights: the outlier moves it, within bounds
     assert 2.0 < constants["harrell-davis"] < 20.0

@@ -49,9 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     search.add_argument(
         "--median-estimator",
         choices=MEDIAN_ESTIMATORS,
-        default="harrell-davis",
-        help="how the median of the repetitions is estimated: harrell-davis (default: lower "
-        "variance) or sample (the middle value: most robust to single outliers)",
+        default=PMNFModeler().median_estimator,
+        help="how --aggregate median estimates a point's centre: huber (default: starts at "
+        "the sample median, counts calm repetitions fully and down-weights spikes), "
+        "harrell-davis (Beta-weighted order statistics) or sample (the middle value)",
     )
     search.add_argument("--candidates", type=int, default=3, help="shapes kept per parameter")
     search.add_argument(
