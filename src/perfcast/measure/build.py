@@ -12,17 +12,12 @@ output format are described in ``README.md`` beside this module.
 Why clang XRay. Both clang mechanisms that keep hooks out of inlined getters work here;
 they were measured on ``examples/getters`` (LULESH-shaped C++) and ``examples/stencil``,
 ``-O2``, one rank, CPU time per iteration as a ratio to the uninstrumented clang build
-(``benchmarks/instrumentation_overhead.py``, best of 7; differences of a few per cent,
-and ratios below 1, are code layout and machine noise):
-
-==================================  =======  =======
-build                               getters  stencil
-==================================  =======  =======
-after-inlining hooks, empty         1.05     1.05
-XRay, every function measured       3.36     0.95
-XRay, filtered to the kernels       1.03     0.89
-XRay + basic-block counters         3.86     2.90
-==================================  =======  =======
+(``benchmarks/instrumentation_overhead.py``; the current table is
+``benchmarks/results/instrumentation_overhead.txt``). On the getters: empty
+after-inlining hooks about 1.06x, XRay with every function measured about 3.2x, XRay
+filtered to the kernels about 1.0x, basic-block counters about 3.3x; the opt-in CPU clock
+(``PERFCAST_CPU_TIME=1``, a system call per event) makes full measurement about 19x but
+costs nothing measurable when filtered to the kernels.
 
 * ``-finstrument-functions-after-inlining`` calls ``__cyg_profile_func_enter/exit`` from
   every function that survives inlining, so a filter can only act inside the hook: the
@@ -37,8 +32,8 @@ XRay + basic-block counters         3.86     2.90
   function's first block, whereas the ``-finstrument-functions`` hook is called inside the
   entry block, whose SanitizerCoverage callback has then already counted for the caller.
 
-Hence XRay. Full measurement costs 3.4x on the getter code (one event pair per element and
-kernel call); filtered to the kernels, it is within 5 % of native.
+Hence XRay. Full measurement costs about 3x on the getter code (one event pair per element
+and kernel call); filtered to the kernels, it is within a few per cent of native.
 
 The counters are requested with the compiler front end's own options
 (``-Xclang -fsanitize-coverage-type=2 ...``, what ``-fsanitize-coverage=bb,no-prune,
