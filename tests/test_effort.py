@@ -327,3 +327,24 @@ def test_negative_effort_terms_follow_the_policy(policy, kept):
 def test_an_unknown_negative_term_policy_is_refused():
     with pytest.raises(InputError, match="choose one of drop-lower, drop, keep"):
         EffortModeler(negative_terms="clip")
+
+
+def test_effort_coefficients_follow_the_time_modelers_aggregation():
+    # Interference only adds time: every repetition but the first of each point is slowed
+    # by up to 75 %. The counts fix the work, so the fastest repetition is its undisturbed
+    # time, and with aggregation "min" the coefficients come out exact; the default centre
+    # carries the interference's mean into every prediction.
+    clean = _clean()
+    noisy = Noise("uniform", 0.75).apply_to(clean, np.random.default_rng(5))
+    disturbed = (noisy.data["metric"] == "time") & (noisy.data["repetition"] > 0)
+    data = clean.data.copy()
+    data.loc[disturbed, "value"] = noisy.data.loc[disturbed, "value"]
+    slowed = Experiment(clean.parameters, data, clean.metrics.values())
+    beyond = {"p": 64.0, "n": 6000.0}
+    truth = 3e-9 * _compute_blocks(beyond["p"], beyond["n"])
+    fastest = EffortModeler(PMNFModeler(aggregation="min")).fit(slowed)
+    model = fastest.models[(COMPUTE, "time")]
+    assert model.prior is not None and model.prior.startswith("effort")
+    assert model.evaluate(beyond) == pytest.approx(truth, rel=1e-9)
+    centre = EffortModeler().fit(slowed).models[(COMPUTE, "time")]
+    assert centre.evaluate(beyond) > 1.1 * truth

@@ -123,6 +123,16 @@ class EffortModels:
 class EffortModeler:
     """Effort-prior modeling on top of a :class:`PMNFModeler`.
 
+    The time coefficients are fitted by the time modeler itself: its aggregation of the
+    repetitions, its relative weighting, the same as its black-box models, so that
+    :meth:`disagrees` compares fits to the same points. Interference only adds time to the
+    counted work, so where noise is one-sided, ``PMNFModeler(aggregation="min")`` (each
+    point's fastest repetition) is the better choice for both: the noise's mean factor,
+    which every prediction carries, shrinks. In ``benchmarks/results/noise_study.txt``
+    (computation, uniform +75 %) it brings the effort prior's RE from 41.6 % to 13.3 %
+    (classic 37.3 % to 15.4 %); with the default centre the effort prior loses there,
+    because that factor scales its small but one-sided error without noise.
+
     Args:
         modeler: the time modeler (its exponent sets also bound the count models).
         time_metric: the metric the priors constrain.
