@@ -102,3 +102,13 @@ def test_median_estimator_option_reaches_the_modeler(tmp_path):
     assert constants["huber"] == pytest.approx(2.0)  # the default: the spike gets no weight
     # Harrell-Davis gives the extremes small weights: the outlier moves it, within bounds
     assert 2.0 < constants["harrell-davis"] < 20.0
+
+
+def test_cli_defaults_are_the_modelers(tmp_path):
+    from perfcast.experiment import read_experiment
+    from perfcast.modeling import ModelSet, PMNFModeler
+
+    out = tmp_path / "models.json"
+    assert main(["model", str(EXAMPLE), "-o", str(out)]) == 0
+    expected = PMNFModeler().fit(read_experiment(EXAMPLE))
+    assert [str(m) for m in ModelSet.load(out)] == [str(m) for m in expected]

@@ -43,23 +43,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     search = parser.add_argument_group("search")
     search.add_argument("--exponents", help="polynomial exponents, e.g. '0,1/2,1,2,3' or '-1,0,1'")
     search.add_argument("--log-exponents", help="logarithm exponents, e.g. '0,1,2'")
-    search.add_argument("--terms", type=int, default=1, help="terms per parameter (default 1)")
-    search.add_argument("--criterion", choices=sorted(CRITERIA), default="smape")
-    search.add_argument("--aggregate", choices=AGGREGATIONS, default="median")
+    defaults = PMNFModeler().get_params()  # one source of truth for the modeler's defaults
+    search.add_argument(
+        "--terms",
+        type=int,
+        default=defaults["terms"],
+        help=f"terms per parameter (default {defaults['terms']})",
+    )
+    search.add_argument("--criterion", choices=sorted(CRITERIA), default=defaults["criterion"])
+    search.add_argument("--aggregate", choices=AGGREGATIONS, default=defaults["aggregation"])
     search.add_argument(
         "--median-estimator",
         choices=MEDIAN_ESTIMATORS,
-        default=PMNFModeler().median_estimator,
+        default=defaults["median_estimator"],
         help="how --aggregate median estimates a point's centre: huber (default: starts at "
         "the sample median, counts calm repetitions fully and down-weights spikes), "
         "harrell-davis (Beta-weighted order statistics) or sample (the middle value)",
     )
-    search.add_argument("--candidates", type=int, default=3, help="shapes kept per parameter")
+    search.add_argument(
+        "--candidates",
+        type=int,
+        default=defaults["candidates"],
+        help=f"shapes kept per parameter (default {defaults['candidates']})",
+    )
     search.add_argument(
         "--significance",
         type=float,
-        default=0.001,
-        help="level of the per-parameter noise test; 0 disables it (default 0.001)",
+        default=defaults["significance"],
+        help="level of the per-parameter noise test; 0 disables it "
+        f"(default {defaults['significance']})",
     )
     search.add_argument(
         "--allow-negative-terms",
