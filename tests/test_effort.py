@@ -348,3 +348,43 @@ def test_effort_coefficients_follow_the_time_modelers_aggregation():
     assert model.evaluate(beyond) == pytest.approx(truth, rel=1e-9)
     centre = EffortModeler().fit(slowed).models[(COMPUTE, "time")]
     assert centre.evaluate(beyond) > 1.1 * truth
+
+
+LAW_CASES = {
+    # call path: (latency term's growth, bytes per rank, the law's alpha, beta)
+    "main->MPI_Send": (lambda p: 1.0, lambda p, n: 8 * n, 3e-6, 2e-10),
+    "main->MPI_Bcast": (np.log2, lambda p, n: 8 * n, 5e-6, 4e-10),
+    "main->MPI_Gather": (np.log2, lambda p, n: 8 * n, 7e-6, 3e-10),
+    "main->MPI_Allreduce": (np.log2, lambda p, n: 8 * p * n, 2e-5, 1e-9),
+    "main->MPI_Barrier": (np.log2, lambda p, n: 0.0, 4e-6, 0.0),
+}
+
+
+def test_table_one_laws_recover_alpha_and_beta_from_communication_times():
+    """Times made from Table I (with (p-1)/p taken as 1, as the laws do) give back the
+    latency alpha as the coefficient of the latency term and beta per byte of the bytes
+    model as the coefficient of its term."""
+    rows = []
+    for p, n in itertools.product(P, N):
+        for callpath, (latency, bytes_of, alpha, beta) in LAW_CASES.items():
+            sent = bytes_of(p, n)
+            rows.append((callpath, "time", (p, n), alpha * latency(p) + beta * sent))
+            rows.append((callpath, "mpi_bytes_sent", (p, n), sent))
+    metrics = [Metric("time", "s"), Metric("mpi_bytes_sent", "bytes")]
+    result = EffortModeler().fit(Experiment.from_rows(("p", "n"), rows, metrics))
+    for callpath, (_, bytes_of, alpha, beta) in LAW_CASES.items():
+        model = result.models[(callpath, "time")]
+        assert model.prior is not None and model.prior.startswith("effort"), callpath
+        latency_terms = [t for t in model.terms if all(f.exponent == 0 for f in t.factors)]
+        byte_terms = [t for t in model.terms if any(f.exponent != 0 for f in t.factors)]
+        fitted_alpha = (
+            model.constant if callpath == "main->MPI_Send" else latency_terms[0].coefficient
+        )
+        assert fitted_alpha == pytest.approx(alpha, rel=1e-6), callpath
+        if beta:
+            (term,) = byte_terms  # beta times the bytes: its basis is B up to B's coefficient
+            point = {"p": np.array([4.0]), "n": np.array([3000.0])}
+            contribution = term.coefficient * term.basis(point)[0]
+            assert contribution == pytest.approx(beta * bytes_of(4.0, 3000.0), rel=1e-6), callpath
+        else:
+            assert byte_terms == [], callpath
