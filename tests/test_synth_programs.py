@@ -39,6 +39,7 @@ from perfcast.synth.programs import (
     truth_of,
     write_program,
 )
+from perfcast.synth.programs.generate import MIN_ITERATIONS
 
 MPIRUN = ("mpirun", "--allow-run-as-root", "--oversubscribe")
 TIMEOUT = 120
@@ -570,3 +571,14 @@ def test_product_terms_share_their_iterations_out_exactly():
     point = {"p": 3, "n": 2}
     assert crowded.iterations(point) == crowded.outer_iterations(point) == 18
     assert crowded.inner_trips(point) == [1] * 18
+
+
+def test_cli_smallest_point_sizes_the_loops_there(tmp_path):
+    # sized by default for n >= 1000; measured down to n = 100 only with --smallest
+    for name, extra in (("default", []), ("small", ["--smallest", "2,100"])):
+        argv = ["synth", "-o", str(tmp_path), "--seed", "4", "--name", name, "--kernels", "0"]
+        assert main([*argv, "--computation", "n^2", *extra]) == 0
+    point = {"p": 2, "n": 100}
+    default = read_truth(tmp_path / "default.truth.json")["kernel_01_compute"]
+    small = read_truth(tmp_path / "small.truth.json")["kernel_01_compute"]
+    assert default.iterations(point) < MIN_ITERATIONS <= small.iterations(point)
