@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from perfcast.cli import main
+from perfcast.experiment import read_experiment
+from perfcast.modeling import ModelSet, PMNFModeler
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "data" / "relearn.txt"
 
@@ -105,9 +107,6 @@ def test_median_estimator_option_reaches_the_modeler(tmp_path):
 
 
 def test_cli_defaults_are_the_modelers(tmp_path):
-    from perfcast.experiment import read_experiment
-    from perfcast.modeling import ModelSet, PMNFModeler
-
     out = tmp_path / "models.json"
     assert main(["model", str(EXAMPLE), "-o", str(out)]) == 0
     expected = PMNFModeler().fit(read_experiment(EXAMPLE))
