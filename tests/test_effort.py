@@ -329,11 +329,12 @@ def test_an_unknown_negative_term_policy_is_refused():
         EffortModeler(negative_terms="clip")
 
 
-def test_effort_coefficients_follow_the_time_modelers_aggregation():
+def test_effort_coefficients_come_from_the_fastest_repetition():
     # Interference only adds time: every repetition but the first of each point is slowed
     # by up to 75 %. The counts fix the work, so the fastest repetition is its undisturbed
-    # time, and with aggregation "min" the coefficients come out exact; the default centre
-    # carries the interference's mean into every prediction.
+    # time, and with the default aggregation ("min") the coefficients come out exact; the
+    # time modeler's centre (aggregation=None) carries the interference's mean into every
+    # prediction.
     clean = _clean()
     noisy = Noise("uniform", 0.75).apply_to(clean, np.random.default_rng(5))
     disturbed = (noisy.data["metric"] == "time") & (noisy.data["repetition"] > 0)
@@ -342,12 +343,21 @@ def test_effort_coefficients_follow_the_time_modelers_aggregation():
     slowed = Experiment(clean.parameters, data, clean.metrics.values())
     beyond = {"p": 64.0, "n": 6000.0}
     truth = 3e-9 * _compute_blocks(beyond["p"], beyond["n"])
-    fastest = EffortModeler(PMNFModeler(aggregation="min")).fit(slowed)
+    fastest = EffortModeler().fit(slowed)
     model = fastest.models[(COMPUTE, "time")]
     assert model.prior is not None and model.prior.startswith("effort")
     assert model.evaluate(beyond) == pytest.approx(truth, rel=1e-9)
-    centre = EffortModeler().fit(slowed).models[(COMPUTE, "time")]
+    # the report's black-box model keeps the time modeler's own centre
+    assert fastest.blackbox[(COMPUTE, "time")].evaluate(beyond) > 1.1 * truth
+    centre = EffortModeler(aggregation=None).fit(slowed).models[(COMPUTE, "time")]
     assert centre.evaluate(beyond) > 1.1 * truth
+    also_min = EffortModeler(PMNFModeler(aggregation="min"), aggregation=None).fit(slowed)
+    assert also_min.models[(COMPUTE, "time")].evaluate(beyond) == pytest.approx(truth, rel=1e-9)
+
+
+def test_an_unknown_effort_aggregation_is_refused():
+    with pytest.raises(InputError, match="unknown aggregation 'mode'"):
+        EffortModeler(aggregation="mode")
 
 
 LAW_CASES = {

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from perfcast.effort import EffortModeler, render_effort
 from perfcast.effort.laws import RANKS_PARAMETER
-from perfcast.effort.priors import TIME_METRIC
+from perfcast.effort.priors import COEFFICIENT_AGGREGATION, TIME_METRIC
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import AGGREGATIONS, Experiment
@@ -108,6 +108,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "time model; only its coefficients are fitted to time",
     )
     effort.add_argument(
+        "--effort-aggregate",
+        choices=AGGREGATIONS,
+        default=COEFFICIENT_AGGREGATION,
+        help="how a point's repetitions are aggregated before the prior's coefficients are "
+        f"fitted (default {COEFFICIENT_AGGREGATION}: interference only adds time, and "
+        "under a prior the exponents cannot follow the minimum's noise)",
+    )
+    effort.add_argument(
         "--time-metric",
         default=TIME_METRIC,
         help=f"the metric the effort priors constrain (default {TIME_METRIC})",
@@ -147,7 +155,10 @@ def run(args: argparse.Namespace) -> int:
     report = None
     if args.priors == "effort":
         result = EffortModeler(
-            modeler, time_metric=args.time_metric, ranks=args.ranks_parameter
+            modeler,
+            time_metric=args.time_metric,
+            ranks=args.ranks_parameter,
+            aggregation=args.effort_aggregate,
         ).fit(experiment)
         models, report = result.models, render_effort(result)
     elif args.taint is None:

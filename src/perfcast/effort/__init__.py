@@ -4,6 +4,7 @@ exponents, noisy time only its coefficients (``noise-resilient-priors.txt``)."""
 from perfcast.effort.counts import INEXACT_WARNING, CountModeler
 from perfcast.effort.laws import OPERATION_LAWS, CommunicationLaw, Law
 from perfcast.effort.priors import (
+    COEFFICIENT_AGGREGATION,
     DISAGREEMENT_GAP,
     DISAGREEMENT_RATIO,
     DISAGREEMENT_WARNING,
@@ -14,6 +15,7 @@ from perfcast.effort.priors import (
 from perfcast.effort.report import render_effort
 
 __all__ = [
+    "COEFFICIENT_AGGREGATION",
     "DISAGREEMENT_GAP",
     "DISAGREEMENT_RATIO",
     "DISAGREEMENT_WARNING",
