@@ -8,11 +8,18 @@ from perfcast.effort.priors import (
     DISAGREEMENT_GAP,
     DISAGREEMENT_RATIO,
     DISAGREEMENT_WARNING,
+    WAITING_WARNING,
     EffortModeler,
     EffortModels,
     EffortPrior,
 )
 from perfcast.effort.report import render_effort
+from perfcast.effort.waiting import (
+    REPETITION_TOLERANCE,
+    VaryingCounts,
+    repetition_spreads,
+    varying_counts,
+)
 
 __all__ = [
     "COEFFICIENT_AGGREGATION",
@@ -21,11 +28,16 @@ __all__ = [
     "DISAGREEMENT_WARNING",
     "INEXACT_WARNING",
     "OPERATION_LAWS",
+    "REPETITION_TOLERANCE",
+    "WAITING_WARNING",
     "CommunicationLaw",
     "CountModeler",
     "EffortModeler",
     "EffortModels",
     "EffortPrior",
     "Law",
+    "VaryingCounts",
     "render_effort",
+    "repetition_spreads",
+    "varying_counts",
 ]

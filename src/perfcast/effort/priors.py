@@ -21,6 +21,14 @@ that obeys the prior fits far worse than the unconstrained (black-box) one, the 
 not explain the time: waiting time (blocking communication, load imbalance) or noise. Such
 call paths are flagged (III-C, V-C), not silently "corrected".
 
+That comparison hardly sees busy waiting: a process spinning until a condition holds adds
+basic blocks with every turn, so the prior carries the waiting and the two time models tend
+to agree. The counts themselves show it (:mod:`perfcast.effort.waiting`): deterministic
+code executes the same blocks in every repetition of a point, a spin loop does not. A call
+path whose counts vary between repetitions keeps its prior (from the median counts) and its
+time model gets :data:`WAITING_WARNING`. The check needs two or more repetitions per point;
+with one it says nothing.
+
 Missing counters never stop modeling: a call path without the counts it needs, or with
 counts but no time, is modeled classically and a note says so.
 """
@@ -35,6 +43,7 @@ import numpy as np
 
 from perfcast.effort.counts import CountModeler
 from perfcast.effort.laws import RANKS_PARAMETER, CommunicationLaw
+from perfcast.effort.waiting import REPETITION_TOLERANCE, VaryingCounts, varying_counts
 from perfcast.errors import InputError
 from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment
 from perfcast.modeling.modeler import AGGREGATIONS, PMNFModeler
@@ -63,6 +72,11 @@ DISAGREEMENT_GAP = 5.0
 are not flagged for a difference nobody could act on."""
 
 DISAGREEMENT_WARNING = "time and effort disagree: waiting time or noise"
+
+WAITING_WARNING = "effort counts vary between repetitions"
+"""The start of the warning on the time model of a call path whose counts differ between
+repetitions of a point (:mod:`perfcast.effort.waiting`); the rest says by how much, where,
+and that the prior carries busy waiting or timing-dependent control flow."""
 
 COEFFICIENT_AGGREGATION = "min"
 """How the repetitions of a point are aggregated before the coefficients of a prior are
@@ -126,6 +140,9 @@ class EffortModels:
         blackbox: the classic time model of every call path, for comparison.
         time_metric: the metric the priors constrained.
         notes: call paths modeled classically, and why.
+        waiting: the call paths whose effort counts vary between repetitions of a point
+            (busy waiting, :mod:`perfcast.effort.waiting`), with the largest variation;
+            empty when every point was measured once.
     """
 
     models: ModelSet
@@ -133,6 +150,7 @@ class EffortModels:
     blackbox: ModelSet
     time_metric: str = TIME_METRIC
     notes: list[str] = field(default_factory=list)
+    waiting: dict[str, VaryingCounts] = field(default_factory=dict)
 
 
 class EffortModeler:
@@ -155,6 +173,8 @@ class EffortModeler:
         negative_terms: the policy for effort terms whose time coefficient comes out
             negative, one of :data:`NEGATIVE_TERM_POLICIES`. The time modeler's own
             ``positive_terms`` option governs its black-box search only.
+        repetition_tolerance: the relative spread of counts across repetitions above which
+            a call path is taken to wait busily (:data:`REPETITION_TOLERANCE`).
     """
 
     def __init__(
@@ -167,6 +187,7 @@ class EffortModeler:
         disagreement_gap: float = DISAGREEMENT_GAP,
         negative_terms: str = DROP_LOWER,
         aggregation: str | None = COEFFICIENT_AGGREGATION,
+        repetition_tolerance: float = REPETITION_TOLERANCE,
     ):
         if aggregation is not None and aggregation not in AGGREGATIONS:
             raise InputError(
@@ -178,7 +199,12 @@ class EffortModeler:
                 f"unknown policy for negative effort terms {negative_terms!r}; choose one of "
                 f"{', '.join(NEGATIVE_TERM_POLICIES)}"
             )
+        if not repetition_tolerance >= 0:
+            raise InputError(
+                f"repetition_tolerance must be a relative spread >= 0, got {repetition_tolerance}"
+            )
         self.negative_terms = negative_terms
+        self.repetition_tolerance = repetition_tolerance
         self.modeler = modeler or PMNFModeler()
         self.aggregation = aggregation or self.modeler.aggregation
         self.time_metric = time_metric
@@ -247,8 +273,12 @@ class EffortModeler:
     # -- fitting -------------------------------------------------------------------------
 
     def fit(self, experiment: Experiment) -> EffortModels:
-        """Model every call path; ``time`` under the effort priors where they exist."""
+        """Model every call path; ``time`` under the effort priors where they exist.
+
+        Time models under a prior carry a warning where the prior does not match the time
+        (:meth:`disagrees`) and where the counts vary between repetitions (busy waiting)."""
         priors, counter_models, notes = self.derive(experiment)
+        waiting = varying_counts(experiment, COUNTER_METRICS, self.repetition_tolerance)
         models = counter_models  # the counts are modeled once, without the noise test
         measured = experiment.data[METRIC].unique()
         others = [str(m) for m in measured if m not in COUNTER_METRICS]
@@ -266,8 +296,13 @@ class EffortModeler:
                     f"{DISAGREEMENT_WARNING} (SMAPE {model.statistics.smape:.1f} % with "
                     f"the effort prior vs {free.statistics.smape:.1f} % black-box)"
                 )
+            if model.callpath in waiting:
+                model.warnings.append(
+                    f"{WAITING_WARNING} ({waiting[model.callpath].describe()}): busy waiting "
+                    "or timing-dependent control flow; the prior carries that waiting"
+                )
             models.add(model)
-        return EffortModels(models, priors, blackbox, self.time_metric, notes)
+        return EffortModels(models, priors, blackbox, self.time_metric, notes, waiting)
 
     def fit_with_priors(
         self, experiment: Experiment, priors: dict[str, EffortPrior]
@@ -394,6 +429,7 @@ __all__ = [
     "DROP_LOWER",
     "KEEP",
     "NEGATIVE_TERM_POLICIES",
+    "WAITING_WARNING",
     "EffortModeler",
     "EffortModels",
     "EffortPrior",

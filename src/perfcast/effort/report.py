@@ -1,5 +1,6 @@
 """Text report of effort-prior modeling: per call path the effort model, the prior derived
-from it and the time model fitted under it, beside the black-box time model."""
+from it and the time model fitted under it, beside the black-box time model; then the call
+paths whose counts vary between repetitions."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from perfcast.effort.priors import EffortModels
 
 
 def render_effort(result: EffortModels, precision: int = 4) -> str:
-    """One block per call path with a prior; the notes on classic fall-backs at the end."""
+    """One block per call path with a prior, the call paths whose counts vary between
+    repetitions (busy waiting), and the notes on classic fall-backs at the end."""
     lines = ["Effort priors (noise-resilient-priors.txt): effort model -> prior -> time model"]
     for callpath, entry in result.priors.items():
         lines.append(f"{callpath}  [{entry.kind}]")
@@ -24,5 +26,10 @@ def render_effort(result: EffortModels, precision: int = 4) -> str:
             lines += [f"  warning: {w}" for w in result.models[key].warnings]
     if not result.priors:
         lines.append("(no call path has an effort prior)")
+    if result.waiting:
+        lines.append(
+            "counts that vary between repetitions (busy waiting or timing-dependent flow):"
+        )
+        lines += [f"  {callpath}  {found.describe()}" for callpath, found in result.waiting.items()]
     lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)
