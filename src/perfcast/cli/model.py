@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from perfcast.effort import EffortModeler, render_effort
 from perfcast.effort.laws import RANKS_PARAMETER
 from perfcast.effort.priors import COEFFICIENT_AGGREGATION, TIME_METRIC
+from perfcast.effort.with_taint import fit_with_taint, render_effort_with_taint
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import AGGREGATIONS, Experiment
@@ -19,7 +21,7 @@ from perfcast.modeling.modeler import MEDIAN_ESTIMATORS
 from perfcast.modeling.modelset import ModelSet
 from perfcast.report import STYLES, render_models
 from perfcast.taint.profile import read_profile
-from perfcast.taint.validity import flag_models, match_profile
+from perfcast.taint.validity import TaintMatch, flag_models, match_profile
 
 TAINT_MODES = ("prior", "check")
 PRIOR_SOURCES = ("effort",)
@@ -105,7 +107,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--priors",
         choices=PRIOR_SOURCES,
         help="effort: basic-block and MPI byte models fix the exponents of each call path's "
-        "time model; only its coefficients are fitted to time",
+        "time model; only its coefficients are fitted to time. With --taint, the taint "
+        "priors constrain what effort leaves black-box, and counts that depend on a "
+        "parameter the taint analysis rules out are flagged",
     )
     effort.add_argument(
         "--effort-aggregate",
@@ -147,20 +151,9 @@ def run(args: argparse.Namespace) -> int:
     )
     experiment = read_experiment(args.input, args.format)
     experiment = experiment.restricted(callpaths=args.callpath, metrics=args.metric)
-    if args.priors is not None and args.taint is not None:
-        raise InputError(
-            "--priors effort and --taint cannot be combined yet: the effort prior fixes the "
-            "whole term structure; use one of them"
-        )
     report = None
     if args.priors == "effort":
-        result = EffortModeler(
-            modeler,
-            time_metric=args.time_metric,
-            ranks=args.ranks_parameter,
-            aggregation=args.effort_aggregate,
-        ).fit(experiment)
-        models, report = result.models, render_effort(result)
+        models, report = _fit_with_effort(modeler, experiment, args)
     elif args.taint is None:
         models = modeler.fit(experiment)
     else:
@@ -174,16 +167,44 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fit_with_taint(
+def _fit_with_effort(
     modeler: PMNFModeler, experiment: Experiment, args: argparse.Namespace
-) -> ModelSet:
-    """Fit with (or only check against) a taint profile; the black-box fit is always made,
-    since only a model free to use every parameter reveals a dependency the code lacks."""
+) -> tuple[ModelSet, str]:
+    """Effort priors, with a taint profile where effort has none; models and report."""
+    effort = EffortModeler(
+        modeler,
+        time_metric=args.time_metric,
+        ranks=args.ranks_parameter,
+        aggregation=args.effort_aggregate,
+    )
+    if args.taint is None:
+        result = effort.fit(experiment)
+        return result.models, render_effort(result)
+    profile, match = _match_taint(experiment, args)
+    combined = fit_with_taint(
+        effort, experiment, profile, match, apply_taint_priors=args.taint_mode == "prior"
+    )
+    return combined.models, render_effort_with_taint(combined)
+
+
+def _match_taint(
+    experiment: Experiment, args: argparse.Namespace
+) -> tuple[dict[str, Any], TaintMatch]:
+    """The taint profile of ``--taint`` and its match to the measured call paths."""
     profile = read_profile(args.taint)
     try:
         match = match_profile(profile, experiment, inclusive=not args.exclusive)
     except InputError as exc:
         raise InputError(exc.reason, path=args.taint) from None
+    return profile, match
+
+
+def _fit_with_taint(
+    modeler: PMNFModeler, experiment: Experiment, args: argparse.Namespace
+) -> ModelSet:
+    """Fit with (or only check against) a taint profile; the black-box fit is always made,
+    since only a model free to use every parameter reveals a dependency the code lacks."""
+    profile, match = _match_taint(experiment, args)
     for note in match.notes():
         print(f"note: {note}", file=sys.stderr)
     free = modeler.fit(experiment)

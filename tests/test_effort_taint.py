@@ -1,0 +1,385 @@
+"""Effort priors and taint analysis together (``perfcast model --priors effort --taint``).
+
+First on measurements built row by row with a hand-written taint profile, one call path per
+rule of :mod:`perfcast.effort.with_taint`; then end to end with the real tools: the bundled
+Jacobi stencil built with counters, measured with mpirun, tainted with DataFlowSanitizer and
+modeled, and a small program whose dependency taint analysis misses and the counts catch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from fractions import Fraction
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perfcast.cli import main
+from perfcast.effort import EffortModeler
+from perfcast.effort.with_taint import (
+    DISAGREEMENT_WARNING,
+    fit_with_taint,
+    is_count,
+    render_effort_with_taint,
+)
+from perfcast.experiment import write_experiment
+from perfcast.experiment.experiment import Experiment
+from perfcast.modeling.modelset import ModelSet
+from perfcast.taint.profile import FORMAT
+from perfcast.taint.validity import match_profile
+
+N_VALUES = (16, 32, 64, 128, 256)
+P_VALUES = (2, 4, 8, 16, 32)
+
+COMPUTE = "main->compute"  # effort prior, taint agrees; a parameter-decided branch
+HIDDEN = "main->hidden"  # counts grow with n, taint saw no n (implicit flow)
+SPIN = "main->spin"  # counts grow with p (busy waiting), taint allows n only
+VALUES = "main->values"  # taint allows n and p, counts grow with n only: no finding
+CONTENDED = "main->contended"  # effort prior; time slows down with p (contention)
+SETUP = "main->setup"  # no counts: taint prior instead of black-box, contended too
+WAIT = "main->MPI_Wait"  # MPI without a Table I law: taint prior (constant)
+LOG = "main->log_progress"  # unknown to the taint profile: black-box, noted
+
+COUNTS = {
+    COMPUTE: lambda n, p: 10 * n * n + 4 * n + 9,
+    HIDDEN: lambda n, p: 100 * n + 20,
+    SPIN: lambda n, p: 40 * n + 30 * p + 7,
+    VALUES: lambda n, p: 6 * n + 3,
+    CONTENDED: lambda n, p: 5 * n + 2,
+}
+TIMES = {
+    COMPUTE: lambda n, p: 2e-8 * n * n,
+    HIDDEN: lambda n, p: 1e-6 * n,
+    SPIN: lambda n, p: 4e-7 * n + 3e-6 * p,
+    VALUES: lambda n, p: 6e-7 * n,
+    CONTENDED: lambda n, p: 1e-6 * n * (1 + 0.5 * math.log2(p)),
+    SETUP: lambda n, p: 1e-5 * n * (1 + 0.5 * math.log2(p)),
+    WAIT: lambda n, p: 2e-5 * (1 + 0.5 * math.log2(p)),
+    LOG: lambda n, p: 1e-3,
+}
+
+
+def measurements() -> Experiment:
+    """Exact counts (one value per point) and times with a small deterministic jitter over
+    three repetitions; the maxima over ranks a little above the means."""
+    rows: list[tuple[str, str, tuple[int, int], float]] = []
+    for n, p in product(N_VALUES, P_VALUES):
+        for callpath, counts in COUNTS.items():
+            rows.append((callpath, "basic_blocks", (n, p), float(counts(n, p))))
+            rows.append((callpath, "basic_blocks:max", (n, p), float(counts(n, p) + n)))
+        for callpath, time in TIMES.items():
+            for repetition in range(3):
+                jitter = 1 + 0.004 * ((repetition * 7 + n + p) % 5 - 2)
+                rows.append((callpath, "time", (n, p), time(n, p) * jitter))
+                rows.append((callpath, "time:max", (n, p), 1.1 * time(n, p) * jitter))
+    return Experiment.from_rows(["n", "p"], rows)
+
+
+def _function(callpath: str, terms: list[list[str]], **extra: Any) -> dict[str, Any]:
+    entry = {"terms": terms, "exclusive_terms": terms, "visits_terms": []}
+    return {"file": "app.c", "terms": terms, "callpaths": {callpath: entry}, **extra}
+
+
+def taint_profile() -> dict[str, Any]:
+    """What ``perfcast taint`` writes, reduced to the fields the modeling side reads."""
+    switch = {"line": 12, "params": ["n"], "evaluated": 1, "taken": 1, "calls": []}
+    functions = {
+        "compute": _function(COMPUTE, [["n"]], branches=[switch]),
+        "hidden": _function(HIDDEN, []),
+        "spin": _function(SPIN, [["n"]]),
+        "values": _function(VALUES, [["n", "p"]]),
+        "contended": _function(CONTENDED, [["n"]]),
+        "setup": _function(SETUP, [["n"]]),
+        "MPI_Wait": {**_function(WAIT, []), "file": None},
+        "main": _function("main", [["n", "p"]]),
+    }
+    return {
+        "format": FORMAT,
+        "parameters": {"n": {}, "p": {}},
+        "functions": functions,
+        "pruned": [],
+        "constant": [],
+    }
+
+
+@pytest.fixture(scope="module")
+def combined():
+    experiment = measurements()
+    match = match_profile(taint_profile(), experiment)
+    return fit_with_taint(EffortModeler(), experiment, taint_profile(), match)
+
+
+def _warnings(result, callpath: str, metric: str = "time") -> list[str]:
+    return result.models[(callpath, metric)].warnings
+
+
+def test_effort_prior_wins_over_taint(combined) -> None:
+    for callpath in (COMPUTE, HIDDEN, SPIN, VALUES, CONTENDED):
+        model = combined.models[(callpath, "time")]
+        assert model.prior is not None and model.prior.startswith("effort"), callpath
+    # taint says hidden's code is constant; the exact counts grow with n, and they win
+    assert combined.models[(HIDDEN, "time")].parameters == ("n",)
+    assert combined.models[(SPIN, "time")].parameters == ("n", "p")
+
+
+def test_taint_prior_where_effort_has_nothing_to_say(combined) -> None:
+    setup = combined.models[(SETUP, "time")]
+    assert setup.prior == "taint: parameters {n}, products {n}"
+    assert setup.parameters == ("n",)  # the black-box fit saw the contention in p
+    assert combined.effort.blackbox[(SETUP, "time")].parameters == ("n", "p")
+    wait = combined.models[(WAIT, "time")]
+    assert wait.prior == "taint: constant" and wait.terms == ()
+    assert combined.models[(LOG, "time")].prior is None
+    # time:max has no effort prior on any call path: taint restricts it everywhere it can
+    compute_max = combined.models[(COMPUTE, "time:max")]
+    assert compute_max.prior is not None and compute_max.prior.startswith("taint")
+    assert combined.taint_fitted[COMPUTE] == ["time:max"]
+    assert set(combined.taint_fitted[SETUP]) == {"time", "time:max"}
+    assert LOG not in combined.taint_fitted
+    # counts stay exact and free: they are what the cross-check compares with taint
+    hidden_counts = combined.models[(HIDDEN, "basic_blocks")]
+    assert hidden_counts.prior is None and hidden_counts.parameters == ("n",)
+    assert combined.models[(SPIN, "basic_blocks:max")].prior is None
+    assert is_count("basic_blocks:max") and is_count("mpi_bytes_sent") and not is_count("time")
+
+
+def test_counts_that_taint_rules_out_are_flagged(combined) -> None:
+    assert combined.disagreements == {HIDDEN: ["n"], SPIN: ["p"]}
+    hidden = [w for w in _warnings(combined, HIDDEN) if DISAGREEMENT_WARNING in w]
+    assert len(hidden) == 1
+    assert "the counts depend on n" in hidden[0] and "implicit (control-flow)" in hidden[0]
+    assert "rank mean" not in hidden[0]
+    spin = [w for w in _warnings(combined, SPIN) if DISAGREEMENT_WARNING in w]
+    assert len(spin) == 1 and "busy waiting" in spin[0]
+    assert "rank mean of the counts divides by p" in spin[0]  # p is the ranks parameter
+    # taint allowing p that the counts do not use is no finding
+    for callpath in (VALUES, COMPUTE, CONTENDED):
+        assert not any(DISAGREEMENT_WARNING in w for w in _warnings(combined, callpath))
+
+
+def test_taint_validity_flags_reach_every_final_model(combined) -> None:
+    contention = "depends on p, which the code cannot: contention or noise"
+    for callpath in (CONTENDED, SETUP, WAIT):  # effort prior, taint prior, taint constant
+        assert any(contention in w for w in _warnings(combined, callpath)), callpath
+    assert not any("which the code cannot" in w for w in _warnings(combined, COMPUTE))
+    # hidden's and spin's black-box fits use a parameter taint rules out, but so does the
+    # counted work: not contention, the disagreement warning says what is wrong
+    assert not any("contention" in w for w in _warnings(combined, HIDDEN))
+    assert not any("contention" in w for w in _warnings(combined, SPIN))
+    assert "n" in combined.effort.blackbox[(HIDDEN, "time")].parameters
+    switch = "possible algorithm switch on n: the branch at app.c:12"
+    assert any(switch in w for w in _warnings(combined, COMPUTE))
+    assert any(switch in w for w in _warnings(combined, COMPUTE, "basic_blocks"))
+    # exact counts are never suspected of contention
+    assert not any("contention" in w for w in _warnings(combined, SPIN, "basic_blocks"))
+
+
+def test_report_shows_effort_then_taint(combined) -> None:
+    report = render_effort_with_taint(combined)
+    effort, taint = report.split("Taint priors (perf-taint) where effort has none")
+    assert f"{HIDDEN}  [computation]" in effort and f"warning: {DISAGREEMENT_WARNING}" in effort
+    assert f"{SETUP}\n  prior               taint: parameters {{n}}, products {{n}}" in taint
+    assert f"{WAIT}\n" in taint and "time (black-box)" in taint
+    assert f"{DISAGREEMENT_WARNING} on 2 call path(s)" in taint
+    assert f"{HIDDEN}: n; {SPIN}: p" in taint
+    assert f"modeled without prior: {LOG}" in taint
+    assert "also under taint priors: time:max of 7 call path(s)" in taint
+
+
+def test_check_mode_flags_without_taint_priors() -> None:
+    experiment = measurements()
+    match = match_profile(taint_profile(), experiment)
+    result = fit_with_taint(
+        EffortModeler(), experiment, taint_profile(), match, apply_taint_priors=False
+    )
+    assert result.taint_fitted == {}
+    wait = result.models[(WAIT, "time")]
+    assert wait.prior is None and "p" in wait.parameters
+    assert any("which the code cannot: contention or noise" in w for w in wait.warnings)
+    assert result.disagreements == {HIDDEN: ["n"], SPIN: ["p"]}
+    assert "flags only, no taint priors" in render_effort_with_taint(result)
+
+
+def test_cli_combines_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data, profile, out = tmp_path / "times.json", tmp_path / "profile.json", tmp_path / "m.json"
+    write_experiment(measurements(), data)
+    profile.write_text(json.dumps(taint_profile()))
+    argv = ["model", str(data), "--priors", "effort", "--taint", str(profile), "-o", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "Effort priors (noise-resilient-priors.txt)" in printed
+    assert "Taint priors (perf-taint) where effort has none" in printed
+    saved = ModelSet.load(out)
+    assert saved[(WAIT, "time")].prior == "taint: constant"
+    assert (saved[(HIDDEN, "time")].prior or "").startswith("effort")
+    assert any(DISAGREEMENT_WARNING in w for w in saved[(HIDDEN, "time")].warnings)
+    assert main([*argv, "--taint-mode", "check"]) == 0
+    assert "flags only" in capsys.readouterr().out
+    assert ModelSet.load(out)[(WAIT, "time")].prior is None
+    # a profile that did not mark a parameter of the experiment is an input error naming it
+    unmarked = taint_profile()
+    del unmarked["parameters"]["p"]
+    profile.write_text(json.dumps(unmarked))
+    assert main(argv) == 2
+    assert "profile.json: experiment parameters ['p'] were not marked" in capsys.readouterr().err
+
+
+STENCIL = Path(__file__).parents[1] / "examples" / "stencil"
+
+STENCIL_SPEC = """\
+[app]
+name = "stencil"
+[build]
+command = "make -s CC='{perfcast_build} mpicc'"
+counters = true
+[run]
+command = "./jacobi {size} 20"
+repetitions = 2
+timeout = 60
+[parameters]
+p = [1, 2, 3]
+size = [64, 128, 192, 256]
+[metrics]
+collect = ["time", "basic_blocks", "mpi_bytes_sent", "mpi_bytes_received"]
+"""
+
+
+@pytest.mark.slow
+def test_stencil_taint_and_effort_end_to_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The stencil tainted with DataFlowSanitizer, built with counters, measured with
+    mpirun (the design reduced by the profile), modeled with both priors."""
+    app = tmp_path / "stencil"
+    shutil.copytree(STENCIL, app, ignore=shutil.ignore_patterns("*.o", "jacobi"))
+    spec = app / "perfcast.toml"
+    spec.write_text(STENCIL_SPEC)
+    sources = ["jacobi.c", "grid.c", "halo.c"]
+    assert main(["taint", str(spec), "--", "mpicc", *sources, "-o", "jacobi"]) == 0
+    profile = app / "stencil.taint.json"
+    assert json.loads(profile.read_text())["functions"]["sweep"]["dependency"] == "size"
+    assert main(["measure", str(spec)]) == 0
+    capsys.readouterr()
+    store, models = str(app / "stencil.sqlite"), tmp_path / "models.json"
+    argv = ["model", store, "--priors", "effort", "--taint", str(profile), "--exclusive"]
+    argv += ["-o", str(models)]
+
+    # Basic blocks but no MPI byte counts: the MPI call paths fall to their taint priors.
+    assert main([*argv, "--metric", "time", "--metric", "basic_blocks"]) == 0
+    out = capsys.readouterr().out
+    effort, taint = out.split("Taint priors (perf-taint) where effort has none")
+    assert "main->sweep  [computation]" in effort
+    assert (
+        "main->exchange_halo->MPI_Sendrecv\n  prior               taint: parameters {size}" in taint
+    )
+    assert (
+        "main->global_residual->MPI_Allreduce\n  prior               taint: parameters {p}" in taint
+    )
+    assert "modeled without prior: main->MPI_Init, main->MPI_Finalize" in taint
+    saved = ModelSet.load(models)
+    sweep = saved[("main->sweep", "time")]
+    assert sweep.prior is not None and sweep.prior.startswith("effort")
+    assert sweep.leading_exponents()["size"] == (Fraction(2), 0) and "p" not in sweep.parameters
+    assert not any(DISAGREEMENT_WARNING in w for w in sweep.warnings)  # counts and taint: size
+    sendrecv = saved[("main->exchange_halo->MPI_Sendrecv", "time")]
+    assert sendrecv.prior is not None and sendrecv.prior.startswith("taint")
+    assert "p" not in sendrecv.parameters
+    allreduce = saved[("main->global_residual->MPI_Allreduce", "time")]
+    assert allreduce.prior is not None and allreduce.prior.startswith("taint")
+    assert "size" not in allreduce.parameters
+
+    # With the byte counts the laws take over; taint still restricts the per-rank maxima.
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "main->exchange_halo->MPI_Sendrecv  [communication]" in out
+    assert "also under taint priors: " in out and "time:max" in out
+    saved = ModelSet.load(models)
+    assert (saved[("main->exchange_halo->MPI_Sendrecv", "time")].prior or "").startswith("effort")
+    sweep_max = saved[("main->sweep", "time:max")]
+    assert sweep_max.prior is not None and sweep_max.prior.startswith("taint")
+    assert "p" not in sweep_max.parameters
+    assert saved[("main->sweep", "basic_blocks:max")].prior is None  # counts stay free
+
+
+IMPLICIT = r"""
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NOINLINE __attribute__((noinline))
+static volatile double sink;
+
+/* A C string of n characters: memset writes them, so no assignment carries n's label */
+NOINLINE static char *make_text(int n) {
+  char *text = calloc((size_t)n + 1, 1);
+  memset(text, 'x', (size_t)n);
+  return text;
+}
+/* Walks to the terminator: n iterations, decided by data, not by a tainted bound */
+NOINLINE static void scan(const char *text) {
+  for (int k = 0; text[k] != '\0'; k++) sink += k;
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  char *text = make_text(atoi(argv[1]));
+  scan(text);
+  free(text);
+  MPI_Finalize();
+  return 0;
+}
+"""
+
+IMPLICIT_SPEC = """\
+[app]
+name = "text"
+[build]
+sources = ["app.c"]
+compiler = "mpicc"
+flags = ["-O2"]
+output = "app"
+counters = true
+[run]
+command = "./app {n}"
+repetitions = 1
+timeout = 60
+[parameters]
+n = [250000, 500000, 1000000, 2000000, 4000000]
+[metrics]
+collect = ["time", "basic_blocks"]
+"""
+
+
+@pytest.mark.slow
+def test_counts_catch_a_dependency_taint_analysis_misses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """scan() loops until a terminator that memset placed n characters away: no tainted
+    value bounds the loop, so taint analysis calls it constant; its basic blocks grow with n.
+    The effort prior keeps n, and the model says that counts and taint disagree."""
+    (tmp_path / "app.c").write_text(IMPLICIT)
+    spec = tmp_path / "perfcast.toml"
+    spec.write_text(IMPLICIT_SPEC)
+    # one-off form, beside the campaign: its profile must not reduce the measured design
+    profile = tmp_path / "profile.json"
+    taint = ["taint", "-o", str(profile), "--run", "./app 1000", "--param", "n=argv:1"]
+    monkeypatch.chdir(tmp_path)
+    assert main([*taint, "--", "mpicc", "app.c", "-o", "app"]) == 0
+    functions = json.loads(profile.read_text())["functions"]
+    assert functions["scan"]["dependency"] == "1", "taint analysis now sees this flow"
+    assert main(["measure", str(spec)]) == 0
+    capsys.readouterr()
+    models = tmp_path / "models.json"
+    store = str(tmp_path / "text.sqlite")
+    argv = ["model", store, "--priors", "effort", "--taint", str(profile), "--exclusive"]
+    assert main([*argv, "-o", str(models)]) == 0
+    out = capsys.readouterr().out
+    assert "disagree on 1 call path(s) (parameters the counts use but taint rules out): " in out
+    scan = ModelSet.load(models)[("main->scan", "time")]
+    assert (scan.prior or "").startswith("effort") and scan.parameters == ("n",)
+    assert any(f"{DISAGREEMENT_WARNING}: the counts depend on n" in w for w in scan.warnings)
+    assert not any("contention" in w for w in scan.warnings)
