@@ -231,13 +231,13 @@ def render_effort_with_taint(result: EffortTaintModels, precision: int = 4) -> s
             width = max(len(label) for label, _ in rows)
             lines += [f"  {label:<{width}}  {text}" for label, text in rows]
             lines += [f"  warning: {w}" for w in result.models[key].warnings]
-        others = sorted(
-            {m for metrics in result.taint_fitted.values() for m in metrics if m != time}
-        )
+        others = {c: [m for m in ms if m != time] for c, ms in result.taint_fitted.items()}
+        others = {c: ms for c, ms in others.items() if ms}
         if others:
+            metrics = sorted({m for ms in others.values() for m in ms})
             lines.append(
-                f"also under taint priors: {', '.join(others)} of "
-                f"{len(result.taint_fitted)} call path(s) (effort constrains {time} only)"
+                f"also under taint priors: {', '.join(metrics)} of {len(others)} call "
+                f"path(s) (effort constrains {time} only)"
             )
         if not any(time in metrics for metrics in result.taint_fitted.values()):
             lines.append(f"(no {time} model was fitted under a taint prior)")
@@ -255,5 +255,6 @@ __all__ = [
     "DISAGREEMENT_WARNING",
     "EffortTaintModels",
     "fit_with_taint",
+    "is_count",
     "render_effort_with_taint",
 ]
