@@ -76,7 +76,7 @@ def test_effort_priors_are_exact_without_noise_and_keep_their_exponents_under_no
     assert effort_ed.sum() == 0  # the counts fix the exponents whatever the noise
     assert classic_ed.sum() > 0  # 75 % noise moves the black-box exponents
     # classic and effort as shipped, the other policies, both with aggregation min
-    approaches = 2 + len(noise_study.NEGATIVE_TERM_POLICIES) - 1 + 2
+    approaches = 2 + len(noise_study.NEGATIVE_TERM_POLICIES) - 1 + 2  # as shipped, policies, the same points
     assert heavy["variant"].nunique() == 8 and len(heavy) == 8 * 2 * approaches
 
 

@@ -11,12 +11,16 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from campaign_helpers import build_program, write_spec
 
 from perfcast.cli import main
 from perfcast.experiment import read_experiment
+from perfcast.measure.campaign import measure
+from perfcast.measure.slurm import SlurmBackend
+from perfcast.measure.spec import load_spec
 from perfcast.measure.store import CampaignStore
 
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol")
@@ -220,3 +224,67 @@ def test_killed_campaign_reattaches_to_its_slurm_jobs(slurm, tmp_path):
     with sqlite3.connect(store) as db:
         jobs = dict(db.execute("SELECT key, job FROM runs"))
     assert {key: jobs[key] for key in submitted} == submitted  # reattached, not resubmitted
+
+
+def test_noise_study_measures_through_slurm(slurm, tmp_path, monkeypatch):
+    """The noise study's cluster mode: every generated campaign carries the [slurm] table,
+    its runs go through sbatch, and the study loads what the cluster measured."""
+    if shutil.which("mpicxx") is None or shutil.which("clang-16") is None:
+        pytest.skip("needs Open MPI and clang-16")
+    for name, value in slurm.items():
+        monkeypatch.setenv(name, value)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import noise_study  # the benchmark script; benchmarks/ is not a package
+
+    config = noise_study.Configuration(
+        programs=1,
+        kernels=2,
+        ranks=(2, 3),  # the test point's 4 ranks still fit the node's 4 CPUs
+        sizes=(500, 1000, 1500),
+        repetitions=1,
+        repeat=1,
+        injections=1,
+        seed=5,
+        backend="slurm",
+        slurm='\n[slurm]\npartition = "test"\n',
+    )
+    (directory,) = noise_study.generate(config, tmp_path)
+    assert '[slurm]\npartition = "test"' in (directory / "train.toml").read_text()
+    noise_study.measure_all([directory], config.backend, stream=None)
+    with sqlite3.connect(directory / "train.sqlite") as db:
+        jobs = [job for (job,) in db.execute("SELECT job FROM runs WHERE status = 'ok'")]
+    assert len(jobs) == 6 and all(jobs)  # every run has its Slurm job id
+    study = noise_study.load([directory], config)
+    assert study.kernels and set(study.test_time) == {k.callpath for k in study.kernels}
+
+
+def test_a_job_slurm_can_never_start_fails_with_the_reason(slurm, tmp_path, monkeypatch):
+    """8 ranks on a partition of one 4-CPU node: Slurm keeps the job pending (reason
+    PartitionConfig) forever; perfcast cancels it and records why, the 2-rank runs succeed."""
+    for name, value in slurm.items():
+        monkeypatch.setenv(name, value)
+    build_program(tmp_path)
+    path = write_spec(
+        tmp_path,
+        """
+        [app]
+        name = "toolarge"
+        [run]
+        command = "./prog {n}"
+        repetitions = 1
+        timeout = 30
+        [parameters]
+        p = [2, 8]
+        n = [1, 2]
+        """,
+    )
+    spec = load_spec(path)
+    backend = SlurmBackend(spec.slurm, tmp_path / "batches", unschedulable_grace=1.0)
+    result = measure(spec, backend, build=False)
+    assert sorted(run.key for run in result.failed) == ["p=8,n=1#0", "p=8,n=2#0"]
+    reason = result.failed[0].reason or ""
+    assert "Slurm cannot start it: pending with reason Partition" in reason
+    assert "8 tasks on the default partition" in reason
+    assert run(["squeue", "--noheader", "--me"], env=slurm).stdout.strip() == ""  # cancelled
+    with CampaignStore.open(tmp_path / "toolarge.sqlite") as opened:
+        assert len(opened.runs("ok")) == 2

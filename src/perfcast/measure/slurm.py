@@ -16,7 +16,11 @@ Modes (``[slurm] mode``):
     for clusters that limit the number of jobs, or when runs must share nodes' state.
 
 A job that leaves the queue without writing ``status`` (cancelled, node failure, hit the
-Slurm time limit) is reported as vanished and retried like any failed run. Because runs
+Slurm time limit) is reported as vanished and retried like any failed run. A job that
+stays pending for a reason that needs a different request, not patience (more tasks than
+the partition has, a time limit above the partition's, an invalid account:
+:data:`UNSCHEDULABLE_REASONS`), is cancelled after :data:`UNSCHEDULABLE_GRACE` and its runs
+fail with that reason, instead of waiting forever. Because runs
 keep going on the cluster when perfcast is killed, a resumed campaign first collects what
 finished meanwhile and reattaches to jobs still queued or running (their ids are in the
 store), instead of submitting them again.
@@ -49,6 +53,22 @@ VANISH_GRACE = 5.0
 shared file system can show the status file late)."""
 TIME_LIMIT_MARGIN = 60.0
 """Seconds added to a run's timeout for Slurm's time limit: start-up and clean-up."""
+UNSCHEDULABLE_REASONS = {
+    "BadConstraints": "its constraints cannot be satisfied",
+    "PartitionConfig": "it asks for more than the partition is configured to give",
+    "PartitionNodeLimit": "it needs more nodes than the partition allows (or has up)",
+    "PartitionTimeLimit": "its time limit exceeds the partition's",
+    "InvalidAccount": "its account is invalid",
+    "InvalidQOS": "its QOS is invalid",
+    "AccountNotAllowed": "its account may not use the partition",
+}
+"""Pending reasons (``squeue %r``) that a changed request cures, not waiting: Slurm keeps
+such a job queued forever. Reasons that pass with time (``Resources``, ``Priority``,
+``ReqNodeNotAvail`` for nodes down or reserved, ``QOSGrp*`` limits) are not here."""
+UNSCHEDULABLE_GRACE = 60.0
+"""Seconds a job may pend for one of :data:`UNSCHEDULABLE_REASONS` before it is cancelled:
+an administrator may be changing the partition, and ``PartitionNodeLimit`` also shows
+while nodes are down."""
 TIMEOUT_EXIT = 124
 KILLED_EXIT = 128 + 9
 
@@ -59,6 +79,8 @@ class _Submitted:
     slurm_id: str
     """``123_4`` for array task 4 of job 123; ``123`` for a run inside an allocation."""
     gone_since: float | None = None
+    stuck_since: float | None = None
+    """When the job was first seen pending for one of :data:`UNSCHEDULABLE_REASONS`."""
 
 
 class SlurmBackend(Backend):
@@ -73,6 +95,7 @@ class SlurmBackend(Backend):
         *,
         job_name: str = "perfcast",
         poll_interval: float = POLL_INTERVAL,
+        unschedulable_grace: float = UNSCHEDULABLE_GRACE,
     ):
         for tool in ("sbatch", "squeue", "scancel"):
             if shutil.which(tool) is None:
@@ -84,6 +107,7 @@ class SlurmBackend(Backend):
         self.batch_directory = batch_directory
         self.job_name = job_name
         self.poll_interval = poll_interval
+        self.unschedulable_grace = unschedulable_grace
         self._running: list[_Submitted] = []
         self._slurm_jobs: set[str] = set()
         self._batches = 0
@@ -185,19 +209,23 @@ class SlurmBackend(Backend):
 
     def _collect(self) -> list[RunRecord]:
         finished = []
-        queued: set[str] | None = None
+        queued: dict[str, str] | None = None
         now = time.time()
         for entry in list(self._running):
             status = _read_status(entry.job.directory)
+            unschedulable = None
             if status is None:
                 if queued is None:
                     queued = self._queued()
                 if _in_queue(entry.slurm_id, queued):
                     entry.gone_since = None
-                    continue
-                entry.gone_since = entry.gone_since or now
-                if now - entry.gone_since < VANISH_GRACE:
-                    continue
+                    unschedulable = self._unschedulable(entry, queued, now)
+                    if unschedulable is None:
+                        continue
+                else:
+                    entry.gone_since = entry.gone_since or now
+                    if now - entry.gone_since < VANISH_GRACE:
+                        continue
                 code: int | None = None
                 started = finished_at = now
                 timed_out = False
@@ -216,21 +244,53 @@ class SlurmBackend(Backend):
                 backend=self.name,
                 job_id=entry.slurm_id,
             )
+            if unschedulable is not None:
+                record = replace(record, reason=unschedulable)
             if record.ok:
                 shutil.rmtree(entry.job.directory, ignore_errors=True)
             finished.append(record)
         return finished
 
-    def _queued(self) -> set[str]:
-        """Ids of this user's queued or running jobs and array tasks (``123``, ``123_4``)."""
+    def _unschedulable(self, entry: _Submitted, queued: dict[str, str], now: float) -> str | None:
+        """The failure reason of a job pending too long for a reason no wait cures (and
+        the job cancelled); ``None`` while it may still start."""
+        pending = _queue_reason(entry.slurm_id, queued)
+        if pending not in UNSCHEDULABLE_REASONS:
+            entry.stuck_since = None
+            return None
+        entry.stuck_since = entry.stuck_since or now
+        if now - entry.stuck_since < self.unschedulable_grace:
+            return None
+        with contextlib.suppress(OSError):
+            subprocess.run(["scancel", entry.slurm_id], capture_output=True)
+        partition = (
+            f"partition {self.settings.partition!r}"
+            if self.settings.partition
+            else ("the default partition")
+        )
+        return (
+            f"Slurm cannot start it: pending with reason {pending} for "
+            f"{now - entry.stuck_since:.0f} s ({UNSCHEDULABLE_REASONS[pending]}; "
+            f"{entry.job.ranks} tasks on {partition}); cancelled. Choose rank counts the "
+            "partition can give, or another partition or account in [slurm]"
+        )
+
+    def _queued(self) -> dict[str, str]:
+        """This user's queued or running jobs and array tasks (``123``, ``123_4``), each
+        with its pending reason (``None`` for running jobs)."""
         result = subprocess.run(
-            ["squeue", "--noheader", "--array", "--me", "--format=%i"],
+            ["squeue", "--noheader", "--array", "--me", "--format=%i %r"],
             capture_output=True,
             text=True,
         )
         if result.returncode != 0:
             raise PerfcastError(f"squeue failed: {(result.stderr or result.stdout).strip()}")
-        return set(result.stdout.split())
+        queued = {}
+        for line in result.stdout.splitlines():
+            job, _, reason = line.strip().partition(" ")
+            if job:
+                queued[job] = reason.strip()
+        return queued
 
     # -- crashes and interrupts ------------------------------------------------------------
 
@@ -258,8 +318,20 @@ class SlurmBackend(Backend):
         self._running.clear()
 
 
-def _in_queue(slurm_id: str, queued: set[str]) -> bool:
+def _in_queue(slurm_id: str, queued: dict[str, str]) -> bool:
     return slurm_id in queued or slurm_id.split("_")[0] in queued
+
+
+def _queue_reason(slurm_id: str, queued: dict[str, str]) -> str:
+    """The pending reason of an array task or job (a pending array shows as ``123_[0-4]``
+    in some Slurm versions, so the whole job's entry counts too)."""
+    if slurm_id in queued:
+        return queued[slurm_id]
+    base = slurm_id.split("_")[0]
+    for job, reason in queued.items():
+        if job == base or job.startswith(base + "_["):
+            return reason
+    return ""
 
 
 def _minutes(seconds: float) -> int:
