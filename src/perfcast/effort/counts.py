@@ -44,6 +44,7 @@ import numpy as np
 
 from perfcast.errors import InputError
 from perfcast.experiment.experiment import CALLPATH, METRIC, VALUE, Experiment
+from perfcast.modeling.blas import serial_blas
 from perfcast.modeling.fitting import (
     adjusted_r2,
     fit_subsets,
@@ -149,6 +150,7 @@ class CountModeler:
         self.max_columns = max_columns
         self.min_points = min_points
 
+    @serial_blas
     def fit(self, experiment: Experiment) -> ModelSet:
         """A model per (call path, metric) of ``experiment`` (repetitions: their median)."""
         experiment.validate()

@@ -58,6 +58,7 @@ from perfcast.experiment.experiment import (
     VALUE,
     Experiment,
 )
+from perfcast.modeling.blas import serial_blas
 from perfcast.modeling.fitting import (
     CRITERIA,
     SCREEN_FLOOR,
@@ -241,6 +242,7 @@ class PMNFModeler:
 
     # -- public API --------------------------------------------------------------------------
 
+    @serial_blas
     def fit(self, experiment: Experiment, priors: Mapping[str, Prior] | None = None) -> ModelSet:
         """Model every (call path, metric) of ``experiment``; ``priors`` by call path."""
         experiment.validate()
