@@ -182,6 +182,9 @@ def test_report_shows_effort_then_taint(combined) -> None:
     report = render_effort_with_taint(combined)
     effort, taint = report.split("Taint priors (perf-taint) where effort has none")
     assert f"{HIDDEN}  [computation]" in effort and f"warning: {DISAGREEMENT_WARNING}" in effort
+    # the effort notes say where a taint prior, not a black-box fit, took over
+    assert f"{WAIT}: MPI_Wait has no communication law (Table I); modeled under its taint" in effort
+    assert f"{LOG}: no 'basic_blocks' counts; modeled classically" in effort  # no taint entry
     assert f"{SETUP}\n  prior               taint: parameters {{n}}, products {{n}}" in taint
     assert f"{WAIT}\n" in taint and "time (black-box)" in taint
     assert f"{DISAGREEMENT_WARNING} on 2 call path(s)" in taint

@@ -73,6 +73,11 @@ are not flagged for a difference nobody could act on."""
 
 DISAGREEMENT_WARNING = "time and effort disagree: waiting time or noise"
 
+CLASSIC_FALLBACK = "; modeled classically"
+"""How a note on a call path without a prior ends (``main->MPI_Wait: MPI_Wait has no
+communication law; modeled classically``); a caller that fits such call paths otherwise
+(:mod:`perfcast.effort.with_taint`) rewrites this ending."""
+
 WAITING_WARNING = "effort counts vary between repetitions"
 """The start of the warning on the time model of a call path whose counts differ between
 repetitions of a point (:mod:`perfcast.effort.waiting`); the rest says by how much, where,
@@ -244,7 +249,7 @@ class EffortModeler:
                     )
                 continue
             if entry is None:
-                notes.append(f"{callpath}: {note}; modeled classically")
+                notes.append(f"{callpath}: {note}{CLASSIC_FALLBACK}")
             else:
                 priors[callpath] = entry
         return priors, counter_models, notes

@@ -39,7 +39,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from perfcast.effort.priors import COUNTER_METRICS, EffortModeler, EffortModels, EffortPrior
+from perfcast.effort.priors import (
+    CLASSIC_FALLBACK,
+    COUNTER_METRICS,
+    EffortModeler,
+    EffortModels,
+    EffortPrior,
+)
 from perfcast.effort.report import render_effort
 from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment
 from perfcast.measure.profiles import MAX_SUFFIX
@@ -206,8 +212,8 @@ def _disagreement_text(parameter: str, ranks: str) -> str:
 def render_effort_with_taint(result: EffortTaintModels, precision: int = 4) -> str:
     """The effort report, then the call paths fitted under taint priors instead of
     black-box (their time model beside the black-box one) and the taint notes."""
-    lines = [render_effort(result.effort, precision), ""]
     time = result.effort.time_metric
+    lines = [render_effort(_taint_fallbacks_named(result), precision), ""]
     if not result.priors_applied:
         lines.append(
             "Taint analysis (perf-taint): flags only, no taint priors (--taint-mode check)"
@@ -249,6 +255,20 @@ def render_effort_with_taint(result: EffortTaintModels, precision: int = 4) -> s
         )
     lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)
+
+
+def _taint_fallbacks_named(result: EffortTaintModels) -> EffortModels:
+    """The effort result with its notes on classic fall-backs saying where a taint prior
+    took the black-box fit's place."""
+    time = result.effort.time_metric
+    tainted = {c for c, metrics in result.taint_fitted.items() if time in metrics}
+    notes = []
+    for note in result.effort.notes:
+        callpath = note.split(": ", 1)[0]
+        if note.endswith(CLASSIC_FALLBACK) and callpath in tainted:
+            note = note.removesuffix(CLASSIC_FALLBACK) + "; modeled under its taint prior"
+        notes.append(note)
+    return replace(result.effort, notes=notes)
 
 
 __all__ = [
