@@ -159,8 +159,8 @@ class Configuration:
     communication_metric: str = WALL_TIME
     """What communication kernels' time is (the report's metric table compares both)."""
     backend: str = "local"
-    """Where the runs go: ``local`` (this machine) or ``slurm`` (a cluster; run the study
-    from a directory the compute nodes share)."""
+    """Where the runs go: ``local`` (this machine) or ``slurm`` (a cluster; the cache,
+    ``--cache``, must be on a file system the compute nodes share)."""
     slurm: str = ""
     """A ``[slurm]`` table (TOML, as in ``perfcast.toml``) written into every campaign, for
     ``backend="slurm"``: partition, account, ``sbatch_args``."""
