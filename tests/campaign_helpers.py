@@ -1,5 +1,6 @@
 """Shared pieces of the campaign tests: a small MPI program with chosen failures."""
 
+import shutil
 import subprocess
 import textwrap
 from pathlib import Path
@@ -53,3 +54,31 @@ def live_processes_of(directory: Path) -> list[int]:
         if text[text.rfind(")") + 2] != "Z" and str(directory).encode() in cmdline:
             pids.append(int(stat.parent.name))
     return pids
+
+
+STENCIL = Path(__file__).parents[1] / "examples" / "stencil"
+
+STENCIL_WITH_COUNTERS = """\
+[app]
+name = "stencil"
+[build]
+command = "make -s CC='{{perfcast_build}} mpicc'"
+counters = true
+[run]
+command = "./jacobi {{size}} 20"
+repetitions = {repetitions}
+timeout = 60
+[parameters]
+p = [1, 2, 3]
+size = [64, 128, 192, 256]
+[metrics]
+collect = ["time", "basic_blocks", "mpi_bytes_sent", "mpi_bytes_received"]
+"""
+
+
+def stencil_with_counters(directory: Path, repetitions: int = 1) -> Path:
+    """The stencil example copied to ``directory/stencil`` (without build products) with a
+    perfcast.toml that builds it with effort counters: 3 rank counts x 4 sizes; its path."""
+    app = directory / "stencil"
+    shutil.copytree(STENCIL, app, ignore=shutil.ignore_patterns("*.o", "jacobi"))
+    return write_spec(app, STENCIL_WITH_COUNTERS.format(repetitions=repetitions))

@@ -5,11 +5,10 @@ from __future__ import annotations
 import itertools
 import shutil
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
-from campaign_helpers import write_spec
+from campaign_helpers import stencil_with_counters
 
 from perfcast.cli import main
 from perfcast.effort import (
@@ -220,36 +219,14 @@ def test_counts_that_are_no_pmnf_function_fall_back_with_a_warning():
     assert model.leading_exponents()["n"][0] == 1  # the fallback still finds the growth
 
 
-EXAMPLE = Path(__file__).parents[1] / "examples" / "stencil"
-
-
 @pytest.mark.skipif(
     shutil.which("mpicc") is None or shutil.which("clang-16") is None,
     reason="needs Open MPI and clang-16",
 )
 def test_stencil_campaign_with_effort_priors(tmp_path, capsys):
     """The real thing: the stencil built with counters, measured, modeled with effort priors."""
-    app = tmp_path / "stencil"
-    shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("*.o", "jacobi"))
-    spec = write_spec(
-        app,
-        """
-        [app]
-        name = "stencil"
-        [build]
-        command = "make -s CC='{perfcast_build} mpicc'"
-        counters = true
-        [run]
-        command = "./jacobi {size} 20"
-        repetitions = 1
-        timeout = 60
-        [parameters]
-        p = [1, 2, 3]
-        size = [64, 128, 192, 256]
-        [metrics]
-        collect = ["time", "basic_blocks", "mpi_bytes_sent", "mpi_bytes_received"]
-        """,
-    )
+    spec = stencil_with_counters(tmp_path)
+    app = spec.parent
     assert main(["measure", str(spec)]) == 0
     capsys.readouterr()
     models = tmp_path / "models.json"

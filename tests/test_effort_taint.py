@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from fractions import Fraction
 from itertools import product
 from pathlib import Path
 from typing import Any
 
 import pytest
+from campaign_helpers import stencil_with_counters
 
 from perfcast.cli import main
 from perfcast.effort import EffortModeler
@@ -231,36 +231,14 @@ def test_cli_combines_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert "profile.json: experiment parameters ['p'] were not marked" in capsys.readouterr().err
 
 
-STENCIL = Path(__file__).parents[1] / "examples" / "stencil"
-
-STENCIL_SPEC = """\
-[app]
-name = "stencil"
-[build]
-command = "make -s CC='{perfcast_build} mpicc'"
-counters = true
-[run]
-command = "./jacobi {size} 20"
-repetitions = 2
-timeout = 60
-[parameters]
-p = [1, 2, 3]
-size = [64, 128, 192, 256]
-[metrics]
-collect = ["time", "basic_blocks", "mpi_bytes_sent", "mpi_bytes_received"]
-"""
-
-
 @pytest.mark.slow
 def test_stencil_taint_and_effort_end_to_end(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The stencil tainted with DataFlowSanitizer, built with counters, measured with
     mpirun (the design reduced by the profile), modeled with both priors."""
-    app = tmp_path / "stencil"
-    shutil.copytree(STENCIL, app, ignore=shutil.ignore_patterns("*.o", "jacobi"))
-    spec = app / "perfcast.toml"
-    spec.write_text(STENCIL_SPEC)
+    spec = stencil_with_counters(tmp_path, repetitions=2)
+    app = spec.parent
     sources = ["jacobi.c", "grid.c", "halo.c"]
     assert main(["taint", str(spec), "--", "mpicc", *sources, "-o", "jacobi"]) == 0
     profile = app / "stencil.taint.json"
