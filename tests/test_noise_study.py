@@ -75,8 +75,9 @@ def test_effort_priors_are_exact_without_noise_and_keep_their_exponents_under_no
     classic_ed = by_approach[["ed_p", "ed_n"]].mean().loc[noise_study.CLASSIC]
     assert effort_ed.sum() == 0  # the counts fix the exponents whatever the noise
     assert classic_ed.sum() > 0  # 75 % noise moves the black-box exponents
-    # classic and effort as shipped, the other policies, both with aggregation min
-    approaches = 2 + len(noise_study.NEGATIVE_TERM_POLICIES) - 1 + 2  # as shipped, policies, the same points
+    # classic and effort as shipped, the other policies, classic on the minimum and effort
+    # on the centre (the same points as the other approach)
+    approaches = 2 + len(noise_study.NEGATIVE_TERM_POLICIES) - 1 + 2
     assert heavy["variant"].nunique() == 8 and len(heavy) == 8 * 2 * approaches
 
 
