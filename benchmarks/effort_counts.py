@@ -96,8 +96,9 @@ EXTRAP_SHAPES = frozenset(modeler_vs_extrap.EXTRAP_SHAPES)
 """The single-parameter shapes Extra-P's default modeler searches: a truth outside them is
 beyond its reach whatever its search does."""
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
-"""Settings that change how many threads NumPy's BLAS uses (the header shows them: on a
-loaded machine they change perfcast's seconds)."""
+"""Settings that change how many threads NumPy's BLAS uses in Extra-P's process (the header
+shows them); perfcast's modelers fit with one BLAS thread whatever they say
+(:mod:`perfcast.modeling.blas`)."""
 
 
 @dataclass(frozen=True)
@@ -443,7 +444,7 @@ def run(args: argparse.Namespace) -> str:
         f"them (no interpreter start-up); batch = the series replicated {copies} times",
         f"machine load (1/5/15-min average) {_load(load_before)} at the start, "
         f"{_load(load_after)} at the end, on {os.cpu_count()} cores shared with other work; "
-        f"whole run {time.perf_counter() - started:.0f} s; BLAS threads: "
+        f"whole run {time.perf_counter() - started:.0f} s; BLAS threads: perfcast 1, Extra-P "
         + (", ".join(f"{k}={os.environ[k]}" for k in BLAS_THREADS if k in os.environ) or "default"),
         "ratios: perfcast / Extra-P (shares: > 1 is better; RE and seconds: < 1 is better)",
         "",
