@@ -37,7 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--parallel",
         type=int,
         default=1,
-        help="local backend: runs at once (default 1: concurrent runs disturb timings)",
+        help="local backend: runs at once (default 1: concurrent runs disturb timings, and "
+        "each run is stored as having only its share of the cores)",
     )
     parser.set_defaults(handler=run)
 

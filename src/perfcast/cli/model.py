@@ -15,6 +15,9 @@ from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import AGGREGATIONS, Experiment
 from perfcast.experiment.io import FORMATS
+from perfcast.experiment.io.registry import detect_format
+from perfcast.experiment.io.sqlite import FORMAT as SQLITE_FORMAT
+from perfcast.measure.oversubscription import oversubscription
 from perfcast.modeling import PMNFModeler, SearchSpace
 from perfcast.modeling.fitting import CRITERIA
 from perfcast.modeling.modeler import MEDIAN_ESTIMATORS
@@ -151,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
     )
     experiment = read_experiment(args.input, args.format)
     experiment = experiment.restricted(callpaths=args.callpath, metrics=args.metric)
+    _note_shared_cores(args)
     report = None
     if args.priors == "effort":
         models, report = _fit_with_effort(modeler, experiment, args)
@@ -165,6 +169,17 @@ def run(args: argparse.Namespace) -> int:
         print()
         print(report)
     return 0
+
+
+def _note_shared_cores(args: argparse.Namespace) -> None:
+    """A campaign store knows which runs had more ranks than cores: their time is partly
+    waiting for a core, which no model of the program should be taken to describe."""
+    if (args.format or detect_format(args.input).name) != SQLITE_FORMAT.name:
+        return
+    shared = oversubscription(args.input)
+    if shared is not None:
+        note = shared.describe(args.input, effort_priors=args.priors == "effort")
+        print(f"note: {note}", file=sys.stderr)
 
 
 def _fit_with_effort(

@@ -20,6 +20,7 @@ from typing import IO
 
 from perfcast.errors import InputError, PerfcastError
 from perfcast.measure.design import ExperimentPlan, plan_from_spec
+from perfcast.measure.oversubscription import plan_note
 from perfcast.measure.runner import Backend, ExecutionReport, Job, Progress, execute
 from perfcast.measure.spec import BUILD_PLACEHOLDER, AppSpec, expand
 from perfcast.measure.store import FAILED, CampaignStore, StoredRun
@@ -173,8 +174,10 @@ def measure(
     store_path = Path(store_path or spec.store)
     plan = plan_from_spec(spec, design)
     if stream is not None:
-        # the plan may differ from the spec's grid (a taint profile reduced it): say why
-        for note in plan.notes:
+        # the plan may differ from the spec's grid (a taint profile reduced it): say why;
+        # and runs with more ranks than cores measure waiting: say so before they run
+        shared = plan_note((run.ranks for run in plan.runs()), backend.cores_for)
+        for note in [*plan.notes, *([shared] if shared else [])]:
             print(f"plan: {note}", file=stream, flush=True)
     if store_path.exists() and not resume:
         with CampaignStore.open(store_path) as existing:

@@ -10,6 +10,12 @@ processes and stop them before measuring it again.
 
 Runs go one at a time by default: runs that share the machine disturb each other's
 timings.
+
+Each run is stored with the cores it had (:meth:`LocalBackend.cores_for`): the cores of
+perfcast's affinity mask, divided among the ``parallel`` runs the backend keeps going at
+once. A run at a rank count above that waited for cores; with ``--parallel 2`` on 8 cores,
+a run has 4 (its fair share while the other slot is busy, as it is until the campaign's
+last runs).
 """
 
 from __future__ import annotations
@@ -105,6 +111,12 @@ class LocalBackend(Backend):
         self.cores = available_cores()
         self._running: list[_Running] = []
 
+    def cores_for(self, ranks: int) -> int:
+        """This machine's cores divided among the ``parallel`` runs at once, at least one
+        (with more parallel runs than cores a run gets less than a core; the store counts
+        whole cores, so such runs are only recorded as oversubscribed from 2 ranks on)."""
+        return max(1, self.cores // self.parallel)
+
     def submit(self, jobs: Sequence[Job]) -> list[tuple[Job, dict[str, Any]]]:
         started = []
         for job in jobs[: max(0, self.parallel - len(self._running))]:
@@ -160,6 +172,7 @@ class LocalBackend(Backend):
                     finished=time.time(),
                     timed_out=timed_out,
                     backend=self.name,
+                    cores=self.cores_for(entry.job.ranks),
                 )
                 if record.ok:  # everything is in the record; failures keep their files
                     shutil.rmtree(entry.job.directory, ignore_errors=True)

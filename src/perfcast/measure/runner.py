@@ -107,6 +107,15 @@ class Backend(abc.ABC):
     def shutdown(self) -> None:  # noqa: B027 - optional hook
         """Stop everything still running (on Ctrl-C)."""
 
+    def cores_for(self, ranks: int) -> int | None:
+        """The cores a run of ``ranks`` ranks has to itself (None: the backend cannot tell).
+
+        Stored with every run: with fewer cores than ranks, ranks wait for a core, and the
+        time measured at that point includes the waiting (MPI time most, since a collective
+        waits for every rank that is descheduled); see :mod:`~perfcast.measure.oversubscription`.
+        """
+        return None
+
 
 # -- naming failures ---------------------------------------------------------------------------
 
@@ -188,8 +197,10 @@ def finished_record(
     timed_out: bool,
     backend: str,
     job_id: str | None = None,
+    cores: int | None = None,
 ) -> RunRecord:
-    """Read an attempt's directory into the record the store keeps."""
+    """Read an attempt's directory into the record the store keeps (``cores``: what
+    :meth:`Backend.cores_for` says the run had)."""
     stderr_tail = read_tail(job.directory / "stderr")
     profiles = collect_profiles(job.profile_dir)
     return RunRecord(
@@ -209,6 +220,8 @@ def finished_record(
         backend=backend,
         job=job_id,
         profiles=profiles,
+        ranks=job.ranks,
+        cores=cores,
     )
 
 

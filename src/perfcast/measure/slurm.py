@@ -243,6 +243,7 @@ class SlurmBackend(Backend):
                 timed_out=timed_out,
                 backend=self.name,
                 job_id=entry.slurm_id,
+                cores=self.cores_for(entry.job.ranks),
             )
             if unschedulable is not None:
                 record = replace(record, reason=unschedulable)
@@ -310,6 +311,13 @@ class SlurmBackend(Backend):
                 self._slurm_jobs.add(slurm_id.split("_")[0])
                 recovered.append(job)
         return recovered
+
+    def cores_for(self, ranks: int) -> int:
+        """One core per rank: every run's job asks Slurm for ``--ntasks`` = its ranks (an
+        ``allocation`` is sized for the largest run, and its runs go one at a time), and
+        Slurm gives each task a CPU of its own (unless ``sbatch_args`` says otherwise, as
+        ``--overcommit`` does)."""
+        return ranks
 
     def shutdown(self) -> None:
         if self._slurm_jobs:

@@ -20,11 +20,16 @@ Tables::
               (JSON lists; no metrics: all), created
     runs      key, point (JSON), repetition, command, status ('ok' | 'failed'), exit_code,
               reason, stderr_tail, stdout_tail, started, finished, seconds, attempts,
-              backend, job
+              backend, job, ranks, cores (NULL: unknown; schema 1 stores did not keep them)
     profiles  run_id -> runs.id, name (e.g. rank-0.pcprof), data (BLOB)
     attempts  failed attempts that were retried: run key, attempt, exit_code, reason,
               stderr_tail, seconds, finished
     inflight  key, attempt, backend, handle (JSON), started
+
+Schema versions: 2 added ``runs.ranks`` and ``runs.cores`` (the cores the run's ranks had:
+fewer cores than ranks means ranks waited for a core, see
+:mod:`~perfcast.measure.oversubscription`). Opening an older store adds the missing
+columns (:data:`MIGRATIONS`); its runs keep NULL there, read as unknown.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from typing import Any
 
 from perfcast.errors import InputError, PerfcastError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS campaign (
@@ -71,7 +76,9 @@ CREATE TABLE IF NOT EXISTS runs (
     seconds REAL,
     attempts INTEGER NOT NULL,
     backend TEXT,
-    job TEXT
+    job TEXT,
+    ranks INTEGER,
+    cores INTEGER
 );
 CREATE TABLE IF NOT EXISTS profiles (
     run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -99,6 +106,12 @@ CREATE TABLE IF NOT EXISTS inflight (
 );
 """
 
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    2: ("ALTER TABLE runs ADD COLUMN ranks INTEGER", "ALTER TABLE runs ADD COLUMN cores INTEGER"),
+}
+"""What brings a store of the previous schema version to each version. Only nullable
+columns are ever added, so older perfcast versions still read and write a migrated store."""
+
 OK, FAILED = "ok", "failed"
 
 
@@ -121,6 +134,11 @@ class RunRecord:
     backend: str = "local"
     job: str | None = None
     profiles: dict[str, bytes] = field(default_factory=dict)
+    ranks: int | None = None
+    """MPI ranks the run started."""
+    cores: int | None = None
+    """Cores the run's ranks had to themselves (None: unknown); see
+    :meth:`perfcast.measure.runner.Backend.cores_for`."""
 
     @property
     def ok(self) -> bool:
@@ -144,6 +162,9 @@ class StoredRun:
     stderr_tail: str
     seconds: float | None
     attempts: int
+    ranks: int | None = None
+    cores: int | None = None
+    """Cores the run's ranks had (None: unknown, e.g. a run stored by schema version 1)."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +193,8 @@ class CampaignStore:
         self.path = Path(path)
         self._db = connection
         self._lock_file: Any = None
+        self._run_columns: set[str] = set()
+        """Columns of ``runs`` (an old store on a read-only medium lacks the newer ones)."""
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -184,6 +207,7 @@ class CampaignStore:
         store = cls(path, _connect(path))
         try:
             store.info()
+            store._migrate()
         except sqlite3.DatabaseError as exc:
             store.close()
             raise InputError(f"not a perfcast campaign store ({exc})", path=path) from None
@@ -237,6 +261,7 @@ class CampaignStore:
                         "UPDATE campaign SET spec_path = ?, spec_text = ?, metrics = ?",
                         (spec_path, spec_text, json.dumps(metrics or [])),
                     )
+            store._migrate()
         except sqlite3.DatabaseError as exc:
             store.close()
             raise InputError(f"not a perfcast campaign store ({exc})", path=path) from None
@@ -244,6 +269,33 @@ class CampaignStore:
             store.close()
             raise
         return store
+
+    def _migrate(self) -> None:
+        """Bring a store of an older schema version up to :data:`SCHEMA_VERSION`.
+
+        In one write transaction that re-reads the version, so two processes opening the
+        same old store cannot both add a column. A store on a read-only medium is read as
+        it is: columns it lacks read as NULL.
+        """
+        if self._schema_version() < SCHEMA_VERSION:
+            try:
+                with self._db:
+                    self._db.execute("BEGIN IMMEDIATE")
+                    for version in range(self._schema_version() + 1, SCHEMA_VERSION + 1):
+                        for statement in MIGRATIONS.get(version, ()):
+                            self._db.execute(statement)
+                    self._db.execute(
+                        "UPDATE campaign SET schema_version = max(schema_version, ?)",
+                        (SCHEMA_VERSION,),
+                    )
+            except sqlite3.OperationalError as exc:
+                if "readonly" not in str(exc):
+                    raise
+        self._run_columns = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
+
+    def _schema_version(self) -> int:
+        row = self._db.execute("SELECT schema_version FROM campaign").fetchone()
+        return int(row[0]) if row else SCHEMA_VERSION
 
     def lock(self) -> None:
         """Make this process the store's only writer until it exits or closes the store.
@@ -295,8 +347,8 @@ class CampaignStore:
                 self._db.execute("DELETE FROM runs WHERE id = ?", (old[0],))
             cursor = self._db.execute(
                 "INSERT INTO runs (key, point, repetition, command, status, exit_code, reason, "
-                "stderr_tail, stdout_tail, started, finished, seconds, attempts, backend, job) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "stderr_tail, stdout_tail, started, finished, seconds, attempts, backend, job, "
+                "ranks, cores) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     record.key,
                     json.dumps(dict(record.point)),
@@ -313,6 +365,8 @@ class CampaignStore:
                     record.attempt,
                     record.backend,
                     record.job,
+                    record.ranks,
+                    record.cores,
                 ),
             )
             self._db.executemany(
@@ -370,9 +424,12 @@ class CampaignStore:
         return {key for (key,) in rows}
 
     def runs(self, status: str | None = None) -> list[StoredRun]:
+        newer = ", ".join(
+            name if name in self._run_columns else "NULL" for name in ("ranks", "cores")
+        )
         query = (
             "SELECT id, key, point, repetition, command, status, exit_code, reason, "
-            "stderr_tail, seconds, attempts FROM runs"
+            f"stderr_tail, seconds, attempts, {newer} FROM runs"
         )
         rows = (
             self._db.execute(query + " WHERE status = ? ORDER BY id", (status,))
@@ -381,7 +438,19 @@ class CampaignStore:
         )
         return [
             StoredRun(
-                r[0], r[1], json.loads(r[2]), r[3], r[4], r[5], r[6], r[7], r[8] or "", r[9], r[10]
+                id=r[0],
+                key=r[1],
+                point=json.loads(r[2]),
+                repetition=r[3],
+                command=r[4],
+                status=r[5],
+                exit_code=r[6],
+                reason=r[7],
+                stderr_tail=r[8] or "",
+                seconds=r[9],
+                attempts=r[10],
+                ranks=r[11],
+                cores=r[12],
             )
             for r in rows
         ]

@@ -1,0 +1,128 @@
+"""Runs with more ranks than cores, and what that does to what they measured.
+
+When a run has more MPI ranks than cores (``mpirun --oversubscribe`` on a small machine),
+the ranks take turns on the cores. Wall time per unit of work grows with ranks/cores, and
+MPI time most of all: a collective waits for the time slices of every descheduled rank, so
+what is measured as communication is scheduling. On the 2-core machine of the noise study
+(``benchmarks/results/noise_study.txt``), wall time per counted basic block grew 1.5x to
+4.0x from 3 to 6 ranks, and MPI time per byte sent 15x from 2 to 3 ranks. Models of such
+times describe the machine's scheduler, not the program — and the MPI laws behind effort
+priors (``noise-resilient-priors.txt`` Table I) assume one rank per core. The thread CPU time
+of computation (``PERFCAST_CPU_TIME=1``) stays true, since a waiting rank uses none.
+
+Every stored run keeps its ranks and the cores it had (``runs.ranks``/``runs.cores``, from
+:meth:`~perfcast.measure.runner.Backend.cores_for`). :func:`plan_note` warns before a
+campaign runs; :func:`oversubscription` finds such runs in a store, for ``perfcast model``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfcast.measure.spec import RANKS
+from perfcast.measure.store import OK, open_store
+
+CONSEQUENCE = (
+    "time at those points includes waiting for a core, MPI time most (a collective waits "
+    "for every descheduled rank)"
+)
+REMEDY = (
+    "the CPU time of computation stays usable (metric cpu_time, measured with "
+    "PERFCAST_CPU_TIME=1); for communication, measure where each rank has a core of its "
+    "own (e.g. --backend slurm)"
+)
+EFFORT_CAVEAT = (
+    "the MPI laws of --priors effort (Table I) assume one rank per core: fitted to these "
+    "runs, their coefficients measure the waiting, not the network"
+)
+
+
+def plan_note(ranks: Iterable[int], cores_for: Callable[[int], int | None]) -> str | None:
+    """The warning for a plan whose rank counts exceed the cores a run will have (None: every
+    run fits, or the backend cannot tell). ``cores_for`` is the backend's
+    :meth:`~perfcast.measure.runner.Backend.cores_for`."""
+    over: dict[int, set[int]] = {}
+    for count in set(ranks):
+        cores = cores_for(count)
+        if cores is not None and count > cores:
+            over.setdefault(cores, set()).add(count)
+    if not over:
+        return None
+    if len(over) == 1:
+        ((cores, counts),) = over.items()
+        where = f"{_ranks(counts)}: more ranks than the {_cores(cores)} a run has here"
+    else:
+        where = f"more ranks than cores a run has here ({_places(over)})"
+    return f"{where}, so ranks take turns on them: {CONSEQUENCE}. {_capital(REMEDY)}"
+
+
+@dataclass(frozen=True)
+class Oversubscription:
+    """The successful runs of a campaign store that had more ranks than cores."""
+
+    runs: int
+    """How many such runs."""
+    stored: int
+    """Successful runs in the store."""
+    ranks_on: dict[int, tuple[int, ...]]
+    """Cores -> the rank counts above them that ran on that many cores."""
+    unknown: int = 0
+    """Successful runs stored without their ranks and cores (by schema version 1)."""
+
+    def describe(self, store: str | Path, *, effort_priors: bool = False) -> str:
+        """The note ``perfcast model`` prints; ``effort_priors`` adds what it means for them."""
+        unknown = (
+            f"; {self.unknown} {'run' if self.unknown == 1 else 'runs'}, stored before perfcast "
+            "recorded cores, may too"
+            if self.unknown
+            else ""
+        )
+        text = (
+            f"{self.runs} of {self.stored} runs in {store} had more ranks than cores "
+            f"({_places(self.ranks_on)}{unknown}): {CONSEQUENCE}. {_capital(REMEDY)}"
+        )
+        if effort_priors:
+            text += f". {_capital(EFFORT_CAVEAT)}"
+        return text
+
+
+def oversubscription(store_path: str | Path) -> Oversubscription | None:
+    """The successful runs of a store that had more ranks than cores (None: no such run;
+    runs whose cores are unknown — stored before perfcast kept them — are only counted)."""
+    with open_store(store_path) as store:
+        runs = store.runs(OK)
+    over = [
+        (run.ranks, run.cores)
+        for run in runs
+        if run.ranks is not None and run.cores is not None and run.ranks > run.cores
+    ]
+    if not over:
+        return None
+    ranks_on: dict[int, set[int]] = {}
+    for ranks, cores in over:
+        ranks_on.setdefault(cores, set()).add(ranks)
+    return Oversubscription(
+        runs=len(over),
+        stored=len(runs),
+        ranks_on={cores: tuple(sorted(counts)) for cores, counts in sorted(ranks_on.items())},
+        unknown=sum(1 for run in runs if run.ranks is None or run.cores is None),
+    )
+
+
+def _ranks(counts: Iterable[int]) -> str:
+    return f"{RANKS} = {', '.join(str(c) for c in sorted(counts))}"
+
+
+def _cores(count: int) -> str:
+    return f"{count} core" if count == 1 else f"{count} cores"
+
+
+def _places(ranks_on: dict[int, set[int]] | dict[int, tuple[int, ...]]) -> str:
+    """``p = 3, 4 on 2 cores; p = 8 on 4 cores``"""
+    return "; ".join(f"{_ranks(ranks_on[c])} on {_cores(c)}" for c in sorted(ranks_on))
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
