@@ -69,6 +69,15 @@ def write_schema_1_store(path, parameters, runs):
     db.close()
 
 
+def schema(path):
+    """The store's schema version and the last column of its runs table."""
+    with sqlite3.connect(path) as db:
+        (version,) = db.execute("SELECT schema_version FROM campaign").fetchone()
+        last = [row[1] for row in db.execute("PRAGMA table_info(runs)")][-1]
+    db.close()
+    return version, last
+
+
 def test_campaign_beyond_the_cores_says_so_when_planned_stored_and_modeled(tmp_path, capsys):
     build_program(tmp_path)
     over, further = CORES + 1, CORES + 2  # a model needs 3 values of p
@@ -156,20 +165,19 @@ def test_a_schema_1_store_opens_migrates_and_resumes(tmp_path, capsys):
     old_point = {"p": CORES + 1, "n": 1}
     write_schema_1_store(store, ["p", "n"], [(old_point, 0.5)])
 
-    # reading: the old run's ranks and cores are unknown, so it is not counted as shared
+    # reading leaves the file as it is; the old run's ranks and cores are unknown, so it
+    # is not counted as shared
     with CampaignStore.open(store) as opened:
         (old,) = opened.runs()
     assert (old.point, old.ranks, old.cores) == (old_point, None, None)
     assert oversubscription(store) is None
-    with sqlite3.connect(store) as db:
-        columns = [row[1] for row in db.execute("PRAGMA table_info(runs)")]
-        (version,) = db.execute("SELECT schema_version FROM campaign").fetchone()
-    db.close()
-    assert columns[-2:] == ["ranks", "cores"] and version == SCHEMA_VERSION == 2
+    assert schema(store) == (1, "job")
 
-    # resuming: the stored run stays, the rest is measured and stored with ranks and cores
+    # resuming migrates: the stored run stays, the rest is measured and stored with ranks
+    # and cores
     result = measure(load_spec(path), LocalBackend(), resume=True, stream=None)
     assert (result.already_stored, result.report.succeeded, result.failed) == (1, 3, [])
+    assert schema(store) == (SCHEMA_VERSION, "cores") == (2, "cores")
     with CampaignStore.open(store) as opened:
         runs = {run.key: run for run in opened.runs()}
     assert (runs[f"p={CORES + 1},n=1#0"].seconds, runs[f"p={CORES + 1},n=1#0"].cores) == (0.5, None)

@@ -28,8 +28,11 @@ Tables::
 
 Schema versions: 2 added ``runs.ranks`` and ``runs.cores`` (the cores the run's ranks had:
 fewer cores than ranks means ranks waited for a core, see
-:mod:`~perfcast.measure.oversubscription`). Opening an older store adds the missing
-columns (:data:`MIGRATIONS`); its runs keep NULL there, read as unknown.
+:mod:`~perfcast.measure.oversubscription`). Opening an older store to write to it
+(:meth:`CampaignStore.create_or_open`: a resumed campaign) adds the missing columns
+(:data:`MIGRATIONS`); its earlier runs keep NULL there, read as unknown. Opening one to read
+(:meth:`CampaignStore.open`: ``perfcast model``) leaves the file as it is and reads the
+missing columns as unknown, so reading a store never writes it.
 """
 
 from __future__ import annotations
@@ -194,7 +197,8 @@ class CampaignStore:
         self._db = connection
         self._lock_file: Any = None
         self._run_columns: set[str] = set()
-        """Columns of ``runs`` (an old store on a read-only medium lacks the newer ones)."""
+        """Columns of ``runs`` (an old store opened for reading lacks the newer ones; they
+        read as NULL)."""
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -207,7 +211,7 @@ class CampaignStore:
         store = cls(path, _connect(path))
         try:
             store.info()
-            store._migrate()
+            store._read_columns()
         except sqlite3.DatabaseError as exc:
             store.close()
             raise InputError(f"not a perfcast campaign store ({exc})", path=path) from None
@@ -273,24 +277,23 @@ class CampaignStore:
     def _migrate(self) -> None:
         """Bring a store of an older schema version up to :data:`SCHEMA_VERSION`.
 
-        In one write transaction that re-reads the version, so two processes opening the
-        same old store cannot both add a column. A store on a read-only medium is read as
-        it is: columns it lacks read as NULL.
+        Only writers migrate (:meth:`create_or_open`); reading a store never writes it. In
+        one write transaction that re-reads the version, so two processes opening the same
+        old store cannot both add a column.
         """
         if self._schema_version() < SCHEMA_VERSION:
-            try:
-                with self._db:
-                    self._db.execute("BEGIN IMMEDIATE")
-                    for version in range(self._schema_version() + 1, SCHEMA_VERSION + 1):
-                        for statement in MIGRATIONS.get(version, ()):
-                            self._db.execute(statement)
-                    self._db.execute(
-                        "UPDATE campaign SET schema_version = max(schema_version, ?)",
-                        (SCHEMA_VERSION,),
-                    )
-            except sqlite3.OperationalError as exc:
-                if "readonly" not in str(exc):
-                    raise
+            with self._db:
+                self._db.execute("BEGIN IMMEDIATE")
+                for version in range(self._schema_version() + 1, SCHEMA_VERSION + 1):
+                    for statement in MIGRATIONS.get(version, ()):
+                        self._db.execute(statement)
+                self._db.execute(
+                    "UPDATE campaign SET schema_version = max(schema_version, ?)",
+                    (SCHEMA_VERSION,),
+                )
+        self._read_columns()
+
+    def _read_columns(self) -> None:
         self._run_columns = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
 
     def _schema_version(self) -> int:
