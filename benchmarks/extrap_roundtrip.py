@@ -70,7 +70,7 @@ def extrap_side(jobs_file: str, output_file: str) -> None:
         "TalpasFileReader": TalpasFileReader,
         "CubeFileReader2": CubeFileReader2,
     }
-    results = {}
+    results: dict[str, dict[str, Any]] = {}
     for job in json.loads(Path(jobs_file).read_text()):
         reader = readers[job["reader"]]()
         reader.keep_values = True
@@ -126,7 +126,7 @@ def same_values(ours: list[float], theirs: list[float] | dict[str, float]) -> bo
         return ours == theirs
     import numpy as np
 
-    summary = [np.mean(ours), np.median(ours), min(ours), max(ours), len(ours)]
+    summary = [float(np.mean(ours)), float(np.median(ours)), min(ours), max(ours), len(ours)]
     expected = [theirs[k] for k in ("mean", "median", "minimum", "maximum", "repetitions")]
     return bool(np.allclose(summary, expected, rtol=SUMMARY_RTOL, atol=0))
 

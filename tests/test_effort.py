@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
@@ -337,7 +338,9 @@ def test_an_unknown_effort_aggregation_is_refused():
         EffortModeler(aggregation="mode")
 
 
-LAW_CASES = {
+LAW_CASES: dict[
+    str, tuple[Callable[[float], float], Callable[[float, float], float], float, float]
+] = {
     # call path: (latency term's growth, bytes per rank, the law's alpha, beta)
     "main->MPI_Send": (lambda p: 1.0, lambda p, n: 8 * n, 3e-6, 2e-10),
     "main->MPI_Bcast": (np.log2, lambda p, n: 8 * n, 5e-6, 4e-10),

@@ -151,7 +151,7 @@ def test_constant_prior_and_fixed_structure():
     fixed = Prior.fixed("effort", [(Factor("p", F(2), 0),), (Factor("n", F(1), 0),)])
     model = PMNFModeler().fit(data, priors={"f": fixed})[("f", "time")]
     assert shape(model) == [(("n", F(1), 0),), (("p", F(2), 0),)]
-    assert model.prior.startswith("effort: fixed terms")
+    assert model.prior is not None and model.prior.startswith("effort: fixed terms")
 
 
 def test_prior_naming_unknown_parameter_is_rejected():

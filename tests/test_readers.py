@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -546,7 +547,7 @@ def test_single_cube_profile_points_to_the_set(formats_dir):
 
 
 def test_legacy_json_errors(tmp_path):
-    document = {
+    document: dict[str, Any] = {
         "parameters": [{"id": 1, "name": "x"}],
         "callpaths": [{"id": 1, "name": "main"}],
         "metrics": [{"id": 1, "name": "time"}],

@@ -156,7 +156,7 @@ def test_campaign_through_slurm(slurm, tmp_path, monkeypatch, capsys, mode):
         assert opened.inflight() == []
         assert len(opened.attempts()) == 3  # every crash got its retry
     assert len(runs) == 9
-    assert "signal 6 (Aborted)" in runs["p=4,n=3#0"].reason
+    assert "signal 6 (Aborted)" in (runs["p=4,n=3#0"].reason or "")
     assert runs["p=4,n=3#0"].attempts == 2
     assert set(jobs) == {f"p={p},n={n}#0" for p in (1, 2, 4) for n in (1, 2)}
     assert all(run.ranks == run.cores == run.point["p"] for run in jobs.values())
