@@ -10,6 +10,7 @@ from typing import Any
 from perfcast.effort import EffortModeler, render_effort
 from perfcast.effort.laws import RANKS_PARAMETER
 from perfcast.effort.priors import COEFFICIENT_AGGREGATION, TIME_METRIC
+from perfcast.effort.sources import combine_sources
 from perfcast.effort.with_taint import fit_with_taint, render_effort_with_taint
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
@@ -115,6 +116,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "parameter the taint analysis rules out are flagged",
     )
     effort.add_argument(
+        "--effort-counts",
+        type=Path,
+        metavar="COUNTS_INPUT",
+        help="take the effort counters from this campaign (e.g. its .sqlite store, measured "
+        "with [build] counters = true and one repetition) and everything else from INPUT, "
+        "measured with the light build: the counting build's time is about 3.4x native",
+    )
+    effort.add_argument(
         "--effort-aggregate",
         choices=AGGREGATIONS,
         default=COEFFICIENT_AGGREGATION,
@@ -152,7 +161,14 @@ def run(args: argparse.Namespace) -> int:
         weighting="none" if args.unweighted else "relative",
         positive_terms=not args.allow_negative_terms,
     )
+    if args.effort_counts is not None and args.priors != "effort":
+        raise InputError(
+            "--effort-counts gives the counts of effort priors: add --priors effort",
+            path=args.effort_counts,
+        )
     experiment = read_experiment(args.input, args.format)
+    if args.effort_counts is not None:
+        experiment = _with_counts_from(experiment, args)
     experiment = experiment.restricted(callpaths=args.callpath, metrics=args.metric)
     _note_shared_cores(args)
     report = None
@@ -169,6 +185,15 @@ def run(args: argparse.Namespace) -> int:
         print()
         print(report)
     return 0
+
+
+def _with_counts_from(experiment: Experiment, args: argparse.Namespace) -> Experiment:
+    """``experiment``'s time with the counters of ``--effort-counts``; notes on stderr."""
+    counts = read_experiment(args.effort_counts)
+    combined = combine_sources(experiment, counts, time_metric=args.time_metric)
+    for note in combined.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return combined.experiment
 
 
 def _note_shared_cores(args: argparse.Namespace) -> None:

@@ -57,6 +57,11 @@ class CampaignResult:
                 last = [line for line in run.stderr_tail.splitlines() if _is_text(line)][-1:]
                 if last:
                     lines.append(f"    stderr: {last[0].strip()[:200]}")
+        if self.report.stopped is not None:
+            lines.append(
+                f"stopped early: {self.report.not_started} run(s) not started, since every "
+                "run of this build fails the same way; --resume runs them after the fix"
+            )
         return "\n".join(lines)
 
 
@@ -133,6 +138,7 @@ def make_jobs(spec: AppSpec, plan: ExperimentPlan, scratch: Path, skip: set[str]
                 directory=scratch / re.sub(r"[^A-Za-z0-9_.=-]+", "_", run.key),
                 timeout=spec.run.timeout,
                 expect_profiles=spec.build is not None,
+                expect_counters=spec.build is not None and spec.build.counters,
                 mpirun_args=spec.run.mpirun_args,
             )
         )

@@ -260,6 +260,23 @@ class _Parser:
         return outside
 
 
+def without_counters(files: Mapping[str, bytes]) -> list[str]:
+    """The names of the profiles in ``files`` (file name -> contents, as a campaign keeps a
+    run's profiles) whose program was built without basic-block counters.
+
+    A profile that does not parse is not named here: reading the run reports it, with the
+    line at fault."""
+    names = []
+    for name, content in files.items():
+        try:
+            profile = parse_rank_profile(content.decode("utf-8", errors="replace"), name)
+        except InputError:
+            continue
+        if not profile.counters:
+            names.append(name)
+    return names
+
+
 def _directory_profiles(directory: Path) -> list[RankProfile]:
     """Every rank's profile of the one run in ``directory``, checked to be complete."""
     if not directory.is_dir():

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from perfcast.measure.design import PlannedRun
+from perfcast.measure.profiles import without_counters
 from perfcast.measure.store import CampaignStore, InflightRun, RunRecord
 
 PROFILE_DIR_VARIABLE = "PERFCAST_PROFILE_DIR"
@@ -39,6 +40,23 @@ TAIL_BYTES = 8192
 
 PROGRESS_INTERVAL = 10.0
 """Seconds between progress lines when stderr is not a terminal (logs, CI)."""
+
+MISSING_COUNTERS = (
+    "the program has no basic-block counters although [build] counters = true: it was not "
+    "rebuilt (the build found it up to date from a build without counters); clean the build "
+    "(e.g. make clean) and measure again with --resume --retry-failed"
+)
+"""Why a run of a campaign that asks for counters fails when its profiles have none.
+
+Stored as ``ok``, such a run would read as a campaign without counts, and
+``perfcast model --priors effort`` would quietly model every call path classically; the
+usual cause is a ``make`` that found the binary of an earlier light build up to date."""
+
+BUILD_FAILURES = (MISSING_COUNTERS,)
+"""Failures of the build, not of the run: every run of the same binary repeats them. Such a
+run is stored as failed without a retry, and :func:`execute` starts no further runs (the
+runs already started finish and are stored), so nothing measured is lost and no time is
+spent measuring runs that cannot be used; ``--resume`` runs the rest after the fix."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +74,8 @@ class Job:
     expect_profiles: bool
     """The program was built by perfcast, so every rank must leave a profile."""
     mpirun_args: tuple[str, ...] = ()
+    expect_counters: bool = False
+    """The campaign asks for effort counters, so every profile must have them."""
 
     @property
     def key(self) -> str:
@@ -153,6 +173,8 @@ def failure_reason(
             f"only {len(profiles)} of {job.ranks} rank profiles were written; a rank exited "
             "without finishing (perfcast writes profiles at exit)"
         )
+    if job.expect_counters and without_counters(profiles):
+        return MISSING_COUNTERS
     return None
 
 
@@ -300,11 +322,16 @@ def _clock(seconds: float) -> str:
 
 @dataclass
 class ExecutionReport:
-    """What happened: runs stored as successful and as failed, and retried attempts."""
+    """What happened: runs stored as successful and as failed, retried attempts, and
+    whether a build failure (:data:`BUILD_FAILURES`) stopped the execution early."""
 
     succeeded: int = 0
     failed: list[RunRecord] = field(default_factory=list)
     retried: list[RunRecord] = field(default_factory=list)
+    stopped: str | None = None
+    """The build failure that stopped starting runs (None: every job was started)."""
+    not_started: int = 0
+    """Jobs never started because of ``stopped``."""
 
 
 def execute(
@@ -320,14 +347,16 @@ def execute(
 
     Every finished attempt goes to the store at once: a success or a final failure as the
     run, a failure with attempts left as an attempt (and the job is queued again, first).
+    A build failure (:data:`BUILD_FAILURES`) is stored as the run's final failure and stops
+    the start of further jobs; those already started finish and are stored.
     """
     queue = deque(jobs)
     report = ExecutionReport()
     progress = progress or Progress(len(queue) + len(recovered), stream=None)
     by_key = {job.key: job for job in [*queue, *recovered]}
     try:
-        while queue or backend.running():
-            if queue:
+        while (queue and report.stopped is None) or backend.running():
+            if queue and report.stopped is None:
                 started = backend.submit(list(queue))
                 for job, handle in started:
                     store.mark_inflight(job.key, job.attempt, backend.name, handle)
@@ -341,6 +370,11 @@ def execute(
                     store.record(record)
                     report.succeeded += 1
                     progress.update(done=1)
+                elif record.reason in BUILD_FAILURES:
+                    store.record(record)
+                    report.failed.append(record)
+                    report.stopped = record.reason
+                    progress.update(done=1, failed=1)
                 elif record.attempt <= retries:
                     store.record_attempt(record)
                     report.retried.append(record)
@@ -355,5 +389,6 @@ def execute(
     except BaseException:
         backend.shutdown()
         raise
+    report.not_started = len(queue)
     progress.finish()
     return report
