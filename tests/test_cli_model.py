@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from perfcast.cli import main
-from perfcast.experiment import read_experiment
+from perfcast.experiment import read_experiment, write_experiment
+from perfcast.experiment.experiment import Experiment
 from perfcast.modeling import ModelSet, PMNFModeler
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "data" / "relearn.txt"
@@ -111,3 +112,25 @@ def test_cli_defaults_are_the_modelers(tmp_path):
     assert main(["model", str(EXAMPLE), "-o", str(out)]) == 0
     expected = PMNFModeler().fit(read_experiment(EXAMPLE))
     assert [str(m) for m in ModelSet.load(out)] == [str(m) for m in expected]
+
+
+def test_effort_counts_from_another_file_in_another_format(tmp_path, capsys):
+    """--effort-counts: counters from a second file (any readable format), time from the
+    first; the first file's own counters are dropped with a note, --metric applies after."""
+    points = [(p, n) for p in (2, 4, 8, 16) for n in (100, 200, 300, 400)]
+    light = [("main->kernel", "time", point, 1e-9 * point[1] ** 2) for point in points]
+    light += [("main->kernel", "basic_blocks", point, 5.0) for point in points]  # stale
+    counted = [("main->kernel", "basic_blocks", pt, pt[1] ** 2 + 3.0 * pt[1]) for pt in points]
+    counted += [("main->kernel", "time", point, 3.4e-9 * point[1] ** 2) for point in points]
+    write_experiment(Experiment.from_rows(("p", "n"), light), tmp_path / "light.txt")
+    write_experiment(Experiment.from_rows(("p", "n"), counted), tmp_path / "counts.json")
+    models = tmp_path / "models.json"
+    argv = ["model", str(tmp_path / "light.txt"), "--priors", "effort", "-o", str(models)]
+    argv += ["--effort-counts", str(tmp_path / "counts.json")]
+    assert main([*argv, "--metric", "time", "--metric", "basic_blocks"]) == 0
+    captured = capsys.readouterr()
+    assert "light.txt: its own counters (basic_blocks) are dropped" in captured.err
+    assert "effort (basic_blocks)  " in captured.out
+    kernel = ModelSet.load(models)[("main->kernel", "time")]
+    assert kernel.prior is not None and kernel.prior.startswith("effort")
+    assert kernel.evaluate({"n": 400}) == pytest.approx(1e-9 * 400**2, rel=0.05)
