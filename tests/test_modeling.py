@@ -316,3 +316,19 @@ def test_screening_keeps_the_simplest_exact_model_whatever_the_number_of_finalis
     assert shape(models[("product", "time")]) == [
         (("n", F(1), 0), ("p", F(3, 2), 0), ("s", F(0), 1)),
     ]
+
+
+def test_a_metric_with_fewer_repetitions_keeps_its_model():
+    # Counts (one repetition: they are exact) fitted beside noisy time (three): the padding
+    # of the counts' missing repetitions must not count as repetitions of value 1, which
+    # made their growth look like noise and gave them a constant model.
+    rng = np.random.default_rng(11)
+    rows = []
+    for x in (4, 8, 16, 32, 64):
+        rows.append(("f", "blocks", (x,), 2014.0 + 20.0 * x * x))
+        for _ in range(3):
+            rows.append(("f", "time", (x,), 1e-3 * x * (1 + 0.05 * rng.random())))
+    models = PMNFModeler().fit(Experiment.from_rows(("x",), rows))
+    blocks = models[("f", "blocks")]
+    assert blocks.leading_exponents()["x"] == (F(2), 0)
+    assert not blocks.warnings

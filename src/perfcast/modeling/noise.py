@@ -31,7 +31,9 @@ def parameter_p_values(cells: Cells) -> np.ndarray:
     (no repetitions anywhere, or no line with two distinct values of the parameter)."""
     values = cells.values
     positive = np.nanmin(values, axis=(1, 2)) > 0
-    data = np.where(positive[:, None, None], np.log(np.where(values > 0, values, 1.0)), values)
+    # padding (NaN: a row with fewer repetitions than the widest) must stay missing
+    logs = np.log(np.where(np.isnan(values) | (values > 0), values, 1.0))
+    data = np.where(positive[:, None, None], logs, values)
     count = np.sum(~np.isnan(data), axis=2)  # (K, n)
     mean = np.nanmean(data, axis=2)  # (K, n)
     within_ss = np.nansum((data - mean[:, :, None]) ** 2, axis=2).sum(axis=1)  # (K,)
