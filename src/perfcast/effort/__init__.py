@@ -14,6 +14,7 @@ from perfcast.effort.priors import (
     EffortPrior,
 )
 from perfcast.effort.report import render_effort
+from perfcast.effort.sources import combine_sources
 from perfcast.effort.waiting import (
     REPETITION_TOLERANCE,
     VaryingCounts,
@@ -37,6 +38,7 @@ __all__ = [
     "EffortPrior",
     "Law",
     "VaryingCounts",
+    "combine_sources",
     "render_effort",
     "repetition_spreads",
     "varying_counts",
