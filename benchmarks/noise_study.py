@@ -40,11 +40,12 @@ The analysis (paper V-A6, V-B2, V-B3):
   lines measure it). Noise that multiplies every repetition by ``1 + eta >= 1`` puts its
   mean factor ``F`` (1.375 at uniform +75 %) on every model, on top of the model's own
   signed error ``e0`` without injected noise: ``RE ~ F (1 + e0) - 1``, linear in ``e0``.
-  At the centre, classic's larger errors (8 %) are symmetric and cancel in the mean, the
-  effort prior's small ones (4 %) lean one way (+3.6 %: short points carry more of the
-  machine's own interference than long ones, and fixed exponents cannot bend to it), so
-  the effort prior loses at 50-75 %. The fastest repetition removes most of ``F`` (1.125)
-  and most of that lean; that is why the effort prior uses it. Scaled Poisson noise is
+  At the centre, classic's larger errors (|e0| 9.6 %) lean low (-5.0 %), the effort
+  prior's smaller ones (6.7 %) lean high (+2.1 %: short points carry more of the machine's
+  own interference than long ones, +12.8 % against +6.3 % of the median over the fastest
+  repetition, and fixed exponents cannot bend to it), so the effort prior loses at
+  50-75 %. The fastest repetition removes most of ``F`` (1.125) and that lean; that is why
+  the effort prior uses it. Scaled Poisson noise is
   almost a constant factor (1.5/1.75 on every repetition) that no aggregation removes:
   with both on the minimum, RE there rewards whichever approach under-predicts.
 * **Metrics.** ED (Eq. 4) per parameter against the kernel's theoretical complexity (its
@@ -53,8 +54,12 @@ The analysis (paper V-A6, V-B2, V-B3):
   Means over kernels and injections, computation and communication apart.
 * **Repetitions.** Models from every subset of 1..5 of the measured repetitions (no
   injected noise), with the measurement counts: classic ``k * 5^2`` time runs; effort
-  prior ``k * 5^2`` runs that also count (the paper's accounting, with a separate effort
-  run per point: ``5^2 + k * 5^2``, so ``2 * 5^2`` at one repetition against ``5^3``).
+  prior one counting run per point plus ``k`` timing runs: ``5^2 + k * 5^2``, so
+  ``2 * 5^2`` at one repetition against ``5^3`` (the paper's accounting).
+* **Two builds.** Counts come from a build with counters (``train``/``test`` campaigns),
+  time from the same program built without them (``train-light``/``test-light``), as the
+  paper measures and as ``perfcast model --priors effort --effort-counts`` combines them:
+  the counters' overhead stays out of every time. The header shows that overhead.
 
 Measurements are cached per program and campaign under a hash of the generated source,
 its truth, the campaign specs and the runtime settings: a changed generator or metric
@@ -513,9 +518,11 @@ def render(study: Study, results: Results, config: Configuration, header: list[s
     lines += policy_table(results.noise, kinds)
     lines.append("")
     lines.append(
-        "repetitions: models from every subset of k measured repetitions (no injected noise)"
+        "repetitions: models from every subset of k measured repetitions (no injected noise); "
+        "runs C = classic's timing runs, runs E = effort's counting runs (one per point) plus "
+        "its timing runs"
     )
-    runs_title = f"{'k':>2} {'runs C':>7} {'runs E':>7} {'paper E':>7}"
+    runs_title = f"{'k':>2} {'runs C':>7} {'runs E':>7}"
     lines.append(runs_title + title)
     lines.append(" " * len(runs_title) + "".join(f" | {sub}" for _ in kinds))
     lines.append("-" * len(lines[-1]))
@@ -523,7 +530,7 @@ def render(study: Study, results: Results, config: Configuration, header: list[s
     points = config.points
     for key, row in reps.iterrows():
         k = int(cast(int, key))
-        prefix = f"{k:>2} {k * points:>7} {k * points:>7} {points + k * points:>7}"
+        prefix = f"{k:>2} {k * points:>7} {points + k * points:>7}"
         lines.append(prefix + _group(_cells(row, kinds), len(kinds)))
     lines.append("")
     lines += targets(results, kinds, points, int(reps.index.max()))
@@ -760,6 +767,36 @@ n = {sizes}
 [metrics]
 collect = ["time", "cpu_time", "basic_blocks", "mpi_bytes_sent", "mpi_bytes_received"]
 {slurm}"""
+LIGHT_SPEC = """\
+# written by benchmarks/noise_study.py: time from a build without counters
+[app]
+name = "{name}-light"
+store = "{store}"
+
+[build]
+sources = ["{name}.cpp"]
+compiler = "mpicxx"
+flags = ["-O2"]
+output = "{name}-light"
+
+[run]
+command = "./{name}-light {{n}} {repeat}"
+repetitions = {repetitions}
+timeout = {timeout}
+
+[parameters]
+p = {ranks}
+n = {sizes}
+
+[metrics]
+collect = ["time", "cpu_time"]
+{slurm}"""
+"""The timing campaigns: the same program, grid, repetitions and runtime settings as the
+counting campaigns (:data:`SPEC`), built without basic-block counters, whose overhead
+(3.3-3.5x, ``benchmarks/results/instrumentation_overhead.txt``) would otherwise be in every
+time. As the paper measures: effort once, time with the light instrumentation."""
+COUNTING, TIMING = ("train", "test"), ("train-light", "test-light")
+"""Campaign file stems of a program: counts come from the first, time from the second."""
 RUNTIME_SETTINGS = {"PERFCAST_CPU_TIME": "1"}
 """The measurement runtime's settings for every run (CPU time next to wall time)."""
 
@@ -784,23 +821,28 @@ def generate(config: Configuration, cache: Path) -> list[Path]:
     for index in range(config.programs):
         name = f"bench{index:02d}"
         spec = generator.random_program(name, config.kernels, rng)
-        campaigns = {}
+        campaigns: dict[str, str] = {}
+        timing: dict[str, str] = {}
         for store, ranks, sizes in (
             ("train.sqlite", config.ranks, config.sizes),
             # A campaign must vary a parameter: the test point's line also holds the last
             # training size (a few extra runs at the test point's rank count).
             ("test.sqlite", [config.test_point["p"]], [config.sizes[-1], config.test_point["n"]]),
         ):
-            campaigns[store.replace(".sqlite", ".toml")] = SPEC.format(
-                name=name,
-                store=store,
-                repeat=config.repeat,
-                repetitions=config.repetitions,
-                timeout=config.timeout,
-                ranks=_values(ranks),
-                sizes=_values(sizes),
-                slurm=config.slurm,
-            )
+            values = {
+                "name": name,
+                "repeat": config.repeat,
+                "repetitions": config.repetitions,
+                "timeout": config.timeout,
+                "ranks": _values(ranks),
+                "sizes": _values(sizes),
+                "slurm": config.slurm,
+            }
+            stem = store.removesuffix(".sqlite")
+            campaigns[f"{stem}.toml"] = SPEC.format(store=store, **values)
+            timing[f"{stem}-light.toml"] = LIGHT_SPEC.format(store=f"{stem}-light.sqlite", **values)
+        # The timing campaigns follow from the same values, so the counting ones identify
+        # what is measured (and caches measured before they existed stay valid).
         identity = [render_program(spec), json.dumps(truth_json(spec), sort_keys=True)]
         identity += [campaigns[k] for k in sorted(campaigns)]
         identity += [f"{k}={v}" for k, v in sorted(RUNTIME_SETTINGS.items())]
@@ -808,7 +850,7 @@ def generate(config: Configuration, cache: Path) -> list[Path]:
         directory = cache / f"{name}-{digest}"
         if not (directory / f"{name}.truth.json").exists():
             write_program(spec, directory)
-        for file, text in campaigns.items():
+        for file, text in {**campaigns, **timing}.items():
             (directory / file).write_text(text)
         directories.append(directory)
     return directories
@@ -835,7 +877,7 @@ def measure_all(
 
 def _measure_each(directories: list[Path], backend: str, stream: IO[str] | None) -> None:
     for directory in directories:
-        for campaign in ("train", "test"):
+        for campaign in (*COUNTING, *TIMING):
             spec = load_spec(directory / f"{campaign}.toml")
             built = (directory / spec.name).exists()
             _say(stream, f"{directory.name} {campaign}:")
@@ -850,8 +892,8 @@ def stored_seconds(directories: list[Path]) -> tuple[int, float]:
     """Runs in the stores and their summed wall time (every run, however many sessions)."""
     runs, seconds = 0, 0.0
     for directory in directories:
-        for store in ("train.sqlite", "test.sqlite"):
-            with CampaignStore.open(directory / store) as opened:
+        for campaign in (*COUNTING, *TIMING):
+            with CampaignStore.open(directory / f"{campaign}.sqlite") as opened:
                 stored = opened.runs(OK)
             runs += len(stored)
             seconds += sum(run.seconds or 0.0 for run in stored)
@@ -870,14 +912,9 @@ def load(directories: list[Path], config: Configuration) -> Study:
         mine = kernels_of(name, truths)
         kernels += mine
         wanted = {k.callpath.split(":", 1)[1] for k in mine}
-        train = read_experiment(directory / "train.sqlite")
-        data = train.data[train.data[CALLPATH].isin(wanted)]
-        data = data[data[METRIC].isin([*TIMES, *COUNTERS])]
-        data = data.assign(**{CALLPATH: name + ":" + data[CALLPATH]})
-        frames.append(data)
-        test = read_experiment(directory / "test.sqlite").data
-        test = test[test[CALLPATH].isin(wanted) & test[METRIC].isin([*TIMES, *COUNTERS])]
-        test = test.assign(**{CALLPATH: name + ":" + test[CALLPATH]})
+        train = _measured(directory, "train", wanted, name)
+        frames.append(train)
+        test = _measured(directory, "test", wanted, name)
         test["p"] = config.test_point["p"]  # fixed in the test campaign, so not a column
         beyond.append(test[test["n"] == config.sizes[-1]])
         at_point = test[test["n"] == config.test_point["n"]]
@@ -886,6 +923,41 @@ def load(directories: list[Path], config: Configuration) -> Study:
                 test_values[str(metric)][str(callpath)] = float(values.median())
     train = stack(list(PARAMETERS), frames)
     return Study(train, config.test_point, test_values, kernels, pd.concat(beyond), config.metrics)
+
+
+def _measured(directory: Path, campaign: str, callpaths: set[str], program: str) -> pd.DataFrame:
+    """The counts of ``callpaths`` from the counting campaign and their times from the
+    timing one (long form, call paths prefixed with the program's name)."""
+    parts = []
+    for stem, metrics in ((campaign, COUNTERS), (f"{campaign}-light", TIMES)):
+        data = read_experiment(directory / f"{stem}.sqlite").data
+        parts.append(data[data[CALLPATH].isin(callpaths) & data[METRIC].isin(metrics)])
+    data = pd.concat(parts, ignore_index=True)
+    return data.assign(**{CALLPATH: program + ":" + data[CALLPATH]})
+
+
+def counter_overhead(directories: list[Path], study: Study) -> str:
+    """The counters' overhead the timing campaigns keep out: each kernel's median time in
+    the counting build over its median time in the light build, at every training point
+    (median over points and kernels), per kind of kernel and time metric."""
+    ratios: dict[tuple[str, str], list[float]] = {}
+    kind_of = {k.callpath: k.kind for k in study.kernels}
+    for directory in directories:
+        name = directory.name.split("-")[0]
+        both = []
+        for stem in ("train", "train-light"):
+            data = read_experiment(directory / f"{stem}.sqlite").aggregate("median")
+            data = data[data[METRIC].isin(TIMES)]
+            both.append(data.set_index([CALLPATH, METRIC, *PARAMETERS])[VALUE])
+        ratio = (both[0] / both[1]).dropna()
+        for (callpath, metric, *_), value in ratio.items():
+            kind = kind_of.get(f"{name}:{callpath}")
+            if kind is not None:
+                ratios.setdefault((kind, str(metric)), []).append(float(value))
+    return ", ".join(
+        f"{kind} {metric} x{np.median(values):.2f}"
+        for (kind, metric), values in sorted(ratios.items())
+    )
 
 
 def oversubscription(study: Study, config: Configuration, metric: str, kind: str) -> str:
@@ -1015,6 +1087,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{config.injections} injections each, on the modeled time only; classic = "
         "PMNFModeler, effort = EffortModeler as shipped (counts fix the terms; negative "
         f"terms: {DEFAULT_POLICY})",
+        "time in the counting build over time in the light one (the overhead kept out): "
+        + counter_overhead(directories, study),
         f"this machine: {available_cores()} cores; per counted block (comp) or byte sent "
         f"(comm) relative to p={min(config.ranks)} at n={config.sizes[-1]} (oversubscription):",
         *(

@@ -16,6 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import noise_study  # the benchmark script; benchmarks/ is not a package
 
+from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import Experiment, Metric
 from perfcast.synth import Noise, pmnf_function
 
@@ -119,7 +120,12 @@ def test_tiny_generated_program_measured_for_real(tmp_path):
     directories = noise_study.generate(config, tmp_path)
     noise_study.measure_all(directories, stream=None)
     runs, seconds = noise_study.stored_seconds(directories)
-    assert runs == 9 * 2 + 2 * 2 and seconds > 0
+    assert runs == 2 * (9 * 2 + 2 * 2) and seconds > 0  # counting and timing campaigns
+    # time comes from the build without counters, counts from the one with them
+    (directory,) = directories
+    light = read_experiment(directory / "train-light.sqlite")
+    assert {"time", "cpu_time"} <= set(light.metrics) and "basic_blocks" not in light.metrics
+    assert "basic_blocks" in read_experiment(directory / "train.sqlite").metrics
     study = noise_study.load(directories, config)
     assert study.kernels and set(study.test_time) == {k.callpath for k in study.kernels}
     # computation kernels are modeled from the CPU time the runtime measured for them

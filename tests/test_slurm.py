@@ -256,6 +256,8 @@ def test_noise_study_measures_through_slurm(slurm, tmp_path, monkeypatch):
     with sqlite3.connect(directory / "train.sqlite") as db:
         jobs = [job for (job,) in db.execute("SELECT job FROM runs WHERE status = 'ok'")]
     assert len(jobs) == 6 and all(jobs)  # every run has its Slurm job id
+    with sqlite3.connect(directory / "train-light.sqlite") as db:  # the timing campaign too
+        assert db.execute("SELECT COUNT(*) FROM runs WHERE job IS NOT NULL").fetchone()[0] == 6
     study = noise_study.load([directory], config)
     assert study.kernels and set(study.test_time) == {k.callpath for k in study.kernels}
 

@@ -93,10 +93,10 @@ carries the interference's mean factor into every prediction. The black-box mode
 the minimum because its extreme-value noise would pull exponents; under a prior the
 exponents are fixed and only coefficients move. Measured in
 ``benchmarks/results/noise_study.txt`` (computation, 34 generated kernels, relative error at
-the next point beyond the training range): without injected noise 2.3 % with the minimum
-against 4.3 % with the time modeler's Huber centre, at uniform +75 % noise on every
-repetition 13.2 % against 41.6 %. With one repetition per point (the paper's cost) every
-aggregation is the same."""
+the next point beyond the training range): without injected noise 6.2 % with the minimum
+against 6.7 % with the time modeler's Huber centre, at uniform +75 % noise on every
+repetition 12.4 % against 40.7 % (classic modeling: 9.6 % and 33.2 %). With one repetition
+per point (the paper's cost) every aggregation is the same."""
 
 KEEP, DROP, DROP_LOWER = "keep", "drop", "drop-lower"
 NEGATIVE_TERM_POLICIES = (DROP_LOWER, DROP, KEEP)
