@@ -17,6 +17,7 @@ import pytest
 from campaign_helpers import build_program, write_spec
 
 from perfcast.cli import main
+from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.measure.campaign import measure
 from perfcast.measure.slurm import SlurmBackend
@@ -202,7 +203,11 @@ def test_killed_campaign_reattaches_to_its_slurm_jobs(slurm, tmp_path):
     while time.monotonic() < deadline:
         assert first.poll() is None, "the campaign ended before it could be killed"
         if store.exists():
-            with contextlib.suppress(sqlite3.OperationalError), CampaignStore.open(store) as s:
+            # the store may exist before its tables do (being created): look again later
+            with (
+                contextlib.suppress(sqlite3.OperationalError, InputError),
+                CampaignStore.open(store) as s,
+            ):
                 if len(s.runs("ok")) >= 1 and len(inflight := s.inflight()) >= 2:
                     break
         time.sleep(0.1)
