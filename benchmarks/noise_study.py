@@ -743,20 +743,19 @@ def targets(results: Results, kinds: list[str], points: int, most: int) -> list[
 # -- generating and measuring ---------------------------------------------------------------
 
 SPEC = """\
-# written by benchmarks/noise_study.py
+# written by benchmarks/noise_study.py{purpose}
 [app]
-name = "{name}"
+name = "{app}"
 store = "{store}"
 
 [build]
 sources = ["{name}.cpp"]
 compiler = "mpicxx"
 flags = ["-O2"]
-output = "{name}"
-counters = true
+output = "{app}"{counters}
 
 [run]
-command = "./{name} {{n}} {repeat}"
+command = "./{app} {{n}} {repeat}"
 repetitions = {repetitions}
 timeout = {timeout}
 
@@ -765,36 +764,27 @@ p = {ranks}
 n = {sizes}
 
 [metrics]
-collect = ["time", "cpu_time", "basic_blocks", "mpi_bytes_sent", "mpi_bytes_received"]
+collect = {collect}
 {slurm}"""
-LIGHT_SPEC = """\
-# written by benchmarks/noise_study.py: time from a build without counters
-[app]
-name = "{name}-light"
-store = "{store}"
-
-[build]
-sources = ["{name}.cpp"]
-compiler = "mpicxx"
-flags = ["-O2"]
-output = "{name}-light"
-
-[run]
-command = "./{name}-light {{n}} {repeat}"
-repetitions = {repetitions}
-timeout = {timeout}
-
-[parameters]
-p = {ranks}
-n = {sizes}
-
-[metrics]
-collect = ["time", "cpu_time"]
-{slurm}"""
-"""The timing campaigns: the same program, grid, repetitions and runtime settings as the
-counting campaigns (:data:`SPEC`), built without basic-block counters, whose overhead
-(3.3-3.5x, ``benchmarks/results/instrumentation_overhead.txt``) would otherwise be in every
-time. As the paper measures: effort once, time with the light instrumentation."""
+"""A campaign of one generated program, counting or timing (:data:`BUILDS`)."""
+BUILDS = {
+    "counting": {
+        "purpose": "",
+        "suffix": "",
+        "counters": "\ncounters = true",
+        "collect": '["time", "cpu_time", "basic_blocks", "mpi_bytes_sent", "mpi_bytes_received"]',
+    },
+    "timing": {
+        "purpose": ": time from a build without counters",
+        "suffix": "-light",
+        "counters": "",
+        "collect": '["time", "cpu_time"]',
+    },
+}
+"""Counts come from a build with basic-block counters; time from the same program, grid,
+repetitions and runtime settings built without them, whose overhead (3.3-3.5x,
+``benchmarks/results/instrumentation_overhead.txt``) would otherwise be in every time. As
+the paper measures: effort once, time with the light instrumentation."""
 COUNTING, TIMING = ("train", "test"), ("train-light", "test-light")
 """Campaign file stems of a program: counts come from the first, time from the second."""
 RUNTIME_SETTINGS = {"PERFCAST_CPU_TIME": "1"}
@@ -839,8 +829,15 @@ def generate(config: Configuration, cache: Path) -> list[Path]:
                 "slurm": config.slurm,
             }
             stem = store.removesuffix(".sqlite")
-            campaigns[f"{stem}.toml"] = SPEC.format(store=store, **values)
-            timing[f"{stem}-light.toml"] = LIGHT_SPEC.format(store=f"{stem}-light.sqlite", **values)
+            for build, target in (("counting", campaigns), ("timing", timing)):
+                settings = BUILDS[build]
+                suffix = settings["suffix"]
+                target[f"{stem}{suffix}.toml"] = SPEC.format(
+                    store=f"{stem}{suffix}.sqlite",
+                    app=f"{name}{suffix}",
+                    **{k: v for k, v in settings.items() if k != "suffix"},
+                    **values,
+                )
         # The timing campaigns follow from the same values, so the counting ones identify
         # what is measured (and caches measured before they existed stay valid).
         identity = [render_program(spec), json.dumps(truth_json(spec), sort_keys=True)]
@@ -912,8 +909,7 @@ def load(directories: list[Path], config: Configuration) -> Study:
         mine = kernels_of(name, truths)
         kernels += mine
         wanted = {k.callpath.split(":", 1)[1] for k in mine}
-        train = _measured(directory, "train", wanted, name)
-        frames.append(train)
+        frames.append(_measured(directory, "train", wanted, name))
         test = _measured(directory, "test", wanted, name)
         test["p"] = config.test_point["p"]  # fixed in the test campaign, so not a column
         beyond.append(test[test["n"] == config.sizes[-1]])
@@ -950,7 +946,8 @@ def counter_overhead(directories: list[Path], study: Study) -> str:
             data = data[data[METRIC].isin(TIMES)]
             both.append(data.set_index([CALLPATH, METRIC, *PARAMETERS])[VALUE])
         ratio = (both[0] / both[1]).dropna()
-        for (callpath, metric, *_), value in ratio.items():
+        for key, value in ratio.items():
+            callpath, metric = cast(tuple[str, str], key)[:2]
             kind = kind_of.get(f"{name}:{callpath}")
             if kind is not None:
                 ratios.setdefault((kind, str(metric)), []).append(float(value))
