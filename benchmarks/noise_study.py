@@ -92,7 +92,7 @@ import pandas as pd
 from perfcast.cli.measure import BACKENDS, make_backend
 from perfcast.effort import EffortModeler, EffortPrior
 from perfcast.effort.laws import CommunicationLaw
-from perfcast.effort.priors import NEGATIVE_TERM_POLICIES
+from perfcast.effort.priors import DISAGREEMENT_WARNING, NEGATIVE_TERM_POLICIES
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import CALLPATH, METRIC, REPETITION, VALUE, Experiment
 from perfcast.measure.campaign import measure
@@ -349,6 +349,25 @@ class Comparison:
                     )
         return pd.DataFrame(rows)
 
+    def disagreements(self, time_data: Experiment) -> dict[str, tuple[int, int]]:
+        """Per kind of kernel, how many of the measured (noise-free) time models under the
+        effort prior get :class:`EffortModeler`'s flag "time and effort disagree: waiting
+        time or noise", judged as ``EffortModeler.fit`` judges it: against a black-box fit
+        to the same (fastest-repetition) points."""
+        effort = self.effort[EFFORT]
+        constrained = {m.callpath: m for m in effort.fit_with_priors(time_data, self.priors)}
+        timed = time_data.restricted(callpaths=list(constrained))
+        free = effort.modeler.with_params(aggregation=effort.aggregation).fit(timed)
+        counts: dict[str, tuple[int, int]] = {}
+        for kernel in self.study.kernels:
+            model = constrained.get(kernel.callpath)
+            if model is None:
+                continue
+            flagged, total = counts.get(kernel.kind, (0, 0))
+            flag = effort.disagrees(model, free[(kernel.callpath, TIME)])
+            counts[kernel.kind] = (flagged + flag, total + 1)
+        return counts
+
 
 def noisy_variants(
     time_data: Experiment, noise: Noise, copies: int, rng: np.random.Generator
@@ -373,6 +392,7 @@ class Results:
     repetitions: pd.DataFrame  # rows: k x kernel x approach x variant
     misfits: list[str]  # kernels whose prior's exponents differ from the truth's, and how
     without_prior: list[str]
+    disagreements: dict[str, tuple[int, int]]  # kind -> (kernels flagged, kernels)
 
 
 def misfits(comparison: Comparison) -> list[str]:
@@ -437,6 +457,7 @@ def analyse(
         pd.concat(reps, ignore_index=True),
         misfits(comparison),
         comparison.without_prior,
+        comparison.disagreements(time_data),
     )
 
 
@@ -534,6 +555,13 @@ def render(study: Study, results: Results, config: Configuration, header: list[s
         lines.append(prefix + _group(_cells(row, kinds), len(kinds)))
     lines.append("")
     lines += targets(results, kinds, points, int(reps.index.max()))
+    flagged = ", ".join(
+        f"{kind} {flags} of {total}" for kind, (flags, total) in results.disagreements.items()
+    )
+    lines.append(
+        "waiting-time diagnosis (paper III-C, V-C), without injected noise: time models flagged "
+        f'"{DISAGREEMENT_WARNING}" by EffortModeler: {flagged}'
+    )
     if results.without_prior:
         lines.append(
             f"kernels without an effort prior (modeled classically): {results.without_prior}"

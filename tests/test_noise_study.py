@@ -100,6 +100,9 @@ def test_report_has_every_setting_and_the_targets():
     assert "computation (1 kernels)" in report and "communication (1 kernels)" in report
     assert "ED = 0 for effort-prior models in every noise setting: met" in report
     assert "one repetition enough (50 measurements instead of 75)" in report
+    # time proportional to the effort: nothing to flag as waiting
+    assert results.disagreements == {"computation": (0, 1), "communication": (0, 1)}
+    assert "waiting-time diagnosis" in report
 
 
 @pytest.mark.skipif(
