@@ -1,12 +1,14 @@
 """``perfcast demo``: the whole pipeline on a bundled example, in about a minute.
 
-It copies the Jacobi stencil (``examples/stencil``) into a working directory, writes a
-``perfcast.toml`` for it, builds it with ``perfcast build`` (through its Makefile),
-measures a small grid of problem sizes and iteration counts with the local backend, fits
-PMNF models with :class:`~perfcast.modeling.PMNFModeler`, and prints each call path's
-model beside the complexity the example documents (``examples/stencil/README.md``): time
-black-box, the exact effort counters, and time fitted with the effort priors
-(:class:`~perfcast.effort.EffortModeler`).
+It copies the Jacobi stencil (``examples/stencil``) into a working directory twice and
+measures a small grid of problem sizes and iteration counts with the local backend, as the
+effort-prior method measures (``noise-resilient-priors.txt`` V-A4): time with the light
+``perfcast build`` (its repetitions), the effort counters once per point with the counting
+build, whose own time is inflated by the counting. It fits PMNF models with
+:class:`~perfcast.modeling.PMNFModeler` and prints each call path's model beside the
+complexity the example documents (``examples/stencil/README.md``): time black-box, the
+exact effort counters, and time fitted with the effort priors
+(:class:`~perfcast.effort.EffortModeler` on :func:`~perfcast.effort.combine_sources`).
 
 The rank count stays fixed: on a machine with few cores, runs with more ranks than cores
 measure the oversubscription, not the program.
@@ -15,17 +17,18 @@ measure the oversubscription, not the program.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from perfcast.effort import EffortModeler
+from perfcast.effort import EffortModeler, combine_sources
 from perfcast.errors import PerfcastError
 from perfcast.experiment import read_experiment
 from perfcast.measure.campaign import measure
 from perfcast.measure.local import LocalBackend
-from perfcast.measure.spec import load_spec
+from perfcast.measure.spec import AppSpec, load_spec
 from perfcast.modeling import PMNFModeler
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "stencil"
@@ -37,7 +40,7 @@ name = "stencil"
 
 [build]
 command = "make -s CC='{{perfcast_build}} mpicc'"
-counters = true
+counters = {counters}
 
 [run]
 command = "./jacobi {{size}} {{iterations}}"
@@ -50,13 +53,14 @@ size = [{sizes}]
 iterations = [{iterations}]
 
 [metrics]
-collect = ["time", "basic_blocks", "mpi_bytes_sent"]
+collect = {collect}
 """
 
 SIZES = (128, 256, 384, 512, 640)
 ITERATIONS = (10, 20, 30, 40, 50)
 RANKS = 2
 REPETITIONS = 2
+"""Timing runs per point; the counting campaign runs once per point (counts are exact)."""
 
 EXPECTED = {
     "main": "iterations",
@@ -90,6 +94,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+def _campaign(app: Path, counters: str, repetitions: int, collect: list[str]) -> AppSpec:
+    """The example copied to ``app`` (build products left out) with its perfcast.toml."""
+    if app.exists():
+        shutil.rmtree(app)
+    shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("*.o", "jacobi"))
+    spec_path = app / "perfcast.toml"
+    spec_path.write_text(
+        SPEC.format(
+            counters=counters,
+            repetitions=repetitions,
+            ranks=RANKS,
+            sizes=", ".join(map(str, SIZES)),
+            iterations=", ".join(map(str, ITERATIONS)),
+            collect=json.dumps(collect),
+        )
+    )
+    return load_spec(spec_path)
+
+
 def run(args: argparse.Namespace) -> int:
     if not EXAMPLE.is_dir():
         raise PerfcastError(
@@ -103,33 +126,27 @@ def run(args: argparse.Namespace) -> int:
 
 
 def demo(workdir: Path, *, keep: bool = True) -> int:
-    app = workdir / "stencil"
-    if app.exists():
-        shutil.rmtree(app)
-    shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("*.o", "jacobi"))
-    spec_path = app / "perfcast.toml"
-    spec_path.write_text(
-        SPEC.format(
-            repetitions=REPETITIONS,
-            ranks=RANKS,
-            sizes=", ".join(map(str, SIZES)),
-            iterations=", ".join(map(str, ITERATIONS)),
-        )
-    )
-    spec = load_spec(spec_path)
     print(f"perfcast demo: the Jacobi stencil ({EXAMPLE}) at p={RANKS}", flush=True)
     print(
-        f"  {len(SIZES)} sizes x {len(ITERATIONS)} iteration counts x {REPETITIONS} repetitions",
+        f"  {len(SIZES)} sizes x {len(ITERATIONS)} iteration counts: {REPETITIONS} timing runs "
+        "(light build) and 1 counting run (counters build) per point",
         flush=True,
     )
-    result = measure(spec, LocalBackend(), stream=sys.stderr)
-    print(result.summary(), flush=True)
-    if result.failed:
-        return 1
-    experiment = read_experiment(spec.store)
-    modeled = EffortModeler(PMNFModeler()).fit(
-        experiment.restricted(metrics=["time", *EFFORT_METRICS])
-    )
+    stores = []
+    for name, counters, repetitions, collect in (
+        ("timing", "false", REPETITIONS, ["time"]),
+        ("counting", "true", 1, list(EFFORT_METRICS)),
+    ):
+        spec = _campaign(workdir / name, counters, repetitions, collect)
+        result = measure(spec, LocalBackend(), stream=sys.stderr)
+        print(f"{name}: {result.summary()}", flush=True)
+        if result.failed:
+            return 1
+        stores.append(spec.store)
+    timing, counting = (read_experiment(store) for store in stores)
+    combined = combine_sources(timing.restricted(metrics=["time"]), counting)
+    experiment = combined.experiment
+    modeled = EffortModeler(PMNFModeler()).fit(experiment)
     effort = [m for m in modeled.models if m.metric in EFFORT_METRICS]
     with_priors = [modeled.models[(callpath, "time")] for callpath in modeled.priors]
     for title, models, show_warnings in (
@@ -145,11 +162,13 @@ def demo(workdir: Path, *, keep: bool = True) -> int:
             if show_warnings:
                 for warning in model.warnings:
                     print(f"  {'':<38} {'':<21} warning: {warning}")
-    for note in modeled.notes:
+    for note in [*combined.notes, *modeled.notes]:
         print(f"  note: {note}")
     print()
     if keep:
-        print(f"store: {spec.store} (try: perfcast model {spec.store})")
+        time_store, counts_store = stores
+        print(f"stores: {time_store} (time), {counts_store} (counts)")
+        print(f"try: perfcast model {time_store} --priors effort --effort-counts {counts_store}")
     else:
         print("measured in a temporary directory; perfcast demo --workdir DIR keeps the store")
     return 0
