@@ -76,9 +76,15 @@ collect = ["time", "basic_blocks", "mpi_bytes_sent", "mpi_bytes_received"]
 """
 
 
-def stencil_with_counters(directory: Path, repetitions: int = 1) -> Path:
-    """The stencil example copied to ``directory/stencil`` (without build products) with a
-    perfcast.toml that builds it with effort counters: 3 rank counts x 4 sizes; its path."""
+def copy_stencil(directory: Path) -> Path:
+    """The stencil example copied to ``directory/stencil``, without build products."""
     app = directory / "stencil"
     shutil.copytree(STENCIL, app, ignore=shutil.ignore_patterns("*.o", "jacobi"))
+    return app
+
+
+def stencil_with_counters(directory: Path, repetitions: int = 1) -> Path:
+    """The stencil example copied to ``directory/stencil`` (:func:`copy_stencil`) with a
+    perfcast.toml that builds it with effort counters: 3 rank counts x 4 sizes; its path."""
+    app = copy_stencil(directory)
     return write_spec(app, STENCIL_WITH_COUNTERS.format(repetitions=repetitions))

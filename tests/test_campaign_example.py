@@ -2,16 +2,14 @@
 measured with the local backend, read back from the store with exact call-path counts."""
 
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
-from campaign_helpers import write_spec
+from campaign_helpers import copy_stencil, write_spec
 
 from perfcast.cli import main
 from perfcast.experiment import read_experiment
 
-EXAMPLE = Path(__file__).parents[1] / "examples" / "stencil"
 ITERATIONS = 3
 
 pytestmark = pytest.mark.skipif(
@@ -21,8 +19,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def test_stencil_campaign_to_models(tmp_path, capsys):
-    app = tmp_path / "stencil"
-    shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("*.o", "jacobi"))
+    app = copy_stencil(tmp_path)
     path = write_spec(
         app,
         f"""
