@@ -352,21 +352,19 @@ class Comparison:
     def disagreements(self, time_data: Experiment) -> dict[str, tuple[int, int]]:
         """Per kind of kernel, how many of the measured (noise-free) time models under the
         effort prior get :class:`EffortModeler`'s flag "time and effort disagree: waiting
-        time or noise", judged as ``EffortModeler.fit`` judges it: against a black-box fit
-        to the same (fastest-repetition) points."""
-        effort = self.effort[EFFORT]
-        constrained = {m.callpath: m for m in effort.fit_with_priors(time_data, self.priors)}
-        timed = time_data.restricted(callpaths=list(constrained))
-        free = effort.modeler.with_params(aggregation=effort.aggregation).fit(timed)
-        counts: dict[str, tuple[int, int]] = {}
+        time or noise": ``EffortModeler.fit`` itself, on the time beside the counts."""
+        counts = self.study.train.data
+        counts = counts[counts[METRIC].isin(COUNTERS)]
+        fitted = self.effort[EFFORT].fit(stack(time_data.parameters, [time_data.data, counts]))
+        result: dict[str, tuple[int, int]] = {}
         for kernel in self.study.kernels:
-            model = constrained.get(kernel.callpath)
-            if model is None:
+            if kernel.callpath not in fitted.priors:
                 continue
-            flagged, total = counts.get(kernel.kind, (0, 0))
-            flag = effort.disagrees(model, free[(kernel.callpath, TIME)])
-            counts[kernel.kind] = (flagged + flag, total + 1)
-        return counts
+            warnings = fitted.models[(kernel.callpath, TIME)].warnings
+            flagged, total = result.get(kernel.kind, (0, 0))
+            flag = any(DISAGREEMENT_WARNING in warning for warning in warnings)
+            result[kernel.kind] = (flagged + flag, total + 1)
+        return result
 
 
 def noisy_variants(
