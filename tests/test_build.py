@@ -91,8 +91,8 @@ def test_runtime_is_built_once_per_source_hash_into_the_xdg_cache(tmp_path, monk
 
 def test_filter_file_is_read_and_embedded(tmp_path):
     path = tmp_path / "filter.txt"
-    path.write_text('# kernels\n  solve  \n\nDomain::x(int)\nquote"name\n')
-    assert read_filter(path) == ["solve", "Domain::x(int)", 'quote"name']
+    path.write_text('# kernels\n  solve  \n\nDomain::x(int)\noperator"" _km\n')
+    assert read_filter(path) == ["solve", "Domain::x(int)", 'operator"" _km']
     wrapped = wrap(["mpicc", "a.o", "-o", "app"], BuildOptions(filter_file=path))
     embedded = Path(wrapped.argv[-1])
     assert embedded.name.startswith("perfcast_filter")

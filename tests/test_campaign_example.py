@@ -63,5 +63,6 @@ def test_stencil_campaign_to_models(tmp_path, capsys):
     per_size = blocks.groupby("size")["value"].agg(["min", "max"])
     assert (per_size["min"] == per_size["max"]).all()
     assert per_size["min"].is_monotonic_increasing
-    assert main(["model", str(store), "--metric", "visits", "--callpath", "main->sweep"]) == 0
+    argv = ["model", str(store), "--metric", "visits", "--callpath", "main->sweep", "--full"]
+    assert main(argv) == 0
     assert "Model: 3" in capsys.readouterr().out

@@ -17,7 +17,7 @@ EXAMPLE = Path(__file__).parents[1] / "examples" / "data" / "relearn.txt"
 
 def test_model_prints_and_saves_extrap_like_models(tmp_path, capsys):
     out = tmp_path / "models.json"
-    assert main(["model", str(EXAMPLE), "-o", str(out)]) == 0
+    assert main(["model", str(EXAMPLE), "--full", "-o", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "Callpath: Initialization" in printed
     assert "Model: " in printed
@@ -86,7 +86,7 @@ def test_malformed_input_is_a_message_not_a_traceback(tmp_path):
 
 def test_unknown_callpath_selection(capsys):
     assert main(["model", str(EXAMPLE), "--callpath", "nope"]) == 2
-    assert "no callpath ['nope']" in capsys.readouterr().err
+    assert "--callpath 'nope' matches no call path" in capsys.readouterr().err
 
 
 def test_median_estimator_option_reaches_the_modeler(tmp_path):

@@ -17,6 +17,7 @@ from perfcast.effort import (
     repetition_spreads,
     varying_counts,
 )
+from perfcast.effort.priors import DISAGREEMENT_WARNING
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import Experiment, Metric
@@ -231,8 +232,20 @@ def test_a_real_spin_loop_is_flagged_and_deterministic_work_is_not(tmp_path, cap
     result = EffortModeler().fit(experiment)
     assert list(result.waiting) == ["main->wait_for_partner"]
     spin = result.models[("main->wait_for_partner", "time")]
-    assert spin.prior is not None and spin.prior.startswith("effort")
-    assert any(w.startswith(WAITING_WARNING) for w in spin.warnings)
+    # how often a rank spins depends on the scheduler, so the counts follow the time on some
+    # runs and not on others: where the effort prior fits much worse than the black-box
+    # model, the black-box model is kept with both fits in a warning; either way the
+    # waiting warning says which model carries the waiting
+    waiting = [w for w in spin.warnings if w.startswith(WAITING_WARNING)]
+    conflicts = [w for w in spin.warnings if w.startswith(DISAGREEMENT_WARNING)]
+    assert len(waiting) == 1
+    if spin.prior is None:
+        assert waiting[0].endswith("the black-box model is kept")
+        assert len(conflicts) == 1 and "effort-prior model:" in conflicts[0]
+        assert "black-box model:" in conflicts[0]
+    else:
+        assert spin.prior.startswith("effort") and not conflicts
+        assert waiting[0].endswith("the prior carries that waiting")
     assert not any(WAITING_WARNING in w for w in result.models[("main->compute", "time")].warnings)
 
     capsys.readouterr()

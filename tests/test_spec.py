@@ -6,6 +6,7 @@ import pytest
 
 from perfcast.cli import main
 from perfcast.errors import InputError
+from perfcast.measure.campaign import perfcast_build_prefix
 from perfcast.measure.spec import KeyLines, expand, load_spec, parse_spec
 
 GOOD = """\
@@ -179,3 +180,19 @@ def test_init_writes_a_starter_that_validates(tmp_path, capsys):
     assert spec.varied == ["p", "size"]
     assert main(["init", str(path)]) == 2  # no silent overwrite
     assert "exists" in capsys.readouterr().err
+
+
+def test_keep_inlined_reaches_perfcast_build_and_needs_a_filter(tmp_path):
+    """`[build] keep_inlined = true` is `perfcast build --filter F --keep-inlined` in a campaign;
+    without a filter there is nothing to keep, which is a mistake worth naming."""
+    body = (
+        '[build]\nsources = ["a.c"]\noutput = "a"\nfilter = "f.txt"\nkeep_inlined = true\n'
+        '[run]\ncommand = "./a {n}"\n[parameters]\nn = [1, 2]\n'
+    )
+    path = tmp_path / "perfcast.toml"
+    path.write_text(body)
+    prefix = perfcast_build_prefix(load_spec(path))
+    assert prefix[-4:] == ["--filter", str(tmp_path / "f.txt"), "--keep-inlined", "--"]
+    error = spec_error(body.replace('filter = "f.txt"\n', ""), tmp_path)
+    assert "perfcast.toml:4:" in str(error) and "build.keep_inlined" in str(error)
+    assert "needs build.filter" in str(error)

@@ -1,10 +1,12 @@
-"""``perfcast build [--filter FILE] [--counters] -- COMPILE COMMAND``: a measured program."""
+"""``perfcast build [--filter FILE [--keep-inlined]] [--counters] -- COMPILE COMMAND``: a
+measured program."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from perfcast.errors import PerfcastError
 from perfcast.measure.build import BuildOptions, run
 
 
@@ -27,16 +29,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "parameter; takes effect at the link step; PERFCAST_FILTER=FILE overrides it at run time",
     )
     parser.add_argument(
+        "--keep-inlined",
+        action="store_true",
+        help="with --filter: compile the filter's functions as real functions (noinline), so "
+        "none is inlined into its caller and lost to measurement; give it to compile steps. "
+        "The link step names the filter's functions the program lacks",
+    )
+    parser.add_argument(
         "--counters",
         action="store_true",
         help="also count executed basic blocks per call path (give it to compile steps)",
     )
     parser.add_argument("--verbose", action="store_true", help="print the command perfcast runs")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="the compile command, after --")
+    # not "command": the sub-command's name is args.command, which error messages show
+    parser.add_argument(
+        "compile_command",
+        metavar="command",
+        nargs=argparse.REMAINDER,
+        help="the compile command, after --",
+    )
     parser.set_defaults(handler=_handle)
 
 
 def _handle(args: argparse.Namespace) -> int:
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    options = BuildOptions(counters=args.counters, filter_file=args.filter)
+    command = args.compile_command
+    command = command[1:] if command[:1] == ["--"] else command
+    if args.keep_inlined and args.filter is None:
+        raise PerfcastError("--keep-inlined keeps the functions of a --filter FILE: give one")
+    options = BuildOptions(
+        counters=args.counters, filter_file=args.filter, keep_inlined=args.keep_inlined
+    )
     return run(command, options, verbose=args.verbose)

@@ -7,6 +7,11 @@ from pathlib import Path
 
 from perfcast.errors import PerfcastError
 from perfcast.measure.spec import SPEC_NAME
+from perfcast.outputs import OutputKind, text_file, write_output
+
+SPEC_FILE = OutputKind("a text file such as a perfcast.toml", text_file)
+"""With --force any text file is the user's to replace; a campaign store or another
+binary file never is."""
 
 STARTER = """\
 # perfcast.toml: how to build, run and vary one program for a measurement campaign.
@@ -22,10 +27,12 @@ sources = ["myapp.c"]
 compiler = "mpicc"            # mpicc, mpicxx, clang, ...
 flags = ["-O2"]
 output = "myapp"
-# or a build command; {perfcast_build} becomes the `perfcast build ... --` prefix:
+# or a build command; {perfcast_build} becomes the `perfcast build ... --` prefix. It runs
+# in a shell: this file is code, to be trusted like a Makefile.
 # command = "make CC='{perfcast_build} mpicc'"
 # counters = true             # also count basic blocks and MPI bytes (effort metrics)
 # filter = "functions.txt"    # measure only these functions (e.g. from `perfcast taint`)
+# keep_inlined = true         # measure the filter's functions even where -O2 inlines them
 
 [run]
 command = "./myapp {size} {iterations}"   # {name} is a parameter; p is the rank count
@@ -71,6 +78,6 @@ def run(args: argparse.Namespace) -> int:
     path: Path = args.path
     if path.exists() and not args.force:
         raise PerfcastError(f"{path} exists; pass --force to overwrite it")
-    path.write_text(STARTER, encoding="utf-8")
+    write_output(path, STARTER, SPEC_FILE)
     print(f"wrote {path}; edit it, then run `perfcast design {path}`")
     return 0

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from perfcast.cli import positive_int
 from perfcast.measure.campaign import measure, scratch_directory
 from perfcast.measure.local import LocalBackend
 from perfcast.measure.runner import Backend
@@ -21,8 +22,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="build the program and run its measurement campaign",
         description="Build the program of a perfcast.toml through perfcast build, run every "
         "point of its design and store each run in an SQLite store the moment it finishes. "
-        "A killed campaign continues with --resume; failed runs are retried run.retries "
-        "times and reported. Exit status 1 if runs failed.",
+        "A killed campaign continues with --resume (which also recovers the readable runs "
+        "of a damaged store, keeping the damaged file aside, and continues after a full "
+        "disk); failed runs are retried run.retries times and reported. Exit status 1 if "
+        "runs failed.",
     )
     parser.add_argument("spec", nargs="?", type=Path, default=Path(SPEC_NAME))
     parser.add_argument("--resume", action="store_true", help="continue the campaign in the store")
@@ -35,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-build", action="store_true", help="skip the build step")
     parser.add_argument(
         "--parallel",
-        type=int,
+        type=positive_int,
         default=1,
         help="local backend: runs at once (default 1: concurrent runs disturb timings, and "
         "each run is stored as having only its share of the cores)",

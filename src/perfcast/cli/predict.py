@@ -1,12 +1,42 @@
-"""``perfcast predict models.json p=4096 n=48000``: evaluate saved models anywhere."""
+"""``perfcast predict models.json p=4096 n=48000``: evaluate saved models anywhere.
+
+A number from a model looks equally sure wherever it comes from, so the notes beside the
+table (on stderr, so that the table stays machine-readable) say when it should not be:
+how far a point lies beyond the measured range, which models rest on wall time of runs
+that shared cores, and where a call path's inclusive time is predicted above its caller's,
+which no program can do and which therefore marks a model extrapolated past its validity.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
+
 from perfcast.errors import InputError
+from perfcast.experiment.calltree import join_callpath, split_callpath
+from perfcast.measure.oversubscription import models_note
+from perfcast.measure.profiles import MAX_SUFFIX
 from perfcast.modeling import ModelSet
+from perfcast.modeling.provenance import Provenance
+from perfcast.report.names import select_callpaths
+
+INCLUSIVE_SUFFIX = "_inclusive"
+"""perfcast's inclusive metrics (``time_inclusive``, ``cpu_time_inclusive`` and their
+``:max``) carry this in their name; only they must not exceed the caller's value (a callee
+can be *visited* more often than its caller, and exclusive time has no such order)."""
+
+CONTRADICTION_TOLERANCE = 0.10
+"""How far a callee's inclusive prediction may exceed its caller's before it is reported:
+a caller that does little besides calling one callee has nearly the same time, and two
+independently fitted models of nearly equal data differ by their noise (a few percent)."""
+
+SHOWN = 5
+"""Notes of one kind listed one by one; the rest are counted."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -14,29 +44,46 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "predict",
         help="evaluate saved models at a point",
         description="Evaluate the models of a model file at parameter values given as "
-        "NAME=VALUE; a comma list (p=64,128,256) evaluates several points.",
+        "NAME=VALUE; a comma list (p=64,128,256) evaluates several points, and a single "
+        "value (size=30) is used at every one of them.",
     )
     parser.add_argument("models", type=Path, help="model file written by `perfcast model -o`")
     parser.add_argument("point", nargs="+", metavar="NAME=VALUE")
     parser.add_argument("--metric", action="append", help="only this metric (repeatable)")
-    parser.add_argument("--callpath", action="append", help="only this call path (repeatable)")
+    parser.add_argument(
+        "--callpath",
+        action="append",
+        help="only these call paths (repeatable): a call path, a function name, or a glob",
+    )
     parser.set_defaults(handler=run)
 
 
 def parse_point(items: list[str]) -> dict[str, list[float]]:
+    """``["p=64,512", "size=30"]`` -> ``{"p": [64, 512], "size": [30, 30]}``: lists of one
+    value are repeated to the length of the others."""
     point: dict[str, list[float]] = {}
     for item in items:
         name, sep, text = item.partition("=")
         if not sep or not name:
             raise InputError(f"cannot read {item!r}: write parameter values as NAME=VALUE")
+        if name in point:
+            raise InputError(f"{name!r} is given twice: give all its values in one {name}=A,B,C")
         try:
-            point[name] = [float(v) for v in text.split(",")]
+            values = [float(v) for v in text.split(",")]
         except ValueError:
             raise InputError(f"value of {name!r} is not a number: {text!r}") from None
-    lengths = {len(v) for v in point.values()}
+        if not all(math.isfinite(v) for v in values):
+            raise InputError(f"value of {name!r} is not a finite number: {text!r}")
+        point[name] = values
+    lengths = {len(v) for v in point.values()} - {1}
     if len(lengths) > 1:
-        raise InputError("give every parameter the same number of comma-separated values")
-    return point
+        given = ", ".join(f"{name}: {len(values)}" for name, values in point.items())
+        raise InputError(
+            f"give every parameter the same number of comma-separated values, or a single "
+            f"value to use at every point ({given})"
+        )
+    count = max(lengths, default=1)
+    return {name: values * count if len(values) == 1 else values for name, values in point.items()}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,20 +94,167 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(
             f"the models have parameters {models.parameters}, not {unknown}", path=args.models
         )
-    predictions = models.predict(point)
+    _check_positive(point, models.provenance, args.models)
+    try:
+        predictions = models.predict(point)
+    except InputError as exc:
+        raise InputError(exc.reason, path=args.models) from None
+    callpaths = (
+        set(select_callpaths(args.callpath, (key[0] for key in predictions), str(args.models)))
+        if args.callpath
+        else None
+    )
+    selected = {
+        key: values
+        for key, values in predictions.items()
+        if (not args.metric or key[1] in args.metric) and (callpaths is None or key[0] in callpaths)
+    }
+    if not selected:
+        raise InputError("no model matches the --callpath/--metric selection", path=args.models)
+    count = len(next(iter(point.values())))
     header = ["callpath", "metric"] + [
-        ", ".join(f"{p}={point[p][i]:g}" for p in models.parameters)
-        for i in range(len(next(iter(point.values()))))
+        ", ".join(f"{p}={point[p][i]:g}" for p in models.parameters) for i in range(count)
     ]
     rows = [
         [callpath, metric] + [f"{v:.6g}" for v in values.reshape(-1)]
-        for (callpath, metric), values in predictions.items()
-        if (not args.metric or metric in args.metric)
-        and (not args.callpath or callpath in args.callpath)
+        for (callpath, metric), values in selected.items()
     ]
-    if not rows:
-        raise InputError("no model matches the --callpath/--metric selection", path=args.models)
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    for note in _notes(models, point, predictions, set(selected), args.models):
+        print(f"note: {note}", file=sys.stderr)
     return 0
+
+
+def _check_positive(
+    point: Mapping[str, list[float]], provenance: Provenance | None, path: Path
+) -> None:
+    """PMNF describes parameters that count something (ranks, elements, iterations), all
+    positive; a zero or negative value is refused unless such values were measured."""
+    for name, values in point.items():
+        low = provenance.ranges.get(name, (1.0, 1.0))[0] if provenance else 1.0
+        bad = [v for v in values if v <= 0 and v < low]
+        if bad:
+            measured = (
+                f"; the models were fitted on {name} from {low:g} to {provenance.ranges[name][1]:g}"
+                if provenance and name in provenance.ranges
+                else ""
+            )
+            raise InputError(
+                f"{name}={bad[0]:g} is outside the models' domain: PMNF models are defined for "
+                f"positive parameter values{measured}",
+                path=path,
+            )
+
+
+def _notes(
+    models: ModelSet,
+    point: Mapping[str, list[float]],
+    predictions: Mapping[tuple[str, str], np.ndarray],
+    selected: set[tuple[str, str]],
+    path: Path,
+) -> list[str]:
+    provenance = models.provenance
+    if provenance is None:
+        notes = [
+            f"{path} does not record the measured range of its parameters (written before "
+            "perfcast kept it), so predict cannot tell how far these points extrapolate; "
+            "write it again with `perfcast model ... -o`"
+        ]
+    else:
+        notes = _extrapolation(point, provenance)
+        shared = provenance.shared_cores
+        if shared is not None and shared.models & selected:
+            notes.append(models_note(shared.models & selected, shared, predicted=True))
+    return (
+        notes
+        + _negative(point, predictions, selected, models.parameters)
+        + _contradictions(point, predictions, selected, models.parameters)
+    )
+
+
+def _negative(
+    point: Mapping[str, list[float]],
+    predictions: Mapping[tuple[str, str], np.ndarray],
+    selected: set[tuple[str, str]],
+    parameters: list[str],
+) -> list[str]:
+    """Models predicting below zero: what perfcast measures (times, visits, bytes, counts)
+    never is, so such a model is used outside the range where it holds."""
+    found = []
+    for (callpath, metric), values in predictions.items():
+        flat = values.reshape(-1)
+        if (callpath, metric) in selected and (flat < 0).any():
+            i = int(np.argmin(flat))
+            where = ", ".join(f"{p}={point[p][i]:g}" for p in parameters)
+            found.append(
+                f"{metric} of {callpath} is predicted negative ({flat[i]:.6g} at {where}), "
+                "which no measured quantity can be: the model does not hold there"
+            )
+    return _at_most_shown(found, "more models predict negative values")
+
+
+def _extrapolation(point: Mapping[str, list[float]], provenance: Provenance) -> list[str]:
+    """Per parameter, how far the points lie beyond (or below) the measured values."""
+    notes = []
+    for name, values in point.items():
+        if name not in provenance.ranges:
+            continue
+        low, high = provenance.ranges[name]
+        largest, smallest = max(values), min(values)
+        if largest > high:
+            how_far = _times(largest / high) if high > 0 else "beyond"
+            notes.append(
+                f"{name}={largest:g} is {how_far} the largest measured {name} "
+                f"({high:g}): an extrapolation, to be trusted less the farther it reaches"
+            )
+        if smallest < low:
+            notes.append(
+                f"{name}={smallest:g} is below the smallest measured {name} ({low:g}): an "
+                "extrapolation"
+            )
+    return notes
+
+
+def _times(ratio: float) -> str:
+    """``1.5x``, ``64x``, ``1,024x``"""
+    return f"{ratio:,.0f}x" if ratio >= 10 else f"{ratio:.2g}x"
+
+
+def _contradictions(
+    point: Mapping[str, list[float]],
+    predictions: Mapping[tuple[str, str], np.ndarray],
+    selected: set[tuple[str, str]],
+    parameters: list[str],
+) -> list[str]:
+    """Callees whose inclusive metric is predicted above their caller's (the nearest
+    ancestor with a model of that metric, when the direct caller has none)."""
+    found = []
+    for (callpath, metric), values in predictions.items():
+        frames = split_callpath(callpath)
+        if len(frames) < 2 or not metric.split(MAX_SUFFIX)[0].endswith(INCLUSIVE_SUFFIX):
+            continue
+        callers = (join_callpath(frames[:depth]) for depth in range(len(frames) - 1, 0, -1))
+        caller = next((c for c in callers if (c, metric) in predictions), None)
+        if caller is None:  # no modeled ancestor (uninstrumented or inlined callers)
+            continue
+        if (callpath, metric) not in selected and (caller, metric) not in selected:
+            continue
+        caller_values = predictions[(caller, metric)].reshape(-1)
+        excess = values.reshape(-1) - caller_values * (1 + CONTRADICTION_TOLERANCE)
+        if (excess > 0).any():
+            i = int(np.argmax(excess))
+            where = ", ".join(f"{p}={point[p][i]:g}" for p in parameters)
+            found.append(
+                f"{metric} of {callpath} is predicted at {values.reshape(-1)[i]:.6g} at "
+                f"{where}, more than its caller {caller} ({caller_values[i]:.6g}), which an "
+                "inclusive metric cannot be: at least one of the two models does not hold there"
+            )
+    return _at_most_shown(found, "more callees are predicted above their callers likewise")
+
+
+def _at_most_shown(notes: list[str], rest: str) -> list[str]:
+    if len(notes) <= SHOWN:
+        return notes
+    return [*notes[:SHOWN], f"{len(notes) - SHOWN} {rest}"]

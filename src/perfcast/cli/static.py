@@ -3,6 +3,11 @@
 Build a model (a Python module plus a JSON summary next to it)::
 
     perfcast static app.c --binary app -o model.py [--arch my.yaml] [--cflags "-DN=3"]
+                   [--function NAME]
+
+Without an include directory holding mpi.h in --cflags, the MPI wrapper's own compile
+flags (``mpicc``/``mpicxx --showme:compile``) are added. A function the analysis cannot
+handle is skipped, with the reason, and the others are still modeled.
 
 Evaluate it for one function::
 
@@ -42,7 +47,11 @@ def _options() -> argparse.ArgumentParser:
     parser.add_argument("-o", "--output", type=Path, help="Python model to write (and .json)")
     parser.add_argument("--arch", type=Path, help="architecture description (YAML)")
     parser.add_argument("--cflags", default="", help="compiler flags for parsing (quoted)")
-    parser.add_argument("--function", help="eval: the model function to evaluate")
+    parser.add_argument(
+        "--function",
+        help="eval: the model function to evaluate; build: model only this source function "
+        "(and what it calls)",
+    )
     parser.add_argument("--json", action="store_true", help="eval: print JSON")
     return parser
 
@@ -59,39 +68,81 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "arguments",
         nargs=argparse.REMAINDER,
-        help="SOURCE --binary BINARY -o MODEL.py [--arch FILE] [--cflags FLAGS] | "
+        help="SOURCE --binary BINARY -o MODEL.py [--arch FILE] [--cflags FLAGS] "
+        "[--function NAME] | "
         "eval MODEL.py --function NAME [NAME=VALUE ...] [--json]",
     )
     parser.set_defaults(handler=run)
 
 
+def _attach_flag_values(arguments: list[str]) -> list[str]:
+    """``--cflags "-DN=3"`` as ``--cflags=-DN=3``: argparse takes a value that starts with
+    ``-`` for an option of its own and refuses it, and compiler flags always start so."""
+    attached: list[str] = []
+    words = iter(arguments)
+    for word in words:
+        if word == "--cflags":
+            value = next(words, None)
+            attached.append(word if value is None else f"--cflags={value}")
+        else:
+            attached.append(word)
+    return attached
+
+
 def run(args: argparse.Namespace) -> int:
-    options = _options().parse_intermixed_args(args.arguments)
+    options = _options().parse_intermixed_args(_attach_flag_values(args.arguments))
     if options.inputs[0] == "eval":
         return _evaluate(options)
     return _build(options)
 
 
 def _build(args: argparse.Namespace) -> int:
-    if len(args.inputs) != 1 or args.binary is None or args.output is None:
-        raise InputError("usage: perfcast static SOURCE --binary BINARY -o MODEL.py")
+    missing = [
+        text
+        for text, absent in (
+            ("--binary BINARY (the program compiled from SOURCE with -g)", args.binary is None),
+            ("-o MODEL.py (the model to write)", args.output is None),
+        )
+        if absent
+    ]
+    if len(args.inputs) != 1 or missing:
+        what = f"one SOURCE, not {len(args.inputs)}" if len(args.inputs) != 1 else ""
+        raise InputError(
+            "usage: perfcast static SOURCE --binary BINARY -o MODEL.py: missing "
+            + "; ".join(filter(None, [what, *missing]))
+        )
     from perfcast.static import DEFAULT_ARCHITECTURE, analyze
-    from perfcast.static.codegen import summary, write_model
+    from perfcast.static.codegen import check_model_targets, summary, write_model
+    from perfcast.static.source import finds_mpi_header, mpi_wrapper_flags, source_language
 
+    check_model_targets(args.output)
+    flags = shlex.split(args.cflags)
+    if not finds_mpi_header(flags):
+        # MPI programs include mpi.h from wherever the wrapper keeps it; its own flags
+        # are the ones the program was compiled with, so no one has to spell them out.
+        shown, wrapper_flags = mpi_wrapper_flags(source_language(args.inputs[0]))
+        if wrapper_flags:
+            print(f"note: parsing with the MPI flags of `{shown}`: {' '.join(wrapper_flags)}")
+            flags = [*wrapper_flags, *flags]
     model = analyze(
         args.inputs[0],
         args.binary,
         args.arch or DEFAULT_ARCHITECTURE,
-        tuple(shlex.split(args.cflags)),
+        tuple(flags),
+        only=args.function,
     )
     python_path, json_path = write_model(model, args.output)
     for warning in model.warnings:
         print(f"warning: {warning}")
+    for name, reason in model.skipped.items():
+        print(f"skipped: {name}: {reason}")
     print(f"wrote {python_path} and {json_path}")
     for entry in summary(model)["functions"]:
         parameters = ", ".join(entry["parameters"]) or "-"
         print(f"  {entry['name']}({parameters}): instructions = {entry['instructions']}")
         print(f"  {' ' * len(entry['name'])}  fp_instructions = {entry['fp_instructions']}")
+    if model.skipped:
+        print(f"{len(model.skipped)} function(s) skipped (listed above and in {json_path})")
     return 0
 
 

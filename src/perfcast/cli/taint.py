@@ -26,8 +26,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from perfcast.cli import positive_seconds
 from perfcast.errors import InputError
 from perfcast.measure.spec import SPEC_NAME, load_spec
+from perfcast.outputs import OutputKind, check_target, json_with, write_output
+from perfcast.report.names import display_names
 from perfcast.taint import INCLUDE_DIR, ArgvParameter, TaintOptions, taint_program, write_filter
 from perfcast.taint.campaign import (
     default_profile_path,
@@ -35,8 +38,10 @@ from perfcast.taint.campaign import (
     parse_point,
     taint_campaign,
 )
+from perfcast.taint.profile import FORMAT as PROFILE_FORMAT
 
 SPEC_SUFFIX = ".toml"
+PROFILE_FILE = OutputKind("a perfcast taint profile", json_with(PROFILE_FORMAT))
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
@@ -60,7 +65,7 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--work-dir", type=Path, help="keep rewritten sources and records here")
     parser.add_argument("--root", type=Path, help="project directory to instrument")
-    parser.add_argument("--timeout", type=float, help="seconds one taint run may take")
+    parser.add_argument("--timeout", type=positive_seconds, help="seconds one taint run may take")
     parser.add_argument(
         "--print-include-dir",
         action="store_true",
@@ -126,6 +131,7 @@ def _one_off(args: argparse.Namespace, compile_command: list[str]) -> int:
         )
     if args.point:
         raise InputError("--point belongs to the campaign form (perfcast taint perfcast.toml)")
+    check_target(args.output, PROFILE_FILE)  # before the taint run, which takes minutes
     parameters = [ArgvParameter.parse(text) for text in args.param]
     options = TaintOptions(root=args.root, work_dir=args.work_dir, timeout=args.timeout)
     profile = taint_program(compile_command, args.run, parameters, options=options)
@@ -147,8 +153,9 @@ def _campaign(args: argparse.Namespace, spec_path: Path | None, compile_command:
     spec = load_spec(spec_path or Path(SPEC_NAME))
     options = TaintOptions(root=args.root, work_dir=args.work_dir, timeout=args.timeout)
     point = parse_point(args.point) if args.point else None
-    done = taint_campaign(spec, compile_command=compile_command, point=point, options=options)
     output = args.output or default_profile_path(spec)
+    check_target(output, PROFILE_FILE, [spec.path])  # before the taint run, which takes minutes
+    done = taint_campaign(spec, compile_command=compile_command, point=point, options=options)
     print(f"taint run at {describe_point(done.point)}: {done.run_command}")
     bound = ", ".join(f"{p.name}={p.describe()}" for p in done.bindings.parameters)
     print(f"parameters marked: {bound or 'none on the command line'}\n")
@@ -157,12 +164,9 @@ def _campaign(args: argparse.Namespace, spec_path: Path | None, compile_command:
 
 
 def _write(profile: dict[str, Any], output: Path, filter_path: Path | None) -> None:
-    try:
-        output.write_text(json.dumps(profile, indent=1) + "\n")
-        if filter_path:
-            write_filter(profile, filter_path)
-    except OSError as exc:
-        raise InputError(f"cannot write: {exc.strerror}", path=exc.filename) from None
+    write_output(output, json.dumps(profile, indent=1) + "\n", PROFILE_FILE)
+    if filter_path:
+        write_filter(profile, filter_path)
     _summary(profile)
     print(f"profile: {output}" + (f"; filter: {filter_path}" if filter_path else ""))
 
@@ -173,9 +177,12 @@ def _summary(profile: dict[str, Any]) -> None:
         mpi = ",".join(cov["mpi"]) or "-"
         print(f"{name:<14} {cov['loops']:>5}  {cov['functions']:>9}  {cov['branches']:>8}  {mpi}")
     print()
-    width = max((len(name) for name in profile["relevant"]), default=0)
+    # Function names, not signatures: LULESH's CalcEnergyForElems alone has 24 parameters,
+    # which pushed every dependency 230 columns to the right; the profile keeps them all.
+    shown = display_names(profile["relevant"])
+    width = max((len(name) for name in shown.values()), default=0)
     for name in profile["relevant"]:
-        print(f"  {name:<{width}}  {profile['functions'][name]['dependency']}")
+        print(f"  {shown[name]:<{width}}  {profile['functions'][name]['dependency']}")
     print(
         f"\n{len(profile['relevant'])} relevant, {len(profile['constant'])} constant, "
         f"{len(profile['pruned'])} pruned statically"

@@ -12,14 +12,18 @@ structure of term shapes whose coefficients alone are fitted to the (noisy) time
   exact PMNF term for every collective (a Bcast root sends ``p*|buf|``, so the mean is
   ``|buf|``), whereas the received side mixes root and non-root shares into ``(p-1)/p``
   factors. Receive-only routines (Recv, Irecv) send nothing; for a call path whose sent
-  bytes are all zero, ``mpi_bytes_received`` is modeled instead.
+  bytes are all zero, ``mpi_bytes_received`` is modeled instead. The recorded mean is not
+  always the law's message size (an Allreduce records ``p*|buf|`` per rank for a vector of
+  ``|buf|``): the law converts it (``laws.RECORDED_BYTES_RANKS_POWER``).
 
 Counts have a search of their own (:mod:`perfcast.effort.counts`): they have no noise, and a
 kernel's counts are often sums of loop nests of different depths (``a*n^2 + b*n*p``) that
 the time modeler's one-shape-per-parameter space cannot express. Where the time model
 that obeys the prior fits far worse than the unconstrained (black-box) one, the effort does
-not explain the time: waiting time (blocking communication, load imbalance) or noise. Such
-call paths are flagged (III-C, V-C), not silently "corrected".
+not explain the time: waiting time (blocking communication, load imbalance) or noise. A
+prior must not make a model worse unnoticed: such a call path keeps the black-box time
+model, whose warning gives both fits (:mod:`perfcast.modeling.prior_conflicts`; the
+thresholds are :data:`DISAGREEMENT_RATIO` and :data:`DISAGREEMENT_GAP`).
 
 That comparison hardly sees busy waiting: a process spinning until a condition holds adds
 basic blocks with every turn, so the prior carries the waiting and the two time models tend
@@ -35,7 +39,7 @@ counts but no time, is modeled classically and a note says so.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -50,6 +54,13 @@ from perfcast.modeling.modeler import AGGREGATIONS, PMNFModeler
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.pmnf import Factor, Model
 from perfcast.modeling.prior import Prior
+from perfcast.modeling.prior_conflicts import (
+    CONFLICT_GAP,
+    CONFLICT_RATIO,
+    VISITS_METRIC,
+    fits_much_worse,
+    resolve_conflict,
+)
 
 TIME_METRIC = "time"
 COMPUTATION_METRIC = "basic_blocks"
@@ -58,7 +69,7 @@ BYTES_RECEIVED = "mpi_bytes_received"
 COUNTER_METRICS = (COMPUTATION_METRIC, BYTES_SENT, BYTES_RECEIVED)
 PRIOR_SOURCE = "effort"
 
-DISAGREEMENT_RATIO = 2.0
+DISAGREEMENT_RATIO = CONFLICT_RATIO
 """Flag a call path when the effort-prior time model's SMAPE on its training points exceeds
 the black-box model's by this factor ...
 
@@ -67,7 +78,7 @@ whichever criterion the modeler uses. A factor of 2 tolerates the prior's lost f
 may not bend towards noise, so it fits a little worse by design) but catches time growing
 with a parameter the counts do not grow with."""
 
-DISAGREEMENT_GAP = 5.0
+DISAGREEMENT_GAP = CONFLICT_GAP
 """... and by at least this many percentage points, so near-perfect fits (0.1 % vs 0.3 %)
 are not flagged for a difference nobody could act on."""
 
@@ -277,11 +288,21 @@ class EffortModeler:
 
     # -- fitting -------------------------------------------------------------------------
 
-    def fit(self, experiment: Experiment) -> EffortModels:
+    def fit(
+        self,
+        experiment: Experiment,
+        unreachable: Mapping[str, Collection[str]] | None = None,
+    ) -> EffortModels:
         """Model every call path; ``time`` under the effort priors where they exist.
 
-        Time models under a prior carry a warning where the prior does not match the time
-        (:meth:`disagrees`) and where the counts vary between repetitions (busy waiting)."""
+        Where the prior does not match the time (:meth:`disagrees`) or the measured visits
+        use a parameter the counts do not, the prior conflicts with the measurements: the
+        black-box time model is kept instead, with a warning that gives both fits
+        (:func:`~perfcast.modeling.prior_conflicts.resolve_conflict`) -- unless every
+        parameter the black-box model adds is in ``unreachable[callpath]`` (parameters
+        taint analysis proves the code cannot read: contention, not work), where the
+        effort model stays, with the same warning. Time models also carry a warning where
+        the counts vary between repetitions (busy waiting)."""
         priors, counter_models, notes = self.derive(experiment)
         waiting = varying_counts(experiment, COUNTER_METRICS, self.repetition_tolerance)
         models = counter_models  # the counts are modeled once, without the noise test
@@ -295,16 +316,27 @@ class EffortModeler:
                     blackbox.add(model)
         comparable = self._comparable_blackbox(experiment, priors, blackbox)
         for model in self.fit_with_priors(experiment, priors):
-            free = comparable[(model.callpath, model.metric)]
-            if self.disagrees(model, free):
-                model.warnings.append(
-                    f"{DISAGREEMENT_WARNING} (SMAPE {model.statistics.smape:.1f} % with "
-                    f"the effort prior vs {free.statistics.smape:.1f} % black-box)"
-                )
+            visits = _lookup(models, model.callpath, VISITS_METRIC)
+            model, _ = resolve_conflict(
+                model,
+                comparable[(model.callpath, model.metric)],
+                priors[model.callpath].prior,
+                source=PRIOR_SOURCE,
+                visits=visits,
+                unreachable=(unreachable or {}).get(model.callpath, ()),
+                ratio=self.disagreement_ratio,
+                gap=self.disagreement_gap,
+                label=DISAGREEMENT_WARNING,
+            )
             if model.callpath in waiting:
+                carried = (
+                    "the prior carries that waiting"
+                    if model.prior is not None
+                    else "the counts did not follow the time, so the black-box model is kept"
+                )
                 model.warnings.append(
                     f"{WAITING_WARNING} ({waiting[model.callpath].describe()}): busy waiting "
-                    "or timing-dependent control flow; the prior carries that waiting"
+                    f"or timing-dependent control flow; {carried}"
                 )
             models.add(model)
         return EffortModels(models, priors, blackbox, self.time_metric, notes, waiting)
@@ -368,10 +400,7 @@ class EffortModeler:
 
     def disagrees(self, constrained: Model, free: Model) -> bool:
         """Does the effort-prior model fit much worse than the black-box one?"""
-        ours, theirs = constrained.statistics.smape, free.statistics.smape
-        return bool(
-            ours > self.disagreement_ratio * theirs and ours - theirs > self.disagreement_gap
-        )
+        return fits_much_worse(constrained, free, self.disagreement_ratio, self.disagreement_gap)
 
 
 def leading_shapes(structure: Sequence[Sequence[Factor]]) -> set[tuple[Factor, ...]]:

@@ -5,14 +5,21 @@ paths whose counts vary between repetitions."""
 from __future__ import annotations
 
 from perfcast.effort.priors import EffortModels
+from perfcast.report.names import display_names
+
+REPORT_WIDTH = 120
+"""Call paths longer than this lose middle frames in the report (:func:`short_callpath`)."""
 
 
 def render_effort(result: EffortModels, precision: int = 4) -> str:
     """One block per call path with a prior, the call paths whose counts vary between
     repetitions (busy waiting), and the notes on classic fall-backs at the end."""
     lines = ["Effort priors (noise-resilient-priors.txt): effort model -> prior -> time model"]
+    # function names as the summary shows them: a block per call path under LULESH's full
+    # signatures was headed by lines of 200 characters; --full and -o keep the full paths
+    names = display_names([*result.priors, *result.waiting], REPORT_WIDTH)
     for callpath, entry in result.priors.items():
-        lines.append(f"{callpath}  [{entry.kind}]")
+        lines.append(f"{names[callpath]}  [{entry.kind}]")
         rows = [(f"effort ({entry.effort.metric})", entry.effort.text(precision))]
         rows.append(("prior", entry.describe()))
         key = (callpath, result.time_metric)
@@ -30,6 +37,8 @@ def render_effort(result: EffortModels, precision: int = 4) -> str:
         lines.append(
             "counts that vary between repetitions (busy waiting or timing-dependent flow):"
         )
-        lines += [f"  {callpath}  {found.describe()}" for callpath, found in result.waiting.items()]
+        lines += [
+            f"  {names[callpath]}  {found.describe()}" for callpath, found in result.waiting.items()
+        ]
     lines += [f"note: {note}" for note in result.notes]
     return "\n".join(lines)

@@ -68,7 +68,8 @@ def combine_sources(
         raise InputError(
             f"no effort counters ({', '.join(COUNTER_METRICS)}) in these measurements: build "
             "the program with counters ([build] counters = true in the campaign's spec, or "
-            "`perfcast build --counters`) and measure it again",
+            "`perfcast build --counters`), leave them in its [metrics] collect list (absent: "
+            "every metric is kept) and measure it again",
             path=counts.source,
         )
     notes: list[str] = []

@@ -51,7 +51,13 @@ from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment
 from perfcast.measure.profiles import MAX_SUFFIX
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.prior import Prior
-from perfcast.taint.validity import TaintMatch, flag_models
+from perfcast.report.names import name_list
+from perfcast.taint.validity import (
+    TaintMatch,
+    flag_models,
+    resolve_taint_conflicts,
+    unreachable_parameters,
+)
 
 DISAGREEMENT_WARNING = "effort counts and taint analysis disagree"
 
@@ -114,13 +120,31 @@ def fit_with_taint(
         apply_taint_priors: ``False`` keeps the effort modeler's black-box fits and only
             adds the taint flags and the cross-check (``--taint-mode check``).
     """
-    result = effort.fit(experiment)
+    unreachable = {  # contention, not work, where a black-box model uses these
+        callpath: unreachable_parameters(profile, match, callpath, experiment.parameters)
+        for callpath in match.priors
+    }
+    result = effort.fit(experiment, unreachable)
     free = _blackbox_models(result)
     combined = EffortTaintModels(
         result, match, priors_applied=apply_taint_priors, notes=match.notes()
     )
     if apply_taint_priors:
         combined.taint_fitted = _fit_taint_priors(effort, experiment, result, match)
+        fitted = [result.models[(c, m)] for c, ms in combined.taint_fitted.items() for m in ms]
+        tainted = ModelSet(result.models.parameters, fitted)
+        conflicts = resolve_taint_conflicts(tainted, free, profile, match)
+        for model in tainted:
+            result.models.add(model)
+        if conflicts:
+            metrics: dict[str, list[str]] = {}
+            for conflict in conflicts:
+                metrics.setdefault(conflict.callpath, []).append(conflict.metric)
+            listed = name_list(metrics, tags=metrics)
+            combined.notes.append(
+                f"{len(conflicts)} model(s) conflict with their taint prior; each says which "
+                f"model was kept, with both fits, in its warnings: {listed}"
+            )
     for callpath, entry in result.priors.items():
         prior = match.priors.get(callpath)
         excluded = [] if prior is None else _excluded_parameters(entry, prior)

@@ -163,6 +163,33 @@ class Experiment:
         table["spread"] = (table["std"].fillna(0.0) / scale).astype(float)
         return table.drop(columns=["mean", "std"])
 
+    def with_absent_as_zero(self) -> tuple[Experiment, int]:
+        """A copy in which every (call path, metric) has a value at every measured point, and
+        how many (call path, metric, point) cells were added.
+
+        A call path absent from a run that completed was not called in it: it ran zero
+        times and took zero time (MPI calls at ``p = 1``). Extra-P's formats need every
+        call path at every point, so exports write those zeros, once per repetition the
+        other call paths have at that point. Points no call path has are not invented."""
+        keys = [CALLPATH, METRIC]
+        series = self.data[keys].drop_duplicates()
+        repetitions = (
+            self.data.groupby(self.parameters, sort=False)[REPETITION].max().rename("count") + 1
+        ).reset_index()
+        grid = series.merge(repetitions, how="cross")
+        measured = self.data[[*keys, *self.parameters]].drop_duplicates()
+        grid = grid.merge(measured, on=[*keys, *self.parameters], how="left", indicator=True)
+        absent = grid[grid["_merge"] == "left_only"].drop(columns="_merge")
+        if absent.empty:
+            return self, 0
+        counts = absent["count"].to_numpy(dtype=int)
+        zeros = absent.loc[absent.index.repeat(counts)].drop(columns="count")
+        zeros[REPETITION] = np.concatenate([np.arange(c) for c in counts])
+        zeros[VALUE] = 0.0
+        data = pd.concat([self.data, zeros[self.data.columns]], ignore_index=True)
+        filled = Experiment(self.parameters, data, self.metrics.values(), source=self.source)
+        return filled, len(absent)
+
     def __len__(self) -> int:
         return len(self.data)
 

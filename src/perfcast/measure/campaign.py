@@ -3,11 +3,15 @@
 :func:`measure` is what ``perfcast measure`` calls. It is safe to call again on the same
 store (``resume``): runs already stored are skipped, runs a killed perfcast left in flight
 are stopped or collected by the backend, and the rest is measured. Failed runs are stored
-with their reason and reported; ``retry_failed`` gives them another round.
+with their reason and reported; ``retry_failed`` gives them another round. Resuming a
+damaged store first recovers every run that can still be read (see
+:mod:`~perfcast.measure.store`); a full file system under the store or its scratch area
+stops the campaign with a message naming it, before anything is stored half.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -21,9 +25,23 @@ from typing import IO
 from perfcast.errors import InputError, PerfcastError
 from perfcast.measure.design import ExperimentPlan, plan_from_spec
 from perfcast.measure.oversubscription import plan_note
-from perfcast.measure.runner import Backend, ExecutionReport, Job, Progress, execute
+from perfcast.measure.runner import (
+    LOW_SPACE_BYTES,
+    Backend,
+    ExecutionReport,
+    Job,
+    Progress,
+    execute,
+)
 from perfcast.measure.spec import BUILD_PLACEHOLDER, AppSpec, expand
-from perfcast.measure.store import FAILED, CampaignStore, StoredRun
+from perfcast.measure.store import (
+    FAILED,
+    CampaignStore,
+    DiskFullError,
+    StoredRun,
+    disk_full_message,
+    free_bytes,
+)
 
 BUILD_LOG_LINES = 30
 """Lines of a failed build's output shown in the error."""
@@ -77,12 +95,14 @@ def scratch_directory(store: Path) -> Path:
 
 
 def perfcast_build_prefix(spec: AppSpec) -> list[str]:
-    """``python -m perfcast build [--counters] [--filter F] --``"""
+    """``python -m perfcast build [--counters] [--filter F [--keep-inlined]] --``"""
     prefix = [sys.executable, "-m", "perfcast", "build"]
     if spec.build is not None and spec.build.counters:
         prefix.append("--counters")
     if spec.build is not None and spec.build.filter is not None:
         prefix += ["--filter", str(spec.build.filter)]
+        if spec.build.keep_inlined:
+            prefix.append("--keep-inlined")
     return [*prefix, "--"]
 
 
@@ -139,10 +159,42 @@ def make_jobs(spec: AppSpec, plan: ExperimentPlan, scratch: Path, skip: set[str]
                 timeout=spec.run.timeout,
                 expect_profiles=spec.build is not None,
                 expect_counters=spec.build is not None and spec.build.counters,
+                expect_cpu_time=spec.build is not None
+                and any(metric.startswith("cpu_time") for metric in spec.metrics),
                 mpirun_args=spec.run.mpirun_args,
             )
         )
     return jobs
+
+
+def check_space(store: Path) -> None:
+    """Refuse to start with the store's or the scratch area's file system (nearly) full:
+    every run would fail for want of space, not for anything the program did."""
+    for path, what in (
+        (store, "the campaign store"),
+        (scratch_directory(store), "the runs' scratch area"),
+    ):
+        free = free_bytes(path)
+        if free is not None and free < LOW_SPACE_BYTES:
+            raise DiskFullError(disk_full_message(path, what, "no run was started"))
+
+
+CPU_TIME_OVERHEAD = (
+    "PERFCAST_CPU_TIME=1 with unfiltered instrumentation: reading the thread CPU clock at "
+    "every instrumented call costs about 4x the run time; build with a taint filter "
+    '([build] filter = "taint-profile.json", or PERFCAST_FILTER) so only the functions '
+    "that matter are measured"
+)
+
+
+def cpu_time_overhead_warning(spec: AppSpec) -> str | None:
+    """The warning for CPU time measured at every function of an unfiltered build (None:
+    CPU time is off, the build is filtered, or perfcast does not build the program)."""
+    if os.environ.get("PERFCAST_CPU_TIME") != "1" or spec.build is None:
+        return None
+    if spec.build.filter is not None or os.environ.get("PERFCAST_FILTER"):
+        return None
+    return CPU_TIME_OVERHEAD
 
 
 def check_program(spec: AppSpec, jobs: Sequence[Job]) -> None:
@@ -193,6 +245,8 @@ def measure(
                 f"{store_path} already holds {stored} runs; pass --resume to continue that "
                 "campaign, or remove the file (or choose another with --store) to start over"
             )
+    if stream is not None and cpu_time_overhead_warning(spec):
+        print(f"warning: {cpu_time_overhead_warning(spec)}", file=stream, flush=True)
     store = CampaignStore.create_or_open(
         store_path,
         name=spec.name,
@@ -200,9 +254,12 @@ def measure(
         metrics=list(spec.metrics),
         spec_path=str(spec.path),
         spec_text=spec.path.read_text(encoding="utf-8") if spec.path.is_file() else None,
+        recover=resume,
     )
     try:
-        store.lock()
+        if store.recovery is not None and stream is not None:
+            print(f"store: {store.recovery.summary()}", file=stream, flush=True)
+        check_space(store_path)
         if build:
             build_program(spec, stream)
         skip = store.finished_keys()

@@ -36,12 +36,16 @@ grids of such groups through the base point.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from perfcast.errors import InputError
+import numpy as np
+
+from perfcast.errors import InputError, PerfcastError
 from perfcast.measure.spec import RANKS, AppSpec, Parameter, format_value
+from perfcast.measure.store import OK, CampaignStore
 from perfcast.taint.campaign import default_profile_path
 from perfcast.taint.interactions import Interactions, interactions
 from perfcast.taint.profile import read_profile
@@ -51,6 +55,16 @@ EXTRAP_LINE_POINTS = 5
 
 PRODUCT_WITNESSES = 3
 """Functions named per product in the taint reduction's note (the rest are counted)."""
+
+MAX_GRID_POINTS = 100_000
+"""Points a full or sparse design may enumerate: 5 parameters with 10 values each, where
+Extra-P asks for 5 values per parameter. Listing them takes a fraction of a second; a
+typo'd range (10^12 points) would otherwise fill memory at hundreds of MB a second."""
+
+MAX_PLAN_RUNS = 100_000
+"""Runs a plan may have (points x repetitions): 28 hours of one-second runs back to back,
+far above the few thousand runs of a real campaign (5 values each of 4 parameters, 5
+repetitions: 3125), so only a typo reaches it."""
 
 Coordinate = tuple[float, ...]
 
@@ -182,16 +196,33 @@ def plan_from_spec(
     path = taint_profile
     if path is None and campaign_profile and default_profile_path(spec).is_file():
         path = default_profile_path(spec)
-    if path is None:
-        return plan
-    base = spec.design.base if plan.kind in ("full", "lines") else {}
-    return reduce_with_taint(
-        plan, spec.parameters, interactions(read_profile(path)), base=base, source=path.name
-    )
+    if path is not None:
+        base = spec.design.base if plan.kind in ("full", "lines") else {}
+        plan = reduce_with_taint(
+            plan, spec.parameters, interactions(read_profile(path)), base=base, source=path.name
+        )
+    runs = len(plan.points) * plan.repetitions
+    if runs > MAX_PLAN_RUNS:
+        raise spec.error(
+            ("run", "repetitions"),
+            f"the {plan.kind} plan has {runs} runs ({len(plan.points)} points x "
+            f"{plan.repetitions} repetitions), more than the limit of {MAX_PLAN_RUNS}; give "
+            "fewer repetitions or values, or a smaller design ([design] kind)",
+        )
+    return plan
 
 
 def _design(spec: AppSpec, kind: str) -> ExperimentPlan:
     parameters = list(spec.parameters)
+    grid = math.prod(len(p.values) for p in parameters)
+    if kind in ("full", "sparse") and grid > MAX_GRID_POINTS:
+        sizes = " x ".join(f"{len(p.values)} {p.name}" for p in parameters if not p.fixed)
+        raise spec.error(
+            ("parameters",),
+            f"the {kind} design has {grid} points ({sizes}), more than the limit of "
+            f"{MAX_GRID_POINTS}; give fewer values, or measure lines: [design] kind = "
+            '"lines" or "cross"',
+        )
     if kind == "full":
         plan = full_factorial(parameters, spec.run.repetitions)
     elif kind == "lines":
@@ -201,7 +232,9 @@ def _design(spec: AppSpec, kind: str) -> ExperimentPlan:
     elif kind == "sparse":
         plan = sparse(parameters, spec.run.repetitions, spec.design.extra_points)
     else:
-        raise InputError(f"unknown design {kind!r}; choose full, lines, cross or sparse")
+        raise spec.error(
+            ("design", "kind"), f"unknown design {kind!r}; choose full, lines, cross or sparse"
+        )
     return plan
 
 
@@ -358,9 +391,100 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+@dataclass(frozen=True)
+class WallTimeEstimate:
+    """Wall time of a plan, one run at a time, estimated from the runs already stored.
+
+    A planned point that was measured takes its stored runs' median; any other point a
+    power law in each varied parameter fitted to the stored runs (their median when too few
+    points were measured for a fit). The timeout only bounds a run; measured runs say what
+    one costs.
+    """
+
+    total: float
+    remaining: float
+    runs_left: int
+    measured: int
+    """Successful stored runs the estimate rests on."""
+    store: Path
+
+    def describe(self) -> str:
+        left = (
+            f"; {self.runs_left} runs left: about {_duration(self.remaining)}"
+            if self.runs_left
+            else "; every run is stored"
+        )
+        return (
+            f"about {_duration(self.total)} wall time one run at a time (from {self.measured} "
+            f"runs stored in {self.store.name}){left}"
+        )
+
+
+def estimate_wall_time(plan: ExperimentPlan, store: Path) -> WallTimeEstimate | None:
+    """The plan's wall time from the successful runs in ``store`` (None: no store, or no
+    run in it at a point of this plan's parameters)."""
+    if not store.is_file():
+        return None
+    try:
+        with CampaignStore.open(store) as opened:
+            runs = opened.runs(OK)
+            stored_keys = opened.finished_keys()
+    except PerfcastError:
+        return None
+    seconds: dict[Coordinate, list[float]] = {}
+    for run in runs:
+        if run.seconds is None or any(name not in run.point for name in plan.parameters):
+            continue
+        point = tuple(float(run.point[name]) for name in plan.parameters)
+        seconds.setdefault(point, []).append(run.seconds)
+    if not seconds:
+        return None
+    predict = _run_time_model(plan.parameters, seconds)
+    total = remaining = 0.0
+    runs_left = 0
+    for planned in plan.runs():
+        point = tuple(float(planned.point[name]) for name in plan.parameters)
+        estimate = predict(point)
+        total += estimate
+        if planned.key not in stored_keys:
+            remaining += estimate
+            runs_left += 1
+    measured = sum(len(values) for values in seconds.values())
+    return WallTimeEstimate(total, remaining, runs_left, measured, store)
+
+
+def _run_time_model(
+    parameters: Sequence[str], seconds: Mapping[Coordinate, list[float]]
+) -> Callable[[Coordinate], float]:
+    """Seconds of one run at a point: the median of its stored runs, else a power law
+    ``c * prod(x_i^e_i)`` least-squares fitted in log space to the stored points' medians."""
+    medians = {point: float(np.median(values)) for point, values in seconds.items()}
+    varied = [
+        i
+        for i in range(len(parameters))
+        if len({point[i] for point in medians}) > 1 and all(point[i] > 0 for point in medians)
+    ]
+    fallback = float(np.median(list(medians.values())))
+    coefficients = None
+    if len(medians) > len(varied) and varied:
+        design = np.array([[1.0, *(np.log(point[i]) for i in varied)] for point in medians])
+        target = np.log(np.maximum(list(medians.values()), 1e-9))
+        coefficients = np.linalg.lstsq(design, target, rcond=None)[0]
+
+    def predict(point: Coordinate) -> float:
+        if point in medians:
+            return medians[point]
+        if coefficients is None or any(point[i] <= 0 for i in varied):
+            return fallback
+        row = np.array([1.0, *(np.log(point[i]) for i in varied)])
+        return float(np.exp(row @ coefficients))
+
+    return predict
+
+
 def describe_plan(spec: AppSpec, plan: ExperimentPlan) -> str:
     """What ``perfcast design`` prints: the design, the points and the cost."""
-    full = full_factorial(list(spec.parameters), plan.repetitions)
+    full_points = math.prod(len(p.values) for p in spec.parameters)  # never listed
     cost = plan.cost(expected_seconds=spec.run.expected_seconds, timeout=spec.run.timeout)
     lines_out = [
         f"design: {plan.kind} over {', '.join(plan.varied) or 'no varied parameter'}"
@@ -372,10 +496,13 @@ def describe_plan(spec: AppSpec, plan: ExperimentPlan) -> str:
         plan.table(),
         f"cost: {cost.describe()}; {plan.repetitions} repetitions per point",
     ]
-    if len(plan.points) < len(full.points):
-        saved = len(full.points) - len(plan.points)
+    wall = estimate_wall_time(plan, spec.store)
+    if wall is not None:
+        lines_out.append(f"time: {wall.describe()}")
+    if len(plan.points) < full_points:
+        saved = full_points - len(plan.points)
         lines_out.append(
-            f"saves {saved} of {len(full.points)} points of the full factorial design "
+            f"saves {saved} of {full_points} points of the full factorial design "
             f"({saved * plan.repetitions} runs)"
         )
     lines_out += [f"note: {note}" for note in plan.notes]

@@ -4,9 +4,17 @@ Each run is started in a session of its own. Open MPI puts every rank into its o
 process group (inside mpirun's session), so killing mpirun's group alone can leave ranks
 running; on a timeout the backend therefore sends SIGTERM to mpirun (which forwards it to
 its ranks) and, after :data:`KILL_GRACE` seconds, SIGKILL to every process left in the
-session. The session id and the leader's start time are what the store keeps for a run
-in flight, so a campaign resumed after perfcast itself was killed can find that run's
-processes and stop them before measuring it again.
+session. A run is stored as in flight *before* mpirun starts, with this host's name and a
+random token that mpirun finds in its environment (:data:`RUN_TOKEN_VARIABLE`; its ranks
+inherit it); once mpirun runs, the session id and the leader's start time are added. A
+campaign resumed after perfcast itself was killed — even between starting mpirun and
+learning its process id — thus finds that run's processes (by session, and by token) and
+stops them before measuring the run again: an orphan left running would share the cores
+with the new run and inflate its time.
+
+Fault injection: with ``PERFCAST_TEST_KILL_AFTER_SPAWN=1`` in its environment perfcast
+SIGKILLs itself right after starting the first mpirun, before it records the session —
+the window the token covers (tests/test_store_durability.py uses it).
 
 Runs go one at a time by default: runs that share the machine disturb each other's
 timings.
@@ -21,11 +29,14 @@ last runs).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +44,7 @@ from typing import Any
 
 from perfcast.errors import PerfcastError
 from perfcast.measure.runner import PROFILE_DIR_VARIABLE, Backend, Job, finished_record
-from perfcast.measure.store import InflightRun, RunRecord
+from perfcast.measure.store import DiskFullError, InflightRun, RunRecord, disk_full_message
 
 KILL_GRACE = 5.0
 """Seconds between SIGTERM and SIGKILL when a run is stopped."""
@@ -42,6 +53,13 @@ POLL_INTERVAL = 0.05
 RUNTIME_VARIABLES = ("PERFCAST_CPU_TIME", "PERFCAST_FILTER")
 """Settings of the measurement runtime (``measure/README.md``) that reach every rank when
 set in perfcast's environment (mpirun ``-x``; exported in a Slurm run script)."""
+RUN_TOKEN_VARIABLE = "PERFCAST_RUN_TOKEN"
+"""Environment variable that marks every process of one run (a fresh random token per
+attempt), so the processes can be found after perfcast died without knowing their ids."""
+KILL_AFTER_SPAWN_VARIABLE = "PERFCAST_TEST_KILL_AFTER_SPAWN"
+"""Fault injection for tests: perfcast SIGKILLs itself right after starting mpirun."""
+ORPHAN_WAIT = 10.0
+"""Seconds :meth:`LocalBackend.recover` waits for the processes it killed to be gone."""
 
 
 def available_cores() -> int:
@@ -124,16 +142,22 @@ class LocalBackend(Backend):
         return started
 
     def _start(self, job: Job) -> dict[str, Any]:
-        if job.directory.exists():
-            shutil.rmtree(job.directory)
-        job.profile_dir.mkdir(parents=True)
-        env = dict(os.environ, **{PROFILE_DIR_VARIABLE: str(job.profile_dir)})
+        handle: dict[str, Any] = {"host": socket.gethostname(), "token": uuid.uuid4().hex}
+        if self.announce is not None:
+            self.announce(job, handle)
+        env = dict(
+            os.environ,
+            **{PROFILE_DIR_VARIABLE: str(job.profile_dir), RUN_TOKEN_VARIABLE: handle["token"]},
+        )
         command = mpirun_command(job, mpirun=self.mpirun, cores=self.cores)
-        with (
-            open(job.directory / "stdout", "wb") as out,
-            open(job.directory / "stderr", "wb") as err,
-        ):
-            try:
+        try:
+            if job.directory.exists():
+                shutil.rmtree(job.directory)
+            job.profile_dir.mkdir(parents=True)
+            with (
+                open(job.directory / "stdout", "wb") as out,
+                open(job.directory / "stderr", "wb") as err,
+            ):
                 process = subprocess.Popen(
                     command,
                     cwd=job.cwd,
@@ -143,11 +167,19 @@ class LocalBackend(Backend):
                     stderr=err,
                     start_new_session=True,
                 )
-            except OSError as exc:
-                raise PerfcastError(f"cannot start {command[0]}: {exc}") from None
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise DiskFullError(
+                    disk_full_message(
+                        job.directory, "the runs' scratch area", f"run {job.key} was not started"
+                    )
+                ) from None
+            raise PerfcastError(f"cannot start {command[0]}: {exc}") from None
+        if os.environ.get(KILL_AFTER_SPAWN_VARIABLE) == "1":
+            os.kill(os.getpid(), signal.SIGKILL)
         now = time.time()
         self._running.append(_Running(job, process, now, time.monotonic() + job.timeout))
-        return {"session": process.pid, "start_ticks": _start_ticks(process.pid)}
+        return {**handle, "session": process.pid, "start_ticks": _start_ticks(process.pid)}
 
     def running(self) -> int:
         return len(self._running)
@@ -191,17 +223,70 @@ class LocalBackend(Backend):
         return process.wait()
 
     def recover(self, inflight: Sequence[InflightRun], jobs: dict[str, Job]) -> list[Job]:
-        """Stop what a killed perfcast left running; all of it is measured again."""
-        for entry in inflight:
-            session = entry.handle.get("session")
-            if isinstance(session, int):
-                kill_session(session, signal.SIGKILL, since=entry.handle.get("start_ticks"))
-        return []
+        """Stop what a killed perfcast left running; all of it is measured again.
+
+        Each run's processes are found by its session and by the token in their
+        environment (a run recorded before its mpirun's id was known has only the token),
+        and the backend waits until they are gone, so no orphan shares the cores with the
+        runs measured next. Runs started on another host cannot be stopped from here.
+        """
+        host = socket.gethostname()
+        elsewhere = sorted(
+            {str(e.handle["host"]) for e in inflight if e.handle.get("host", host) != host}
+        )
+        if elsewhere:
+            raise PerfcastError(
+                f"runs of this campaign were in flight on host {elsewhere[0]} when perfcast "
+                f"stopped; resume there (this host, {host}, cannot stop their processes)"
+            )
+        deadline = time.monotonic() + ORPHAN_WAIT
+        while True:
+            killed = 0
+            for entry in inflight:
+                killed += _kill_run(entry.handle)
+            if not killed or time.monotonic() > deadline:
+                return []
+            time.sleep(POLL_INTERVAL)
 
     def shutdown(self) -> None:
         for entry in self._running:
             self._stop(entry.process)
         self._running.clear()
+
+
+def _kill_run(handle: Mapping[str, Any]) -> int:
+    """SIGKILL every live process of the run ``handle`` describes; how many there were."""
+    count = 0
+    session = handle.get("session")
+    if isinstance(session, int):
+        count += kill_session(session, signal.SIGKILL, since=handle.get("start_ticks"))
+    token = handle.get("token")
+    if isinstance(token, str):
+        for pid in processes_with_token(token):
+            fields = _stat(pid)
+            if fields is not None:
+                count += kill_session(int(fields[3]), signal.SIGKILL, since=int(fields[19]))
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                count += 1
+    return count
+
+
+def processes_with_token(token: str) -> list[int]:
+    """Live processes whose environment carries ``token`` as :data:`RUN_TOKEN_VARIABLE`."""
+    marker = f"{RUN_TOKEN_VARIABLE}={token}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environment = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        fields = _stat(int(entry.name))
+        if fields is not None and fields[0] != "Z" and marker in environment.split(b"\0"):
+            found.append(int(entry.name))
+    return found
 
 
 def _stat(pid: int) -> list[str] | None:

@@ -12,17 +12,22 @@ of computation (``PERFCAST_CPU_TIME=1``) stays true, since a waiting rank uses n
 
 Every stored run keeps its ranks and the cores it had (``runs.ranks``/``runs.cores``, from
 :meth:`~perfcast.measure.runner.Backend.cores_for`). :func:`plan_note` warns before a
-campaign runs; :func:`oversubscription` finds such runs in a store, for ``perfcast model``.
+campaign runs; :func:`oversubscription` finds such runs in a store, for ``perfcast model``,
+which names the models fitted on their wall time (:func:`shared_core_models`) and records
+them in the model file, so that ``perfcast predict`` can say so next to each prediction
+(:func:`models_note`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment, Metric
 from perfcast.measure.spec import RANKS
 from perfcast.measure.store import OK, open_store
+from perfcast.modeling.provenance import SharedCores
 
 CONSEQUENCE = (
     "time at those points includes waiting for a core, MPI time most (a collective waits "
@@ -32,6 +37,11 @@ REMEDY = (
     "the CPU time of computation stays usable (metric cpu_time, measured with "
     "PERFCAST_CPU_TIME=1); for communication, measure where each rank has a core of its "
     "own (e.g. --backend slurm)"
+)
+MODEL_REMEDY = (
+    "fit CPU time instead (metrics cpu_time and cpu_time_inclusive, measured with "
+    "PERFCAST_CPU_TIME=1; effort priors fit it with --time-metric cpu_time), or measure "
+    "where each rank has a core of its own (e.g. --backend slurm)"
 )
 EFFORT_CAVEAT = (
     "the MPI laws of --priors effort (Table I) assume one rank per core: fitted to these "
@@ -108,6 +118,55 @@ def oversubscription(store_path: str | Path) -> Oversubscription | None:
         stored=len(runs),
         ranks_on={cores: tuple(sorted(counts)) for cores, counts in sorted(ranks_on.items())},
         unknown=sum(1 for run in runs if run.ranks is None or run.cores is None),
+    )
+
+
+def is_wall_time(metric: Metric) -> bool:
+    """Whether waiting for a core counts in ``metric``: every time in seconds but the
+    thread CPU time (``cpu_time``, ``cpu_time_inclusive`` and their ``:max``)."""
+    return metric.unit == "s" and not metric.name.startswith("cpu_time")
+
+
+def shared_core_models(
+    experiment: Experiment, shared: Oversubscription, ranks_parameter: str = RANKS
+) -> SharedCores:
+    """The (call path, metric) pairs of ``experiment`` whose wall time was measured, at
+    least in part, by runs with more ranks than cores. When the ranks are not a parameter
+    of the experiment, every run had the same rank count, so all of them shared cores."""
+    wall = [name for name, metric in experiment.metrics.items() if is_wall_time(metric)]
+    rows = experiment.data[experiment.data[METRIC].isin(wall)]
+    if ranks_parameter in experiment.parameters:
+        counts = {ranks for over in shared.ranks_on.values() for ranks in over}
+        rows = rows[rows[ranks_parameter].isin(counts)]
+    pairs = rows[[CALLPATH, METRIC]].drop_duplicates().itertuples(index=False)
+    return SharedCores(
+        ranks_parameter=ranks_parameter,
+        ranks_on=dict(shared.ranks_on),
+        models=frozenset((str(callpath), str(metric)) for callpath, metric in pairs),
+    )
+
+
+def models_note(
+    models: Collection[tuple[str, str]], shared: SharedCores, *, predicted: bool = False
+) -> str:
+    """Which of ``models`` rest on wall time of runs that shared cores, and what to do;
+    ``predicted`` words it for ``perfcast predict``."""
+    named = sorted(models)
+    shown = ", ".join(f"{metric} of {callpath}" for callpath, metric in named[:3])
+    if len(named) > 3:
+        shown += f" and {len(named) - 3} more"
+    plural = len(named) != 1
+    extrapolating = "extrapolating them predicts" if plural else "extrapolating it predicts"
+    if predicted:
+        extrapolating = "these predictions extrapolate"
+    count = f"{len(named)} {'predicted ' if predicted else ''}{'models' if plural else 'model'}"
+    return (
+        f"{count} ({shown}) {'rest' if plural else 'rests'} on wall time of runs with more "
+        "ranks than cores "
+        f"({_places(shared.ranks_on)}): {'their' if plural else 'its'} growth includes "
+        "waiting for a core, so "
+        f"{extrapolating} the scheduler of that machine, not the program. "
+        f"{_capital(MODEL_REMEDY)}"
     )
 
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath
 from perfcast.experiment.experiment import Experiment, Metric, Row
+from perfcast.report.names import name_list
 
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, FORMAT_VERSION)
@@ -296,7 +297,7 @@ def _directory_profiles(directory: Path) -> list[RankProfile]:
 
 def check_run(profiles: Sequence[RankProfile], source: str | Path) -> list[RankProfile]:
     """``profiles`` sorted by rank, if they are every rank of one run; InputError naming
-    ``source`` if ranks are missing or runs are mixed. Warns about unmatched filter names."""
+    ``source`` if ranks are missing or runs are mixed."""
     directory = Path(source)
     if not profiles:
         raise InputError("no perfcast profiles in this run", path=directory)
@@ -319,14 +320,44 @@ def check_run(profiles: Sequence[RankProfile], source: str | Path) -> list[RankP
             "fix the failure and run it again",
             path=directory,
         )
-    for profile in profiles:
-        if profile.unmatched_filter and profile.rank == 0:
-            warnings.warn(
-                f"{profile.path}: filter entries that match no function in {profile.program}, "
-                f"so they were not measured: {', '.join(profile.unmatched_filter)}",
-                stacklevel=3,
-            )
     return list(profiles)
+
+
+class UnmatchedFilterWarning(UserWarning):
+    """Filter entries that named no function of the measured program."""
+
+
+SHOWN_UNMATCHED = 8
+"""How many unmatched filter entries the note names; the rest are counted."""
+
+
+def _warn_unmatched(runs: Sequence[Sequence[RankProfile]]) -> None:
+    """One note for all ``runs``: the filter entries that matched no function.
+
+    Every run of a campaign has the same program and filter, so a note per run would repeat
+    one fact (60 times for LULESH's inlined kernels). The note is a summary; ``perfcast
+    build --filter`` names every such function once, when it links the program.
+    """
+    unmatched: dict[str, set[str]] = {}
+    affected = 0
+    for profiles in runs:
+        in_run = {name for profile in profiles for name in profile.unmatched_filter}
+        affected += bool(in_run)
+        if in_run:
+            unmatched.setdefault(profiles[0].program, set()).update(in_run)
+    if not unmatched:
+        return
+    parts = []
+    for program, names in sorted(unmatched.items()):
+        listed = name_list(sorted(names), shown=SHOWN_UNMATCHED)
+        parts.append(f"{len(names)} in {program} ({listed})")
+    warnings.warn(
+        f"filter entries that match no function, so they were not measured (inlined into "
+        f"their callers, or not in the program; perfcast build --filter lists them, and "
+        f"--keep-inlined keeps them), in {affected} of {len(runs)} run(s): {'; '.join(parts)}",
+        UnmatchedFilterWarning,
+        stacklevel=3,
+    )
 
 
 def _run_rows(profiles: Sequence[RankProfile], point: Sequence[float]) -> Iterator[Row]:
@@ -376,6 +407,7 @@ def combine_runs(runs: Iterable[tuple[Mapping[str, float], RunSource]]) -> Exper
         raise InputError("no runs given to combine")
     parameters = list(runs[0][0])
     rows: list[Row] = []
+    checked: list[list[RankProfile]] = []
     for values, run in runs:
         name = str(run) if isinstance(run, str | Path) else _describe(run)
         if sorted(values) != sorted(parameters):
@@ -388,7 +420,9 @@ def combine_runs(runs: Iterable[tuple[Mapping[str, float], RunSource]]) -> Exper
             profiles = _directory_profiles(Path(run))
         else:
             profiles = check_run(run, name)
+        checked.append(profiles)
         rows += _run_rows(profiles, point)
+    _warn_unmatched(checked)
     first = runs[0][1]
     source = str(first) if isinstance(first, str | Path) else _describe(first)
     return Experiment.from_rows(parameters, rows, _metrics(), source=source)

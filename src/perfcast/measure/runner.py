@@ -19,14 +19,22 @@ import signal
 import sys
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
+from perfcast.errors import InputError
 from perfcast.measure.design import PlannedRun
-from perfcast.measure.profiles import without_counters
-from perfcast.measure.store import CampaignStore, InflightRun, RunRecord
+from perfcast.measure.profiles import parse_rank_profile, without_counters
+from perfcast.measure.store import (
+    CampaignStore,
+    DiskFullError,
+    InflightRun,
+    RunRecord,
+    disk_full_message,
+    free_bytes,
+)
 
 PROFILE_DIR_VARIABLE = "PERFCAST_PROFILE_DIR"
 """Where the perfcast runtime writes one ``rank-N.pcprof`` per process (see
@@ -52,7 +60,18 @@ Stored as ``ok``, such a run would read as a campaign without counts, and
 ``perfcast model --priors effort`` would quietly model every call path classically; the
 usual cause is a ``make`` that found the binary of an earlier light build up to date."""
 
-BUILD_FAILURES = (MISSING_COUNTERS,)
+MISSING_CPU_TIME = (
+    "the runs have no metric cpu_time, which [metrics] collect names: the runtime measures "
+    "CPU time only with PERFCAST_CPU_TIME=1 in perfcast measure's environment; measure again "
+    "with it (PERFCAST_CPU_TIME=1 perfcast measure --resume --retry-failed), or remove cpu_time "
+    "from [metrics] collect"
+)
+"""Why a run fails whose campaign collects ``cpu_time`` while its ranks did not measure it.
+
+Stored as ``ok``, every run would lack a metric the campaign declares, and this would only
+show when the campaign is read; the first run tells."""
+
+BUILD_FAILURES = (MISSING_COUNTERS, MISSING_CPU_TIME)
 """Failures of the build, not of the run: every run of the same binary repeats them. Such a
 run is stored as failed without a retry, and :func:`execute` starts no further runs (the
 runs already started finish and are stored), so nothing measured is lost and no time is
@@ -76,6 +95,8 @@ class Job:
     mpirun_args: tuple[str, ...] = ()
     expect_counters: bool = False
     """The campaign asks for effort counters, so every profile must have them."""
+    expect_cpu_time: bool = False
+    """The campaign collects ``cpu_time``, so every profile must have measured it."""
 
     @property
     def key(self) -> str:
@@ -98,10 +119,20 @@ class Job:
         return replace(self, attempt=self.attempt + 1)
 
 
+LOW_SPACE_BYTES = 256 * 1024
+"""Free bytes below which a file system counts as full: a run that failed while its scratch
+area had less than this failed for want of space, not for a fault of its own."""
+
+
 class Backend(abc.ABC):
     """Starts jobs and reports them when they finish."""
 
     name: str
+    announce: Callable[[Job, dict[str, Any]], None] | None = None
+    """Set by :func:`execute`: records a job as in flight. A backend that can call it before
+    it starts the job's processes does, with what finds those processes again (a token in
+    their environment, the host), so a perfcast killed between starting a run and learning
+    its process id still leaves a trace that lets ``--resume`` stop the orphan."""
 
     @abc.abstractmethod
     def submit(self, jobs: Sequence[Job]) -> list[tuple[Job, dict[str, Any]]]:
@@ -175,7 +206,22 @@ def failure_reason(
         )
     if job.expect_counters and without_counters(profiles):
         return MISSING_COUNTERS
+    if job.expect_cpu_time and _without_cpu_time(profiles):
+        return MISSING_CPU_TIME
     return None
+
+
+def _without_cpu_time(profiles: dict[str, bytes]) -> bool:
+    """Whether a profile of the run was written by ranks that did not measure CPU time (a
+    profile that does not parse is left to the reader, which names the line at fault)."""
+    for name, content in profiles.items():
+        try:
+            profile = parse_rank_profile(content.decode("utf-8", errors="replace"), name)
+        except InputError:
+            continue
+        if not profile.cpu_time:
+            return True
+    return False
 
 
 def _signal_name(number: int) -> str:
@@ -354,6 +400,9 @@ def execute(
     report = ExecutionReport()
     progress = progress or Progress(len(queue) + len(recovered), stream=None)
     by_key = {job.key: job for job in [*queue, *recovered]}
+    backend.announce = lambda job, handle: store.mark_inflight(
+        job.key, job.attempt, backend.name, handle
+    )
     try:
         while (queue and report.stopped is None) or backend.running():
             if queue and report.stopped is None:
@@ -366,6 +415,16 @@ def execute(
                 continue
             for record in backend.wait():
                 job = by_key[record.key]
+                if not record.ok and _out_of_space(job.directory):
+                    # not the run's fault: it stays in flight, and --resume measures it again
+                    raise DiskFullError(
+                        disk_full_message(
+                            job.directory,
+                            "the runs' scratch area",
+                            f"run {job.key} could not write its results, so it is not stored "
+                            "and is measured again",
+                        )
+                    )
                 if record.ok:
                     store.record(record)
                     report.succeeded += 1
@@ -392,3 +451,8 @@ def execute(
     report.not_started = len(queue)
     progress.finish()
     return report
+
+
+def _out_of_space(directory: Path) -> bool:
+    free = free_bytes(directory)
+    return free is not None and free < LOW_SPACE_BYTES

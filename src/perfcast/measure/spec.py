@@ -16,6 +16,7 @@ this object instead of its own command-line flags. The format::
     # command = "make CC='{perfcast_build} mpicc'"   # ... or a build command
     counters = false                      # perfcast build --counters
     filter = "relevant.txt"               # perfcast build --filter
+    keep_inlined = false                  # perfcast build --keep-inlined
 
     [run]
     command = "./jacobi {size} {iterations}"   # {name} placeholders; p is the rank count
@@ -35,6 +36,11 @@ this object instead of its own command-line flags. The format::
     [metrics]
     collect = ["time", "visits"]          # empty or absent: every metric
 
+The run command is split into words as a shell would (quotes, backslashes) but never run by
+one; its placeholders are plain ``{name}``, without format specs or conversions. Numbers are
+finite and at most 2^53, and repetitions, retries and the size of the design are bounded
+(``MAX_*`` here and in design.py), so a typo is refused instead of planned.
+
 tomllib reports syntax errors with a line but gives no line numbers for keys, so
 :class:`KeyLines` finds them in the source text; every validation error names the file,
 the line and the dotted key, and says what would be accepted.
@@ -43,8 +49,10 @@ the line and the dotted key, and says what would be accepted.
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import re
+import shlex
 import string
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -70,8 +78,20 @@ DEFAULT_RETRIES = 1
 clash between two mpiruns) without hiding a program that fails every time."""
 MAX_VALUES_PER_RANGE = 10_000
 """A range producing more values than this is almost certainly a typo in ``stop``."""
+MAX_NUMBER = 2**53
+"""The largest magnitude a number in the spec may have. Parameter values become floats (the
+modeler fits in double precision), and beyond 2^53 whole numbers stop being exact: two
+values of the spec could run as the same point. No rank count, size or timeout comes near."""
+MAX_REPETITIONS = 1_000
+"""Repetitions per point. Medians settle within a few dozen repetitions; a thousand is
+beyond any campaign and keeps a typo (``1000000000``) from planning a billion runs."""
+MAX_RETRIES = 100
+"""Extra attempts for a failed run: a run failing a hundred times is not transient."""
 
-PARAMETER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PARAMETER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""A C-like identifier; matched with ``fullmatch`` (``$`` would let a trailing newline in)."""
+RESERVED_NAMES = frozenset({"callpath", "metric", "repetition", "value"})
+"""Column names of the measurement table, so no parameter may take them."""
 BUILD_PLACEHOLDER = "perfcast_build"
 """``{perfcast_build}`` in a build command expands to the ``perfcast build [options] --``
 prefix, so ``make CC='{perfcast_build} mpicc'`` gets the spec's counters and filter."""
@@ -101,6 +121,9 @@ class BuildSpec:
     command: str | None = None
     counters: bool = False
     filter: Path | None = None
+    keep_inlined: bool = False
+    """``perfcast build --keep-inlined``: the filter's functions that -O2 would inline stay
+    out of line, so they are measured (costs nothing measurable on LULESH)."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +174,15 @@ class AppSpec:
     design: DesignSpec = field(default_factory=DesignSpec)
     metrics: tuple[str, ...] = ()
     slurm: SlurmSpec = field(default_factory=SlurmSpec)
+    key_lines: KeyLines | None = field(default=None, compare=False, repr=False)
+    """Where each key is in the file, so later stages can point at it (:meth:`error`)."""
+
+    def error(self, key_path: Sequence[str], message: str) -> InputError:
+        """An InputError naming this spec's file, the line of ``key_path`` and the key: for
+        stages after loading (the design) that refuse what a key asks for."""
+        line = self.key_lines.line(key_path) if self.key_lines is not None else None
+        prefix = f"{_dotted(key_path)}: " if key_path else ""
+        return InputError(prefix + message, path=self.path, line=line)
 
     @property
     def varied(self) -> list[str]:
@@ -266,6 +298,29 @@ class _Checker:
         if not ok:
             names = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
             raise self.error(key, f"must be {names}, not {_kind(value)} {value!r}")
+        if isinstance(value, str):
+            self.text(key, value)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            self.number(key, value)
+        return value
+
+    def number(self, key: str, value: float) -> float:
+        """``value`` if it is finite and within :data:`MAX_NUMBER`: ``nan`` compares false
+        with everything, so it would slip through every bound checked after it."""
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.error(key, f"must be a finite number, not {value}")
+        if abs(value) > MAX_NUMBER:
+            digits = f"a {len(str(value))}-digit number"
+            shown = f"{value:.6g}" if isinstance(value, float) else digits
+            raise self.error(
+                key, f"{shown} is too large: numbers in the spec are at most 2^53 = {MAX_NUMBER}"
+            )
+        return value
+
+    def text(self, key: str, value: str) -> str:
+        """``value`` unless it holds a NUL character, which no path or command can carry."""
+        if "\x00" in value:
+            raise self.error(key, f"contains a NUL character: {value!r}")
         return value
 
     def require(self, key: str, kind: type | tuple[type, ...]) -> Any:
@@ -273,11 +328,21 @@ class _Checker:
             raise self.error(None, f"the key {_dotted((*self.path, key))!r} is required")
         return self.get(key, kind)
 
-    def positive(self, key: str, default: float, *, integer: bool = False, zero: bool = False):
+    def positive(
+        self,
+        key: str,
+        default: float,
+        *,
+        integer: bool = False,
+        zero: bool = False,
+        limit: float | None = None,
+    ):
         value = self.get(key, int if integer else float, default)
-        if value < 0 or (value == 0 and not zero) or not math.isfinite(value):
+        if value < 0 or (value == 0 and not zero):
             bound = ">= 0" if zero else "> 0"
             raise self.error(key, f"must be {bound}, not {value!r}")
+        if limit is not None and value > limit:
+            raise self.error(key, f"{value} is more than the limit of {limit}")
         return value
 
     def strings(self, key: str) -> tuple[str, ...]:
@@ -285,6 +350,7 @@ class _Checker:
         for item in value:
             if not isinstance(item, str):
                 raise self.error(key, f"must be a list of strings; {item!r} is {_kind(item)}")
+            self.text(key, item)
         return tuple(value)
 
     def table(self, key: str) -> _Checker | None:
@@ -324,7 +390,9 @@ def _kind(value: Any) -> str:
 
 
 def _dotted(path: Sequence[str]) -> str:
-    return ".".join(path)
+    """``run.command``; a key that is not bare is quoted (``parameters."size\\n"``), so
+    an error naming it stays on one line."""
+    return ".".join(k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k) for k in path)
 
 
 def _table_name(path: Sequence[str]) -> str:
@@ -371,6 +439,11 @@ def parse_spec(text: str, path: str | Path = SPEC_NAME) -> AppSpec:
             line = max(1, len(text.splitlines()))
         message = message.replace(" (at end of document)", " at the end of the file")
         raise InputError(f"not valid TOML: {message}", path=path, line=line) from None
+    except ValueError as exc:  # Python refuses to read integers of more than 4300 digits
+        long_number = re.search(r"\d{1000,}", text)
+        line = text.count("\n", 0, long_number.start()) + 1 if long_number else None
+        reason = str(exc).split(";")[0]  # not Python's advice on raising the limit
+        raise InputError(f"not a usable number: {reason}", path=path, line=line) from None
     source = _Source(path, KeyLines(text))
     top = _Checker(source, data, ())
     base_dir = path.resolve().parent
@@ -404,6 +477,7 @@ def parse_spec(text: str, path: str | Path = SPEC_NAME) -> AppSpec:
         design=design,
         metrics=metrics,
         slurm=slurm,
+        key_lines=source.lines,
     )
 
 
@@ -421,7 +495,7 @@ def _parameters(table: _Checker | None, source: _Source) -> list[Parameter]:
     parameters = []
     for name, raw in table.data.items():
         table.used.add(name)
-        if not PARAMETER_NAME.match(name) or name in {"callpath", "metric", "repetition", "value"}:
+        if not PARAMETER_NAME.fullmatch(name) or name in RESERVED_NAMES:
             raise table.error(
                 name,
                 f"{name!r} is not a usable parameter name: use a C-like identifier "
@@ -458,7 +532,8 @@ def _values(table: _Checker, name: str, raw: Any) -> tuple[float, ...]:
     for value in values:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise table.error(name, f"values must be numbers; {value!r} is {_kind(value)}")
-        if not math.isfinite(value) or value <= 0:
+        table.number(name, value)
+        if value <= 0:
             raise table.error(
                 name, f"values must be positive (PMNF takes powers and logarithms), not {value}"
             )
@@ -521,6 +596,11 @@ def _build(table: _Checker | None) -> BuildSpec | None:
     if command:
         _check_placeholders(table, "command", command, {BUILD_PLACEHOLDER})
     filter_name = table.get("filter", str)
+    keep_inlined = table.get("keep_inlined", bool, False)
+    if keep_inlined and not filter_name:
+        raise table.error(
+            "keep_inlined", "keeps the filter's functions out of line: it needs build.filter"
+        )
     spec = BuildSpec(
         sources=sources,
         compiler=table.get("compiler", str, "mpicc"),
@@ -529,6 +609,7 @@ def _build(table: _Checker | None) -> BuildSpec | None:
         command=command,
         counters=table.get("counters", bool, False),
         filter=(table.source.path.resolve().parent / filter_name) if filter_name else None,
+        keep_inlined=keep_inlined,
     )
     table.finish()
     return spec
@@ -541,6 +622,7 @@ def _run(
         raise top.error("run", 'the app spec needs a [run] table with command = "..."')
     command = table.require("command", str)
     used = _check_placeholders(table, "command", command, set(names))
+    _check_words(table, "command", command, parameters)
     for parameter in parameters:
         if parameter.fixed or parameter.name == RANKS or parameter.name in used:
             continue
@@ -554,9 +636,13 @@ def _run(
         raise table.error("expected_seconds", f"must be > 0, not {expected}")
     spec = RunSpec(
         command=command,
-        repetitions=table.positive("repetitions", DEFAULT_REPETITIONS, integer=True),
+        repetitions=table.positive(
+            "repetitions", DEFAULT_REPETITIONS, integer=True, limit=MAX_REPETITIONS
+        ),
         timeout=float(table.positive("timeout", DEFAULT_TIMEOUT)),
-        retries=table.positive("retries", DEFAULT_RETRIES, integer=True, zero=True),
+        retries=table.positive(
+            "retries", DEFAULT_RETRIES, integer=True, zero=True, limit=MAX_RETRIES
+        ),
         mpirun_args=table.strings("mpirun_args"),
         expected_seconds=expected,
     )
@@ -565,18 +651,59 @@ def _run(
 
 
 def _check_placeholders(table: _Checker, key: str, command: str, known: set[str]) -> set[str]:
-    """The ``{name}`` fields of a command; unknown names and bad braces are errors."""
+    """The ``{name}`` fields of a command, checked as fully as :func:`expand` will use them.
+
+    Unknown names and bad braces are errors, and so are format specs and conversions
+    (``{size:d}``, ``{size!r}``): perfcast writes each value itself (``4``, not ``4.0``),
+    so they could only fail or pad (``{size:>1000000000}``) when ``measure`` runs, long
+    after ``design`` accepted the spec.
+    """
     try:
-        fields = [f for _, f, _, _ in string.Formatter().parse(command) if f is not None]
+        parsed = list(string.Formatter().parse(command))
     except ValueError as exc:
         raise table.error(
             key, f"bad placeholder in {command!r}: {exc}; write literal braces as {{{{ and }}}}"
         ) from None
-    for name in fields:
+    fields = set()
+    for _, name, format_spec, conversion in parsed:
+        if name is None:
+            continue
         if name not in known:
             choices = ", ".join(f"{{{k}}}" for k in sorted(known)) or "none"
-            raise table.error(key, f"unknown placeholder {{{name}}} (known: {choices})")
-    return set(fields)
+            shown = _printable("{" + name + "}")
+            raise table.error(key, f"unknown placeholder {shown} (known: {choices})")
+        if format_spec or conversion is not None:
+            written = "{" + name + (f"!{conversion}" if conversion else "")
+            written += (f":{format_spec}" if format_spec else "") + "}"
+            raise table.error(
+                key,
+                f"{_printable(written)}: write {{{name}}} without a format or conversion; "
+                "perfcast writes the value itself (4, not 4.0)",
+            )
+        fields.add(name)
+    return fields
+
+
+def _printable(text: str) -> str:
+    """``text``, or its repr if it holds a newline or another control character: an error
+    message stays one line."""
+    return text if text.isprintable() else repr(text)
+
+
+def _check_words(table: _Checker, key: str, command: str, parameters: list[Parameter]) -> None:
+    """The run command splits into words the way ``measure`` splits it (shell quoting, no
+    shell): an unbalanced quote or an empty command is refused now, not at the first run."""
+    example = expand(command, {p.name: p.values[0] for p in parameters})
+    try:
+        words = shlex.split(example)
+    except ValueError as exc:
+        raise table.error(
+            key,
+            f"cannot split {command!r} into words ({exc}); quote as a shell does: "
+            "close every ' and \", or escape it with \\",
+        ) from None
+    if not words:
+        raise table.error(key, "the run command is empty; give the program to run")
 
 
 def _design(table: _Checker | None, parameters: list[Parameter]) -> DesignSpec:

@@ -11,8 +11,17 @@ Identity: a run is its point and repetition (``key``, e.g. ``p=4,size=128#2``), 
 the ``runs`` table, so resuming can never store a run twice. Failed attempts that were
 retried are kept in ``attempts``, so nothing that happened is silently dropped. Runs that
 were started but not finished are listed in ``inflight`` with what the backend needs to
-find them again (a process id, a Slurm job), so a resumed campaign can clean up or
-collect them.
+find them again (the local backend records a run there before it starts it: a token in
+the run's environment and the host, then its session; a Slurm job), so a resumed campaign
+can clean up or collect them.
+
+Faults: a writer checks, before it writes anything, that the file is a perfcast store (an
+unrelated SQLite file is refused) and takes the lock, so a refused ``perfcast measure``
+changes nothing. Opening runs SQLite's ``quick_check``: a damaged file (truncated, a page
+overwritten) is reported as such (:class:`DamagedStoreError`); a resumed campaign copies
+every run that can be read whole into a fresh store and keeps the damaged file beside it
+(:func:`recover_store`). A full disk rolls the transaction back and stops with the file
+system named (:class:`DiskFullError`); ``--resume`` continues once there is space.
 
 Tables::
 
@@ -196,6 +205,8 @@ class CampaignStore:
         self.path = Path(path)
         self._db = connection
         self._lock_file: Any = None
+        self.recovery: Recovery | None = None
+        """What was recovered from a damaged store when it was opened (None: it was sound)."""
         self._run_columns: set[str] = set()
         """Columns of ``runs`` (an old store opened for reading lacks the newer ones; they
         read as NULL)."""
@@ -204,17 +215,28 @@ class CampaignStore:
 
     @classmethod
     def open(cls, path: str | Path) -> CampaignStore:
-        """Open an existing store (reading, or resuming)."""
+        """Open an existing store to read it (never writes the file).
+
+        A damaged file raises :class:`DamagedStoreError` (what is damaged, and that
+        ``perfcast measure --resume`` recovers what can be read) instead of failing later,
+        half-way through reading, with SQLite's ``database disk image is malformed``.
+        """
         path = Path(path)
         if not path.is_file():
             raise InputError("no such campaign store", path=path)
         store = cls(path, _connect(path))
         try:
+            _check_is_store(store._db, path, allow_empty=False)
+            _check_integrity(store._db, path)
+            _configure(store._db)
             store.info()
             store._read_columns()
         except sqlite3.DatabaseError as exc:
             store.close()
             raise InputError(f"not a perfcast campaign store ({exc})", path=path) from None
+        except BaseException:
+            store.close()
+            raise
         return store
 
     @classmethod
@@ -227,45 +249,43 @@ class CampaignStore:
         metrics: list[str] | None = None,
         spec_path: str | None = None,
         spec_text: str | None = None,
+        recover: bool = False,
     ) -> CampaignStore:
-        """Open the store, creating it for a campaign over ``parameters`` if it is new.
+        """Open the store to write it, creating it for a campaign over ``parameters`` if it
+        is new; the store is locked (:meth:`lock`) for this process.
 
-        An existing store must be over the same parameters: measurements over different
-        parameters cannot be combined into one experiment.
+        Nothing is written before the lock is held and the file is known to be a sound
+        perfcast store (or a new, empty file): a measure refused by the lock, an unrelated
+        SQLite file and a damaged store all stay byte for byte as they were. An existing
+        store must be over the same parameters: measurements over different parameters
+        cannot be combined into one experiment.
+
+        A damaged store raises :class:`DamagedStoreError`, or with ``recover`` is first
+        replaced by a fresh one holding every run that can be read (:func:`recover_store`;
+        :attr:`recovery` says what was saved).
         """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         store = cls(path, _connect(path))
         try:
-            with store._db:
-                store._db.executescript(_SCHEMA)
-                row = store._db.execute("SELECT parameters FROM campaign").fetchone()
-                if row is None:
-                    store._db.execute(
-                        "INSERT INTO campaign VALUES (1, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            SCHEMA_VERSION,
-                            name,
-                            spec_path,
-                            spec_text,
-                            json.dumps(parameters),
-                            json.dumps(metrics or []),
-                            time.time(),
-                        ),
-                    )
-                elif json.loads(row[0]) != parameters:
-                    raise InputError(
-                        f"this store holds a campaign over the parameters {json.loads(row[0])}, "
-                        f"but the spec now has {parameters}; measure into a new store "
-                        "(app.store or --store)",
-                        path=path,
-                    )
-                else:
-                    store._db.execute(
-                        "UPDATE campaign SET spec_path = ?, spec_text = ?, metrics = ?",
-                        (spec_path, spec_text, json.dumps(metrics or [])),
-                    )
-            store._migrate()
+            try:
+                _check_is_store(store._db, path, allow_empty=True)
+                damaged: list[str] | None = None
+            except DamagedStoreError as exc:  # not even the schema reads
+                damaged = exc.problems
+            store.lock()
+            problems = damaged if damaged is not None else integrity_problems(store._db)
+            if problems and not recover:
+                raise DamagedStoreError(path, problems)
+            if problems:
+                store._db.close()
+                store.recovery = recover_store(path, problems)
+                store._db = _connect(path)
+            _configure(store._db)
+            with _disk_full_is_an_error(path, "no run was started"):
+                store._db.execute("PRAGMA journal_mode=WAL")
+                store._initialise(name, parameters, metrics, spec_path, spec_text)
+                store._migrate()
         except sqlite3.DatabaseError as exc:
             store.close()
             raise InputError(f"not a perfcast campaign store ({exc})", path=path) from None
@@ -273,6 +293,45 @@ class CampaignStore:
             store.close()
             raise
         return store
+
+    def _initialise(
+        self,
+        name: str,
+        parameters: list[str],
+        metrics: list[str] | None,
+        spec_path: str | None,
+        spec_text: str | None,
+    ) -> None:
+        """Create the tables and the campaign row of a new store, or update an existing
+        store's spec and metrics (after checking it is over the same parameters)."""
+        with self._db:
+            self._db.executescript(_SCHEMA)
+            row = self._db.execute("SELECT parameters FROM campaign").fetchone()
+            if row is None:
+                self._db.execute(
+                    "INSERT INTO campaign VALUES (1, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        SCHEMA_VERSION,
+                        name,
+                        spec_path,
+                        spec_text,
+                        json.dumps(parameters),
+                        json.dumps(metrics or []),
+                        time.time(),
+                    ),
+                )
+            elif json.loads(row[0]) != parameters:
+                raise InputError(
+                    f"this store holds a campaign over the parameters {json.loads(row[0])}, "
+                    f"but the spec now has {parameters}; measure into a new store "
+                    "(app.store or --store)",
+                    path=self.path,
+                )
+            else:
+                self._db.execute(
+                    "UPDATE campaign SET spec_path = ?, spec_text = ?, metrics = ?",
+                    (spec_path, spec_text, json.dumps(metrics or [])),
+                )
 
     def _migrate(self) -> None:
         """Bring a store of an older schema version up to :data:`SCHEMA_VERSION`.
@@ -305,7 +364,10 @@ class CampaignStore:
 
         An advisory ``flock`` on ``<store>.lock``: the kernel drops it when the process
         dies, even by SIGKILL, so a killed campaign never leaves a stale lock behind.
+        :meth:`create_or_open` takes it before it writes anything; taking it again is a no-op.
         """
+        if self._lock_file is not None:
+            return
         lock_path = self.path.with_name(self.path.name + ".lock")
         handle = open(lock_path, "a+")  # noqa: SIM115 - held open for the store's lifetime
         try:
@@ -337,13 +399,19 @@ class CampaignStore:
 
     # -- writing ---------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One write transaction; a full disk rolls it back and raises :class:`DiskFullError`."""
+        with _disk_full_is_an_error(self.path), self._db:
+            yield
+
     def record(self, record: RunRecord) -> None:
         """Store a finished run (success or final failure) with its profiles, atomically.
 
         A run recorded before (a failure being retried by ``--retry-failed``) is replaced:
         the key stays unique.
         """
-        with self._db:
+        with self._writing():
             old = self._db.execute("SELECT id FROM runs WHERE key = ?", (record.key,)).fetchone()
             if old is not None:
                 self._db.execute("DELETE FROM profiles WHERE run_id = ?", (old[0],))
@@ -380,7 +448,7 @@ class CampaignStore:
 
     def record_attempt(self, record: RunRecord) -> None:
         """Keep a failed attempt that will be retried (and forget it is in flight)."""
-        with self._db:
+        with self._writing():
             self._db.execute(
                 "INSERT INTO attempts (key, attempt, command, exit_code, reason, stderr_tail, "
                 "seconds, finished) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -398,14 +466,14 @@ class CampaignStore:
             self._db.execute("DELETE FROM inflight WHERE key = ?", (record.key,))
 
     def mark_inflight(self, key: str, attempt: int, backend: str, handle: dict[str, Any]) -> None:
-        with self._db:
+        with self._writing():
             self._db.execute(
                 "INSERT OR REPLACE INTO inflight VALUES (?, ?, ?, ?, ?)",
                 (key, attempt, backend, json.dumps(handle), time.time()),
             )
 
     def forget_inflight(self, key: str) -> None:
-        with self._db:
+        with self._writing():
             self._db.execute("DELETE FROM inflight WHERE key = ?", (key,))
 
     # -- reading ---------------------------------------------------------------------------
@@ -479,13 +547,186 @@ class CampaignStore:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    connection = sqlite3.connect(path, timeout=30, isolation_level="DEFERRED")
-    with contextlib.suppress(sqlite3.DatabaseError):
-        # A store on a read-only medium still reads; it just stays in its journal mode.
-        connection.execute("PRAGMA journal_mode=WAL")
+    """A connection that has neither read nor written anything yet: the file is checked
+    (:func:`_check_is_store`, :func:`integrity_problems`) before :func:`_configure`, and WAL
+    mode is switched on by :meth:`CampaignStore.create_or_open` only once the file is known
+    to be a sound perfcast store (a store perfcast wrote is in WAL mode already)."""
+    return sqlite3.connect(path, timeout=30, isolation_level="DEFERRED")
+
+
+def _configure(connection: sqlite3.Connection) -> None:
     connection.execute("PRAGMA synchronous=FULL")
     connection.execute("PRAGMA foreign_keys=ON")
-    return connection
+
+
+def _check_is_store(db: sqlite3.Connection, path: Path, *, allow_empty: bool) -> None:
+    """Refuse an SQLite file that is not a perfcast store, before anything is written to it.
+
+    An empty file (or one SQLite just created) is a new store when ``allow_empty``. A file
+    with tables but no ``campaign`` table belongs to something else: adding perfcast's tables
+    to it would mix two programs' data in one file.
+    """
+    try:
+        tables = {
+            name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+    except sqlite3.DatabaseError as exc:
+        if "not a database" in str(exc):
+            raise InputError(
+                "not an SQLite file (or one whose first page is damaged), so not a perfcast "
+                "campaign store; perfcast leaves it as it is: choose another store (--store "
+                "or app.store)",
+                path=path,
+            ) from None
+        raise DamagedStoreError(path, [str(exc), *_unreadable_tables(db)]) from None
+    if not tables and allow_empty:
+        return
+    if "campaign" not in tables:
+        others = ", ".join(sorted(tables)) or "none"
+        raise InputError(
+            f"an SQLite file that is not a perfcast campaign store (its tables: {others}); "
+            "perfcast leaves it as it is: measure into another store (--store or app.store)",
+            path=path,
+        )
+
+
+def integrity_problems(db: sqlite3.Connection) -> list[str]:
+    """What SQLite's ``PRAGMA quick_check`` finds wrong with the file (empty: nothing).
+
+    ``quick_check`` reads every page (a few seconds for a store of gigabytes) but skips the
+    slow cross-check of indexes against tables; damage to a table or index page, a
+    truncated file and a torn write all show up here. When SQLite gives up with no more
+    than ``database disk image is malformed``, each table is read to name the damaged ones.
+    """
+    try:
+        rows = [row[0] for row in db.execute("PRAGMA quick_check")]
+    except sqlite3.DatabaseError as exc:
+        return [str(exc), *_unreadable_tables(db)]
+    return [] if rows == ["ok"] else rows
+
+
+def _unreadable_tables(db: sqlite3.Connection) -> list[str]:
+    """``the runs table cannot be read``, for every table and index a full read fails on."""
+    problems = []
+    db.execute("PRAGMA writable_schema=ON")  # a truncated file's schema reads only so
+    try:
+        objects = db.execute("SELECT type, name, tbl_name FROM sqlite_master").fetchall()
+        damaged: set[str] = set()
+        for kind, name, table in sorted(objects, key=lambda row: row[0] != "table"):
+            if kind == "table":
+                query, what = f'SELECT * FROM "{name}"', f"the {name} table"
+            elif kind == "index" and table not in damaged:
+                query = f'SELECT * FROM "{table}" INDEXED BY "{name}"'
+                what = f"an index of the {table} table"
+            else:
+                continue
+            try:
+                for _ in db.execute(query):
+                    pass
+            except sqlite3.DatabaseError:
+                damaged.add(table)
+                problems.append(f"{what} cannot be read")
+    except sqlite3.DatabaseError as exc:
+        problems.append(f"the schema cannot be read ({exc})")
+    finally:
+        db.execute("PRAGMA writable_schema=OFF")
+    return problems
+
+
+class DamagedStoreError(InputError):
+    """The store's file is damaged (SQLite's integrity check failed)."""
+
+    def __init__(self, path: Path, problems: list[str]):
+        self.problems = problems
+        shown = "; ".join(problems[:3]) + (
+            f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+        )
+        super().__init__(
+            f"the store is damaged ({shown}); `perfcast measure --resume` with this campaign's "
+            "perfcast.toml copies every run that can still be read into a fresh store, keeps "
+            "the damaged file beside it, and measures the lost runs again",
+            path=path,
+        )
+
+
+def _check_integrity(db: sqlite3.Connection, path: Path) -> None:
+    problems = integrity_problems(db)
+    if problems:
+        raise DamagedStoreError(path, problems)
+
+
+class DiskFullError(PerfcastError):
+    """The file system under the store or the runs' scratch area is full."""
+
+
+def file_system_of(path: Path) -> str:
+    """``the file system at /mnt (tmpfs, 12 KiB free)``: the mount that holds ``path``."""
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    mount, kind = "/", "?"
+    try:
+        with open("/proc/self/mounts", encoding="utf-8") as mounts:
+            for line in mounts:
+                fields = line.split()
+                point = fields[1].replace("\\040", " ")
+                inside = path == Path(point) or Path(point) in path.parents
+                if inside and len(point) >= len(mount):
+                    mount, kind = point, fields[2]
+    except OSError:
+        pass
+    try:
+        stat = os.statvfs(path)
+        free = f", {_size(stat.f_bavail * stat.f_frsize)} free"
+    except OSError:
+        free = ""
+    return f"the file system at {mount} ({kind}{free})"
+
+
+def free_bytes(path: Path) -> int | None:
+    """Bytes an unprivileged write can still use on ``path``'s file system (None: unknown)."""
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        stat = os.statvfs(path)
+    except OSError:
+        return None
+    return stat.f_bavail * stat.f_frsize
+
+
+def _size(count: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024:
+            return f"{count:.0f} {unit}"
+        count /= 1024
+    return f"{count:.0f} TiB"
+
+
+def disk_full_message(
+    path: Path,
+    what: str,
+    done: str = "nothing was stored half (the run being stored was rolled back and is "
+    "measured again)",
+) -> str:
+    """Why a campaign stopped for want of space: where, and that ``--resume`` continues."""
+    return (
+        f"no space left on {file_system_of(path)}, which holds {what} {path}; {done}; free "
+        "some space and continue with `perfcast measure --resume`"
+    )
+
+
+@contextlib.contextmanager
+def _disk_full_is_an_error(path: Path, done: str | None = None) -> Iterator[None]:
+    """SQLite's ``database or disk is full`` (a transaction it rolled back) as a
+    :class:`DiskFullError` naming the file system (``done``: what that left behind)."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if "full" in str(exc) or ("disk I/O error" in str(exc) and free_bytes(path) == 0):
+            message = disk_full_message(path, "the campaign store", *([done] if done else []))
+            raise DiskFullError(message) from None
+        raise
 
 
 @contextlib.contextmanager
@@ -495,3 +736,176 @@ def open_store(path: str | Path) -> Iterator[CampaignStore]:
         yield store
     finally:
         store.close()
+
+
+# -- recovering a damaged store -------------------------------------------------------------
+
+MISSING_ROWS_BEFORE_GIVING_UP = 10_000
+"""When a table cannot be scanned, rows are looked up one row id after the other; this many
+ids in a row that hold nothing end the search (runs are numbered from 1 without gaps,
+except where retried failures were replaced)."""
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What :func:`recover_store` saved from a damaged store."""
+
+    damaged: Path
+    """Where the damaged file was moved (it is kept: it may hold more than could be read)."""
+    runs: int
+    """Runs copied into the fresh store, each with all of its profiles."""
+    lost: int | None
+    """Runs whose row or profiles could not be read in full (a resumed campaign measures
+    them again; None: how many is unknown, since not one row of the runs table read)."""
+    problems: list[str]
+
+    def summary(self) -> str:
+        if self.lost is None:
+            lost = "; the other runs could not be read (measured again)"
+        else:
+            lost = f"; {self.lost} run(s) could not be read (measured again)" if self.lost else ""
+        return (
+            f"the store was damaged ({'; '.join(self.problems[:2])}): {self.runs} run(s) "
+            f"recovered into a fresh store{lost}; the damaged file is kept as {self.damaged}"
+        )
+
+
+def recover_store(path: Path, problems: list[str]) -> Recovery:
+    """Copy every run of the damaged store ``path`` that can be read in full (its row and
+    all of its profiles) into a fresh store at ``path``; the damaged file is moved aside,
+    never deleted. The caller holds the store's lock.
+
+    A run is copied only whole: a run with a profile on a damaged page would otherwise read
+    as a run of fewer ranks. Failed attempts and runs in flight are copied as far as they
+    can be read (the latter so a resumed campaign still stops their orphans).
+    """
+    fresh_path = path.with_name(path.name + ".recovering")
+    for leftover in _with_journals(fresh_path):
+        leftover.unlink(missing_ok=True)
+    damaged = sqlite3.connect(path, isolation_level=None)
+    # SQLite refuses a schema whose tables start beyond the end of a truncated file; read
+    # it anyway (this connection never writes)
+    damaged.execute("PRAGMA writable_schema=ON")
+    fresh = sqlite3.connect(fresh_path, isolation_level=None)
+    try:
+        with _disk_full_is_an_error(
+            fresh_path, f"the damaged store {path} is left as it was; nothing was recovered yet"
+        ):
+            fresh.execute("PRAGMA journal_mode=WAL")
+            fresh.executescript(_SCHEMA)
+            fresh.execute("BEGIN")
+            campaign, _ = _readable_rows(damaged, "campaign")
+            if campaign:
+                _insert(fresh, "campaign", campaign[0])
+                # the fresh tables have every column of this perfcast's schema
+                fresh.execute("UPDATE campaign SET schema_version = ?", (SCHEMA_VERSION,))
+            runs, lost = _copy_runs(damaged, fresh)
+            for table in ("attempts", "inflight"):
+                for row in _readable_rows(damaged, table)[0]:
+                    with contextlib.suppress(sqlite3.DatabaseError):
+                        _insert(fresh, table, row)
+            fresh.execute("COMMIT")
+    except BaseException as exc:
+        fresh.close()
+        for partial in _with_journals(fresh_path):
+            partial.unlink(missing_ok=True)
+        if isinstance(exc, sqlite3.DatabaseError):
+            raise PerfcastError(
+                f"{path}: the store is too damaged to recover any run ({exc}); it is left as "
+                "it was: move it aside to measure the campaign into a fresh store"
+            ) from None
+        raise
+    finally:
+        damaged.close()
+        fresh.close()
+    aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+    for source, target in zip(_with_journals(path), _with_journals(aside), strict=True):
+        if source.exists():
+            source.rename(target)
+    fresh_path.rename(path)
+    return Recovery(aside, runs, lost, problems)
+
+
+def _with_journals(path: Path) -> list[Path]:
+    return [path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm"))]
+
+
+def _copy_runs(damaged: sqlite3.Connection, fresh: sqlite3.Connection) -> tuple[int, int | None]:
+    """Copy the runs that can be read whole; how many were copied, and how many lost."""
+    columns = [row[1] for row in damaged.execute("PRAGMA table_info(runs)")]
+    scanned: dict[int, list[tuple[str, bytes]]] | None = None
+    rows, lost = _readable_rows(damaged, "runs")
+    copied = 0
+    for row in rows:
+        run = dict(zip(columns, row, strict=True))
+        try:
+            profiles = [
+                (name, bytes(data))
+                for name, data in damaged.execute(
+                    "SELECT name, data FROM profiles WHERE run_id = ? ORDER BY name", (run["id"],)
+                )
+            ]
+        except sqlite3.DatabaseError:
+            # the index is damaged: scan what the table still has, once
+            if scanned is None:
+                scanned = {}
+                for run_id, name, data in _readable_rows(damaged, "profiles")[0]:
+                    scanned.setdefault(run_id, []).append((name, bytes(data)))
+            profiles = sorted(scanned.get(run["id"], []))
+            if not _whole(profiles, run.get("ranks"), uninstrumented=not scanned):
+                lost = None if lost is None else lost + 1
+                continue
+        _insert(fresh, "runs", row, columns)
+        fresh.executemany(
+            "INSERT INTO profiles (run_id, name, data) VALUES (?, ?, ?)",
+            [(run["id"], name, data) for name, data in profiles],
+        )
+        copied += 1
+    return copied, lost
+
+
+def _whole(profiles: list[tuple[str, bytes]], ranks: int | None, *, uninstrumented: bool) -> bool:
+    """Whether a run's profiles found by scanning are all it had: one per rank, or none in
+    a store where no run has any (an uninstrumented program)."""
+    if not profiles:
+        return uninstrumented
+    return ranks is not None and len(profiles) == ranks
+
+
+def _readable_rows(db: sqlite3.Connection, table: str) -> tuple[list[tuple[Any, ...]], int | None]:
+    """Every row of ``table`` that can still be read, in row id order, and how many row ids
+    below the last readable one could not be read (None: not one row could be read, so how
+    many the table held is unknown).
+
+    A scan stops at the first damaged page; looking rows up one by one by row id goes
+    around damaged leaves, as long as the pages above them are intact."""
+    try:
+        return db.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall(), 0
+    except sqlite3.DatabaseError:
+        pass
+    rows = []
+    unreadable: list[int] = []
+    rowid, missing, last_read = 0, 0, 0
+    while missing < MISSING_ROWS_BEFORE_GIVING_UP:
+        rowid += 1
+        missing += 1
+        try:
+            row = db.execute(f"SELECT * FROM {table} WHERE rowid = ?", (rowid,)).fetchone()
+        except sqlite3.DatabaseError:
+            unreadable.append(rowid)
+            continue
+        if row is not None:
+            missing = 0
+            rows.append(row)
+            last_read = rowid
+    if not rows and unreadable:
+        return [], None
+    return rows, sum(1 for rowid in unreadable if rowid < last_read)
+
+
+def _insert(
+    db: sqlite3.Connection, table: str, row: tuple[Any, ...], columns: list[str] | None = None
+) -> None:
+    names = f" ({', '.join(columns)})" if columns else ""
+    marks = ", ".join("?" * len(row))
+    db.execute(f"INSERT OR REPLACE INTO {table}{names} VALUES ({marks})", row)

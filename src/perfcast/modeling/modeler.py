@@ -10,7 +10,12 @@ How a call path is modeled, and why:
    weighted in-sample error is summed over the lines. Using all lines rather than one makes
    the choice of exponent far more robust to noise; it is valid for additive and
    multiplicative structures alike because each line gets its own coefficients. The best
-   ``candidates`` shapes per parameter are kept, not only the best one.
+   ``candidates`` shapes per parameter are kept, not only the best one. Where the data
+   leave the space, the ranking looks beyond it (``beyond_space``): negative exponents for
+   a call path that clearly falls along a parameter on some line (strong scaling), larger
+   exponents where the space's steepest shape ranks first and fits closely, and for a
+   call path that falls on some lines and rises on others the best falling and rising
+   pair of shapes, which stage B may put in different terms (``n^2/p + log2(p)``).
 3. **Structures.** Term families (which parameters multiply, which add; see
    :mod:`perfcast.modeling.space`) are enumerated over the significant parameters and
    screened on all points with each parameter's best shape; the best ``refine_structures``
@@ -30,6 +35,11 @@ How a call path is modeled, and why:
 Repetitions are aggregated per point, by default by Huber's M-estimate with a scale pooled
 over the call path's points, which also gives the noise level that ``parsimony`` uses.
 
+Every model carries warnings where it should not be read as a scaling law: a poor fit
+(:func:`poor_fit`), fewer than :data:`RECOMMENDED_VALUES` values of a parameter (with the
+values to add), fewer than :data:`RECOMMENDED_REPETITIONS` repetitions, and where a call
+path exists only at some points (:func:`existence_note`).
+
 All fits are stacked NumPy solves across hypotheses and call paths
 (:mod:`perfcast.modeling.fitting`); there is no per-hypothesis Python loop.
 
@@ -44,7 +54,7 @@ import inspect
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import combinations, product
+from itertools import combinations, permutations, product
 from typing import Any
 
 import numpy as np
@@ -57,6 +67,7 @@ from perfcast.experiment.experiment import (
     METRIC,
     VALUE,
     Experiment,
+    point_label,
 )
 from perfcast.modeling.blas import serial_blas
 from perfcast.modeling.fitting import (
@@ -74,7 +85,14 @@ from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.noise import Cells, parameter_p_values
 from perfcast.modeling.pmnf import Factor, FitStatistics, Model, Term
 from perfcast.modeling.prior import Prior
-from perfcast.modeling.space import Family, SearchSpace, family_parameters, term_families
+from perfcast.modeling.space import (
+    Family,
+    SearchSpace,
+    falling_factors,
+    family_parameters,
+    steeper_factors,
+    term_families,
+)
 
 WEIGHTINGS = ("relative", "none")
 
@@ -97,6 +115,31 @@ HUBER_ITERATIONS = 50
 HUBER_TOLERANCE = 1e-12
 """Relative change of every centre below which the Huber reweighting stops."""
 
+RECOMMENDED_VALUES = 5
+"""Fewest distinct values of a modeled parameter without a warning (Extra-P's threshold)."""
+
+RECOMMENDED_REPETITIONS = 3
+"""Fewest repetitions per point without a warning: two give the noise test one degree of
+freedom per point, one none at all."""
+
+EXACT_SMAPE = 1e-6
+"""SMAPE (percent) at or below which a model reproduces its data exactly (counts)."""
+
+POOR_SMAPE = 10.0
+"""SMAPE (percent) above which a model is flagged as a poor fit, unless the repetitions'
+own spread explains it (see :func:`poor_fit`)."""
+
+POOR_ADJUSTED_R2 = 0.5
+"""Adjusted R^2 below which a model with terms explains too little of the variation."""
+
+CLEAR_CHANGE = 0.1
+"""Least relative change (10 %) along a line that counts as falling or rising there."""
+
+STEEP_RESIDUAL = 0.05
+"""Steeper shapes than the space's are offered only where its steepest shape leaves at most
+this share of the lines' variation around their means: a clear steep curve, not noise
+that a high power happens to follow."""
+
 PARSIMONY_POOL = 10
 """Best-screened hypotheses per call path among which ``parsimony`` picks the simplest."""
 
@@ -113,6 +156,9 @@ class _Hypothesis:
 
     family: Family
     slots: tuple[tuple[str, int], ...]  # (parameter, candidate rank)
+    term_slots: tuple[tuple[int, str, int], ...] = ()
+    """(term index, parameter, candidate rank): a parameter with its own shape in that term,
+    for sums like ``n^2/p + log2(p)`` whose parameter falls in one term and rises in another."""
 
 
 @dataclass
@@ -177,6 +223,14 @@ class PMNFModeler:
             of positive contributions; a negative term is almost always noise being fitted.
             Disable for quantities that can fall (or use negative exponents).
         min_points: fewest distinct values of a parameter that can support a model of it.
+        beyond_space: where the data leave the space, look beyond it: negative exponents
+            (:data:`~perfcast.modeling.space.FALLING_EXPONENTS`) for a parameter along which
+            a call path's metric falls on average over the design's lines (strong scaling,
+            ``n^4/p``), unless the space has negative exponents of its own; exponents above
+            the largest (:data:`~perfcast.modeling.space.STEEPER_STEPS`) where the space's
+            steepest shape ranks first (miniFE's ``nx^4``). Other call paths rank the
+            space's shapes only, so typical weak-scaling models are unchanged. ``False`` is
+            Extra-P's search (``--scaling weak``).
     """
 
     def __init__(
@@ -197,6 +251,7 @@ class PMNFModeler:
         weighting: str = "relative",
         positive_terms: bool = True,
         min_points: int = 3,
+        beyond_space: bool = True,
     ):
         if criterion not in CRITERIA:
             raise InputError(f"unknown criterion {criterion!r}; choose one of {sorted(CRITERIA)}")
@@ -230,6 +285,7 @@ class PMNFModeler:
         self.weighting = weighting
         self.positive_terms = positive_terms
         self.min_points = min_points
+        self.beyond_space = beyond_space
 
     def get_params(self) -> dict[str, Any]:
         """The constructor's settings, scikit-learn style, so variants can be derived safely."""
@@ -315,6 +371,7 @@ class PMNFModeler:
             members.setdefault(sig, []).append(k)
         for (_, prior), rows in members.items():
             mask = present[rows[0]]
+            domain = None if mask.all() else existence_note(params, coords, mask)
             yield _Group(
                 keys=[key_index[k] for k in rows],
                 coordinates=coords[mask],
@@ -322,7 +379,7 @@ class PMNFModeler:
                 repetitions=repetitions[rows][:, mask, :],
                 spread=spread[rows],
                 prior=prior,
-                warnings=[[] for _ in rows],
+                warnings=[[] if domain is None else [domain] for _ in rows],
             )
 
     # -- the search --------------------------------------------------------------------------
@@ -375,12 +432,20 @@ class _GroupSearch:
         self.shapes: dict[str, list[tuple[Factor, ...]]] = {}
         self.basis: dict[str, np.ndarray] = {}  # name -> (n_shapes, terms, n)
         self.ranked: dict[str, np.ndarray] = {}  # name -> (K, candidates) shape indices
+        self.dropped_by_noise: dict[int, list[str]] = {}  # row -> parameters within the noise
+        self.kept: dict[str, int] = {}  # name -> candidate shapes ranked (before the pair)
+        self.mixed: dict[str, np.ndarray] = {}  # name -> (K,) falls on some lines, rises on others
 
     # stage 0 ---------------------------------------------------------------------------------
 
     def run(self) -> list[Model]:
         usable = [name for name in self.parameters if self._usable(name)]
         significant = self._significant(usable)
+        self.dropped_by_noise = {
+            k: [p for j, p in enumerate(usable) if not significant[k, j]]
+            for k in range(len(self.group.keys))
+        }
+        self._warn_few_values(usable)
         for name in usable:
             self._rank_shapes(name)
         by_active: dict[tuple[str, ...], list[int]] = {}
@@ -391,6 +456,28 @@ class _GroupSearch:
         for active, rows in by_active.items():
             models.update(zip(rows, self._search(np.array(rows), active), strict=True))
         return [models[k] for k in range(len(self.group.keys))]
+
+    def _warn_few_values(self, usable: list[str]) -> None:
+        """One warning per call path for all parameters measured at fewer than
+        :data:`RECOMMENDED_VALUES` values: three points fit many shapes about equally well
+        (Extra-P warns below five), so the model's exponents are weakly supported however
+        well it fits. The warning names the values that would extend the existing series."""
+        few = []
+        for name in usable:
+            values = np.unique(self.coords[name])
+            if len(values) < RECOMMENDED_VALUES:
+                more = extend_series(values, RECOMMENDED_VALUES - len(values))
+                shown = ", ".join(f"{v:g}" for v in values)
+                few.append(
+                    f"{name} ({shown}): measure {name}={', '.join(f'{v:g}' for v in more)} as well"
+                )
+        if few:
+            note = (
+                f"too few values to tell the shapes apart (fewer than {RECOMMENDED_VALUES}): "
+                + "; ".join(few)
+            )
+            for notes in self.group.warnings:
+                notes.append(note)
 
     def _usable(self, name: str) -> bool:
         prior = self.group.prior
@@ -425,16 +512,38 @@ class _GroupSearch:
         only adds variance, and costs an n-length pass per shape that the sufficient
         statistics avoid."""
         m = self.modeler
-        shapes = list(combinations(m.space.factors(name), m.terms))
-        self.shapes[name] = shapes
         x_all = self.coords[name]
+        factors = m.space.factors(name)
+        beyond = m.beyond_space and bool(np.all(x_all > 0))
+        if beyond:
+            if not m.space.has_negative_exponents:
+                factors += falling_factors(name, m.space)
+            factors += steeper_factors(name, m.space)
+        shapes = list(combinations(factors, m.terms))
+        top = max(m.space.exponents)
+        falling = np.array([any(f.exponent < 0 for f in shape) for shape in shapes])
+        steeper = np.array([any(f.exponent > top for f in shape) for shape in shapes])
+        steepest = np.array(
+            [
+                any(f.exponent == top and f.log_exponent == max(m.space.log_exponents) for f in s)
+                for s in shapes
+            ]
+        )
+        self.shapes[name] = shapes
         self.basis[name] = np.stack(
             [np.stack([factor.evaluate(x_all) for factor in shape]) for shape in shapes]
         )
         cost = np.zeros((len(self.group.keys), len(shapes)))
+        flat_cost = np.zeros(len(self.group.keys))
+        falling_lines = np.zeros(len(self.group.keys), dtype=int)
+        rising_lines = np.zeros(len(self.group.keys), dtype=int)
+        clear = self._clear_change()[:, None]
         for x, values in _lines(
             self.group.coordinates, self.parameters.index(name), self.y, m.min_points
         ):
+            change = _relative_changes(x, values)
+            falling_lines += (change < -clear).sum(axis=1)
+            rising_lines += (change > clear).sum(axis=1)
             design = np.concatenate(
                 [np.ones((len(shapes), len(x), 1)), _shape_basis(shapes, x).transpose(0, 2, 1)],
                 axis=2,
@@ -452,9 +561,71 @@ class _GroupSearch:
                 # bad: otherwise one flat line vetoes every shape of a parameter and the
                 # ranking degenerates to enumeration order.
                 usable = fit.valid & ~m._negative(fit.coefficients)
-                line_cost = np.where(usable, fit.rss, constant_rss(block, weights)[:, None])
+                flat = constant_rss(block, weights)
+                flat_cost[start : start + step] += flat.reshape(-1, lines).sum(axis=1)
+                line_cost = np.where(usable, fit.rss, flat[:, None])
                 cost[start : start + step] += line_cost.reshape(-1, lines, len(shapes)).sum(axis=1)
-        self.ranked[name] = np.argsort(cost, axis=1, kind="stable")[:, : m.candidates]
+        # Shapes beyond the space only where the data leave it: falling ones where the metric
+        # falls, steeper ones where the space's steepest shape ranks first and fits the
+        # lines closely. Other call paths rank exactly the space's shapes.
+        # (Negative exponents the user asked for with --exponents stay open to every row.)
+        added = falling & (beyond and not m.space.has_negative_exponents)
+        cost[np.ix_(falling_lines == 0, added)] = np.inf
+        own = np.where(added | steeper, np.inf, cost)
+        best = np.argmin(own, axis=1)
+        close_fit = own[np.arange(len(best)), best] <= STEEP_RESIDUAL * flat_cost
+        cost[np.ix_(~(steepest[best] & close_fit), steeper)] = np.inf
+        ranked = np.argsort(cost, axis=1, kind="stable")[:, : m.candidates]
+        self.kept[name] = ranked.shape[1]
+        mixed = (falling_lines > 0) & (rising_lines > 0) & (m.terms == 1)
+        rising = ~falling & ~steeper
+        pair = np.repeat(ranked[:, :1], 2, axis=1)
+        if mixed.any() and falling.any():
+            pair[mixed] = self._rank_pairs(name, np.flatnonzero(mixed), falling, rising)
+        self.mixed[name] = mixed
+        self.ranked[name] = np.concatenate([ranked, pair], axis=1)
+
+    def _clear_change(self) -> np.ndarray:
+        """(K,) relative change along a line that noise does not explain: :data:`CLEAR_CHANGE`
+        or four standard deviations of an aggregated point, whichever is larger. Lines that
+        change less neither open the falling shapes nor make a call path mixed, so noisy flat
+        lines cannot widen (or slow) the search."""
+        counts = np.sum(~np.isnan(self.group.repetitions), axis=2).mean(axis=1)
+        return np.maximum(CLEAR_CHANGE, 4.0 * self.group.spread / np.sqrt(np.maximum(counts, 1)))
+
+    def _rank_pairs(
+        self, name: str, rows: np.ndarray, falling: np.ndarray, rising: np.ndarray
+    ) -> np.ndarray:
+        """(len(rows), 2) shape indices: the falling and the rising shape whose sum (plus a
+        constant) fits the lines along ``name`` best, for call paths that fall along some
+        lines and rise along others (``c n^2/p + d log2(p)``: the first term dominates at
+        large ``n``, the second at small). One shape per line cannot rank such shapes: each
+        describes only the lines its term dominates."""
+        m = self.modeler
+        down, up = np.flatnonzero(falling), np.flatnonzero(rising)
+        pairs = np.array([(f, r) for f in down for r in up])
+        cost = np.zeros((len(rows), len(pairs)))
+        for x, values in _lines(
+            self.group.coordinates, self.parameters.index(name), self.y[rows], m.min_points
+        ):
+            basis = self._shapes_at(name, x)  # (n_shapes, len(x))
+            design = np.stack(
+                [np.ones((len(pairs), len(x))), basis[pairs[:, 0]], basis[pairs[:, 1]]], axis=2
+            )
+            lines = values.shape[1]
+            step = max(1, LINE_BLOCK // (lines * len(pairs) * len(x)))
+            for start in range(0, len(rows), step):
+                block = values[start : start + step].reshape(-1, len(x))
+                weights = m._weights(block)
+                fit = screen_shared_basis(design, block, weights)
+                usable = fit.valid & ~m._negative(fit.coefficients)
+                line_cost = np.where(usable, fit.rss, constant_rss(block, weights)[:, None])
+                cost[start : start + step] += line_cost.reshape(-1, lines, len(pairs)).sum(axis=1)
+        return pairs[np.argmin(cost, axis=1)]
+
+    def _shapes_at(self, name: str, x: np.ndarray) -> np.ndarray:
+        """(n_shapes, len(x)): every single-factor shape of ``name`` evaluated at ``x``."""
+        return np.stack([shape[0].evaluate(x) for shape in self.shapes[name]])
 
     # stages A and B ---------------------------------------------------------------------------
 
@@ -475,9 +646,34 @@ class _GroupSearch:
                     hypotheses = self._refinements(families[int(index)])
                     if hypotheses:
                         pool.offer(members, hypotheses, self._screen(rows[members], hypotheses))
+            self._offer_splits(rows, families, pool)
         if m.parsimony:
             pool.prefer_fewest_terms(self._column_counts(pool), self._tolerance(rows))
         return self._select(rows, pool, stage_a[0], active)
+
+    def _offer_splits(self, rows: np.ndarray, families: list[Family], pool: _Finalists) -> None:
+        """For call paths that fall along a parameter on some lines and rise on others,
+        every family with that parameter in two or more terms, two of them taking the best
+        falling and rising pair of shapes (:meth:`_rank_pairs`): one shape per parameter
+        cannot describe ``c n^2/p + d log2(p)``. Other call paths never see these
+        hypotheses, so their search is unchanged."""
+        for name in sorted({p for family in families for term in family for p in term}):
+            mixed = np.flatnonzero(self.mixed[name][rows])
+            if not len(mixed):
+                continue
+            down, up = self.kept[name], self.kept[name] + 1
+            hypotheses = []
+            for family in families:
+                terms = [index for index, term in enumerate(family) if name in term]
+                others = [p for p in family_parameters(family) if p != name]
+                each = self._per_parameter(len(others))
+                for ranks in product(*(range(min(each, self.kept[p])) for p in others)):
+                    base = ((name, 0), *zip(others, ranks, strict=True))
+                    for first, second in permutations(terms, 2):
+                        own = ((first, name, down), (second, name, up))
+                        hypotheses.append(_Hypothesis(family, tuple(sorted(base)), own))
+            if hypotheses:
+                pool.offer(mixed, hypotheses, self._screen(rows[mixed], hypotheses))
 
     def _tolerance(self, rows: np.ndarray) -> np.ndarray:
         """(K,) screening-score differences that the noise explains: ``parsimony`` standard
@@ -495,18 +691,22 @@ class _GroupSearch:
         """(len(pool.hypotheses),) non-constant columns (coefficients) of each hypothesis."""
         return np.array([len(self._column_keys(h)) for h in pool.hypotheses])
 
+    def _per_parameter(self, count: int) -> int:
+        """Candidates per parameter that ``count`` parameters can combine within the
+        ``combinations`` budget."""
+        per_parameter = 1
+        while count and (per_parameter + 1) ** count <= self.modeler.combinations:
+            per_parameter += 1
+        return per_parameter
+
     def _refinements(self, family: Family) -> list[_Hypothesis]:
         """``family`` with every combination of candidate shapes within the
         ``combinations`` budget, but the best-only one."""
         names = family_parameters(family)
-        per_parameter = 1
-        while names and (per_parameter + 1) ** len(names) <= self.modeler.combinations:
-            per_parameter += 1
+        per_parameter = self._per_parameter(len(names))
         return [
             _Hypothesis(family, tuple(zip(names, ranks, strict=True)))
-            for ranks in product(
-                *(range(min(per_parameter, self.ranked[name].shape[1])) for name in names)
-            )
+            for ranks in product(*(range(min(per_parameter, self.kept[name])) for name in names))
             if any(ranks)
         ]
 
@@ -612,9 +812,13 @@ class _GroupSearch:
     def _column_keys(self, hypothesis: _Hypothesis) -> list[ColumnKey]:
         """Each term's columns: one per choice of a shape term for each of its parameters."""
         slots = dict(hypothesis.slots)
+        own = {(index, name): rank for index, name, rank in hypothesis.term_slots}
         return [
-            tuple((name, slots[name], q) for name, q in zip(sorted(term), picks, strict=True))
-            for term in hypothesis.family
+            tuple(
+                (name, own.get((index, name), slots[name]), q)
+                for name, q in zip(sorted(term), picks, strict=True)
+            )
+            for index, term in enumerate(hypothesis.family)
             for picks in product(range(self.modeler.terms), repeat=len(term))
         ]
 
@@ -671,21 +875,50 @@ class _GroupSearch:
         if not terms and ignored and self.modeler.significance is not None and len(active) == 0:
             warnings.append("variation is within the measurement noise: constant model")
         prior = self.group.prior
+        statistics = FitStatistics(
+            rss=float(((y - prediction) ** 2).sum()),
+            smape=float(CRITERIA["smape"](y, prediction)),
+            adjusted_r2=adjusted_r2(y, prediction, len(terms) + 1),
+            cv_error=cv_error,
+            points=len(y),
+        )
+        warnings.extend(self._repetition_warnings(row, statistics))
+        poor = poor_fit(statistics, float(self.group.spread[row]), bool(terms))
+        if poor:
+            warnings.append(poor)
         return Model(
             callpath=callpath,
             metric=metric,
             constant=constant,
             terms=terms,
-            statistics=FitStatistics(
-                rss=float(((y - prediction) ** 2).sum()),
-                smape=float(CRITERIA["smape"](y, prediction)),
-                adjusted_r2=adjusted_r2(y, prediction, len(terms) + 1),
-                cv_error=cv_error,
-                points=len(y),
-            ),
+            statistics=statistics,
             prior=None if prior is None else prior.describe(),
             warnings=warnings,
         )
+
+    def _repetition_warnings(self, row: int, statistics: FitStatistics) -> list[str]:
+        """Fewer than :data:`RECOMMENDED_REPETITIONS` repetitions per point: with one, noise
+        cannot be told from a trend at all (the noise test does not run); with two, the
+        test's estimate of the noise is so rough that it can take a real trend for noise.
+        Exact data (a count the model reproduces) needs no repetitions, so it gets none."""
+        counts = np.sum(~np.isnan(self.group.repetitions[row]), axis=1)
+        fewest = int(counts.min()) if len(counts) else 0
+        if fewest >= RECOMMENDED_REPETITIONS or statistics.smape <= EXACT_SMAPE:
+            return []
+        dropped = self.dropped_by_noise.get(row, [])
+        if fewest <= 1:
+            what = "the noise test cannot run, so noise may have been fitted as a trend"
+        elif dropped:
+            what = (
+                f"the noise test left out {', '.join(dropped)}, but with so few repetitions "
+                "it may have taken a real trend for noise"
+            )
+        else:
+            what = "the noise estimate behind the model choice is rough"
+        return [
+            f"only {fewest} repetition(s) at some points: {what}; measure every point "
+            f"{RECOMMENDED_REPETITIONS} times or more (5 recommended)"
+        ]
 
 
 class _Finalists:
@@ -771,6 +1004,110 @@ def _lines(
         batches.setdefault(x.tobytes(), (x, []))[1].append(members)
     for x, member_lists in batches.values():
         yield x, np.stack([values[:, members] for members in member_lists], axis=1)
+
+
+def existence_note(parameters: Sequence[str], coordinates: np.ndarray, present: np.ndarray) -> str:
+    """Where a call path exists, for one that is absent from some measured points.
+
+    A call path absent from a completed run was not called there: MPI calls at ``p = 1``,
+    a branch taken only for large inputs. Its model is fitted where it exists and holds
+    only there; the zeros are not fitted, since no PMNF function jumps from zero to a
+    latency, and one that tried would bend every coefficient towards the jump. The note
+    names the parameter that decides, as a threshold (``exists for p >= 2``) where one
+    parameter's values separate the points, otherwise the absent points themselves."""
+    absent = coordinates[~present]
+    for j, name in enumerate(parameters):
+        inside, outside = coordinates[present, j], absent[:, j]
+        for above, relation in ((True, ">="), (False, "<=")):
+            bound = inside.min() if above else inside.max()
+            beyond = coordinates[:, j] >= bound if above else coordinates[:, j] <= bound
+            if np.array_equal(beyond, present):
+                shown = ", ".join(f"{v:g}" for v in np.unique(outside))
+                return (
+                    f"exists for {name} {relation} {bound:g} only: not called at {name}={shown} "
+                    "(zero there); the model holds where it exists"
+                )
+    shown = "; ".join(point_label(parameters, point) for point in absent[:3])
+    more = f" and {len(absent) - 3} more" if len(absent) > 3 else ""
+    return (
+        f"absent from {len(absent)} of {len(coordinates)} points ({shown}{more}): not called "
+        "there (zero); the model holds where it exists"
+    )
+
+
+def poor_fit(statistics: FitStatistics, spread: float, has_terms: bool) -> str | None:
+    """Why a model does not describe its data well enough to be read as a scaling law, or
+    None. A SMAPE above :data:`POOR_SMAPE` counts only where it also exceeds twice the
+    spread of one repetition (in percent): noisy points are not the model's fault. An
+    adjusted R^2 below :data:`POOR_ADJUSTED_R2` counts for models with terms: their terms
+    explain less than half the variation, as the strong-scaling miss (``nx^3 log2(nx)^2``
+    for ``nx^4/p``, R^2 0.18) did."""
+    reasons = []
+    if statistics.smape > max(POOR_SMAPE, 200.0 * spread):
+        reasons.append(f"SMAPE {statistics.smape:.1f} % is above {POOR_SMAPE:g} %")
+    if has_terms and statistics.adjusted_r2 < POOR_ADJUSTED_R2:
+        reasons.append(f"adjusted R^2 {statistics.adjusted_r2:.2f} is below {POOR_ADJUSTED_R2:g}")
+    if not reasons:
+        return None
+    return (
+        "poor fit: "
+        + " and ".join(reasons)
+        + "; the model misses part of the variation (a shape outside the search space, "
+        "a change of algorithm, or noise): do not extrapolate it"
+    )
+
+
+def extend_series(values: np.ndarray, count: int) -> list[float]:
+    """``count`` values continuing the sorted ``values`` past the largest with their own
+    spacing: geometric (1, 2, 4 -> 8, 16) where the ratios agree, otherwise arithmetic with
+    the last step (10, 20, 30 -> 40, 50). Integers stay integers where the series has them."""
+    values = np.sort(np.asarray(values, dtype=float))
+    if len(values) < 2:
+        return [float(values[-1] * 2 ** (i + 1)) for i in range(count)] if len(values) else []
+    ratios = values[1:] / values[:-1] if values[0] > 0 else np.array([np.nan])
+    steps = np.diff(values)
+    geometric = bool(np.all(np.isfinite(ratios)) and np.ptp(ratios) <= 1e-6 * ratios.max())
+    arithmetic = bool(np.ptp(steps) <= 1e-6 * np.abs(steps).max())
+    powers = None if geometric or arithmetic else _evenly_spaced_powers(values)
+    if powers is not None:
+        exponent, roots = powers
+        step = roots[-1] - roots[-2]
+        return [float((roots[-1] + step * (i + 1)) ** exponent) for i in range(count)]
+    more = []
+    last = float(values[-1])
+    for _ in range(count):
+        last = last * float(ratios[-1]) if geometric and not arithmetic else last + float(steps[-1])
+        more.append(float(np.round(last)) if np.all(values == np.round(values)) else last)
+    return more
+
+
+def _evenly_spaced_powers(values: np.ndarray) -> tuple[int, np.ndarray] | None:
+    """(e, roots) where ``values`` are the e-th powers (cubes, then squares) of evenly spaced
+    integers: LULESH runs only on cube numbers of ranks (1, 8, 27), and the arithmetic
+    continuation of those (46, 65) is a rank count it refuses, the next cubes (64, 125) are
+    not."""
+    if len(values) < 3 or values[0] < 1 or np.any(values != np.round(values)):
+        return None
+    for exponent in (3, 2):
+        roots = np.round(values ** (1 / exponent))
+        steps = np.diff(roots)
+        if np.all(roots**exponent == values) and steps[0] > 0 and np.all(steps == steps[0]):
+            return exponent, roots
+    return None
+
+
+def _relative_changes(x: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """(K, lines) change of each line from its smallest to its largest ``x`` along the
+    least-squares line of its values against ``log(x)``, relative to the line's mean
+    magnitude: negative where the metric falls along the parameter. Relative, so that lines
+    at large and small values of the other parameters count alike."""
+    log_x = np.log(np.maximum(x, np.finfo(float).tiny))
+    centred = log_x - log_x.mean()
+    scale = np.abs(values).mean(axis=2, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = np.where(scale > 0, values / scale, 0.0)
+    slope = relative @ centred / max(float(centred @ centred), np.finfo(float).tiny)
+    return np.asarray(slope * (log_x.max() - log_x.min()))
 
 
 def _occurrence(codes: np.ndarray) -> np.ndarray:

@@ -14,6 +14,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from perfcast.errors import InputError
+
 ArrayLike = np.ndarray | Sequence[float] | float
 
 
@@ -51,6 +53,31 @@ class Factor:
     @property
     def needs_log(self) -> bool:
         return self.log_exponent != 0
+
+    def domain(self) -> str | None:
+        """Where the factor is defined, as text (``p > 0``); None: for every number.
+
+        A logarithm needs a positive value, a fractional power a non-negative one (NumPy
+        gives nan for ``(-8)^(1/3)``), a negative power a non-zero one."""
+        fractional = self.exponent.denominator != 1
+        if self.log_exponent or (fractional and self.exponent < 0):
+            return f"{self.parameter} > 0"
+        if fractional:
+            return f"{self.parameter} >= 0"
+        if self.exponent < 0:
+            return f"{self.parameter} != 0"
+        return None
+
+    def defined_at(self, values: np.ndarray) -> np.ndarray:
+        """Per value, whether it lies in :meth:`domain`."""
+        fractional = self.exponent.denominator != 1
+        if self.log_exponent or (fractional and self.exponent < 0):
+            return values > 0
+        if fractional:
+            return values >= 0
+        if self.exponent < 0:
+            return values != 0
+        return np.ones_like(values, dtype=bool)
 
     def text(self) -> str:
         parts = []
@@ -184,15 +211,54 @@ class Model:
         return not self.terms
 
     def evaluate(self, point: Mapping[str, ArrayLike]) -> np.ndarray:
-        """Vectorised: each parameter maps to a scalar or an array of equal length."""
+        """Vectorised: each parameter maps to a scalar or an array of equal length.
+
+        The result has the shape of the whole point, also where the model uses none of its
+        parameters: a constant model evaluated at three points gives three values, so that
+        predictions of a model set line up. A point outside the model's domain (``log2(0)``,
+        a negative value under a fractional power) or a value beyond floating point raises
+        an :class:`InputError` naming parameter and value, rather than returning nan or inf.
+        """
         arrays = {k: np.asarray(v, dtype=float) for k, v in point.items()}
         missing = [p for p in self.parameters if p not in arrays]
         if missing:
             raise KeyError(f"model of {self.callpath!r} needs values for {missing}")
+        try:
+            shape = np.broadcast_shapes(*(a.shape for a in arrays.values()))
+        except ValueError:
+            lengths = {k: a.size for k, a in arrays.items()}
+            raise InputError(f"parameter values of different lengths {lengths}") from None
+        self._check_domain(arrays)
         out = np.asarray(self.constant, dtype=float)
-        for term in self.terms:
-            out = out + term.coefficient * term.basis(arrays)
+        with np.errstate(all="ignore"):  # overflow becomes inf, reported below
+            for term in self.terms:
+                out = out + term.coefficient * term.basis(arrays)
+        out = np.array(np.broadcast_to(out, shape))
+        infinite = ~np.isfinite(out)
+        if infinite.any():
+            index = np.unravel_index(int(np.argmax(infinite)), shape)
+            where = ", ".join(
+                f"{p}={np.broadcast_to(arrays[p], shape)[index]:g}" for p in self.parameters
+            )
+            raise InputError(
+                f"the model of {self.callpath!r} ({self.metric}) gives {out[index]} at "
+                f"{where or 'every point'}: beyond what a floating-point number holds; "
+                "predict at smaller values"
+            )
         return out
+
+    def _check_domain(self, arrays: Mapping[str, np.ndarray]) -> None:
+        for term in self.terms:
+            for factor in term.factors:
+                values = arrays[factor.parameter]
+                outside = ~factor.defined_at(values)
+                if outside.any():
+                    value = values.reshape(-1)[int(np.argmax(outside.reshape(-1)))]
+                    raise InputError(
+                        f"{factor.parameter}={value:g} is outside the domain of the model of "
+                        f"{self.callpath!r} ({self.metric}): its factor {factor.text()} needs "
+                        f"{factor.domain()}"
+                    )
 
     def leading_term(self) -> Term | None:
         """The term that dominates growth: largest exponent, then log exponent, per parameter

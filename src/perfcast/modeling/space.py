@@ -26,6 +26,13 @@ DEFAULT_EXPONENTS: tuple[Fraction, ...] = tuple(map(Fraction, _EXTRAP_EXPONENTS.
 DEFAULT_LOG_EXPONENTS: tuple[int, ...] = (0, 1, 2)
 """Extra-P's default logarithm exponent set J."""
 
+FALLING_EXPONENTS: tuple[Fraction, ...] = tuple(
+    -Fraction(e) for e in ("1/4", "1/3", "1/2", "2/3", "3/4", "1", "4/3", "3/2", "2")
+)
+"""Exponents the modeler adds for a parameter along which a metric falls (strong scaling:
+work per rank ``n/p``, surfaces ``(n/p)^(2/3)``, 2-D halos ``p^(-1/2)``); beyond ``-2``
+a cost per rank rarely falls."""
+
 T = TypeVar("T")
 
 Family = tuple[frozenset[str], ...]
@@ -77,6 +84,11 @@ class SearchSpace:
             e.denominator != 1 or e < 0 for e in self.exponents
         )
 
+    @property
+    def has_negative_exponents(self) -> bool:
+        """The user asked for falling shapes explicitly (``--exponents -1,...``)."""
+        return any(e < 0 for e in self.exponents)
+
     def factors(self, parameter: str) -> list[Factor]:
         return [Factor(parameter, i, j) for i, j in self.shapes]
 
@@ -89,6 +101,24 @@ class SearchSpace:
             power = np.where(exps == 0, 1.0, np.power(values[None, :], exps))
             log = np.where(logs == 0, 1.0, np.power(np.log2(values)[None, :], logs))
         return np.asarray(power * log)
+
+
+def falling_factors(parameter: str, space: SearchSpace) -> list[Factor]:
+    """``parameter^(-i) * log2(parameter)^j`` for every ``i`` in :data:`FALLING_EXPONENTS` and
+    ``j`` in the space's log exponents: the shapes of a metric that decreases along it."""
+    return [Factor(parameter, i, j) for i in FALLING_EXPONENTS for j in space.log_exponents]
+
+
+STEEPER_STEPS: tuple[Fraction, ...] = (Fraction(1, 2), Fraction(1), Fraction(3, 2), Fraction(2))
+"""How far beyond the space's largest exponent the modeler looks for a parameter whose best
+shape is the space's steepest (miniFE's ``nx^4`` against Extra-P's largest exponent 3)."""
+
+
+def steeper_factors(parameter: str, space: SearchSpace) -> list[Factor]:
+    """Shapes beyond the space's largest exponent: ``parameter^(top + step) *
+    log2(parameter)^j`` for the :data:`STEEPER_STEPS` and the space's log exponents."""
+    top = max(space.exponents)
+    return [Factor(parameter, top + step, j) for step in STEEPER_STEPS for j in space.log_exponents]
 
 
 def term_families(

@@ -10,13 +10,20 @@ import json
 from collections.abc import Callable
 
 from perfcast.modeling.modelset import ModelSet
+from perfcast.modeling.pmnf import Model
 
 
 def _text(models: ModelSet) -> str:
+    """Every model, grouped by call path in order of first appearance. The models are
+    indexed by call path in one pass: scanning all models per call path made 16,000 call
+    paths take half a minute."""
+    by_callpath: dict[str, list[Model]] = {}
+    for model in models:
+        by_callpath.setdefault(model.callpath, []).append(model)
     lines: list[str] = []
-    for callpath in dict.fromkeys(m.callpath for m in models):
+    for callpath, group in by_callpath.items():
         lines.append(f"Callpath: {callpath}")
-        for model in (m for m in models if m.callpath == callpath):
+        for model in group:
             stats = model.statistics
             lines.append(f"  Metric: {model.metric}")
             lines.append(f"    Model: {model.text()}")

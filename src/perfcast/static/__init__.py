@@ -24,14 +24,16 @@ def analyze(
     binary: str | Path,
     architecture: str | Path | Architecture = DEFAULT_ARCHITECTURE,
     flags: tuple[str, ...] = (),
+    only: str | None = None,
 ):
-    """Build the static model of ``source`` compiled into ``binary`` (with ``-g``)."""
+    """Build the static model of ``source`` compiled into ``binary`` (with ``-g``); with
+    ``only``, of that function and its callees alone."""
     from perfcast.static.model import build_model
 
     arch = (
         architecture if isinstance(architecture, Architecture) else load_architecture(architecture)
     )
-    return build_model(source, binary, arch, tuple(flags))
+    return build_model(source, binary, arch, tuple(flags), only)
 
 
 __all__ = [

@@ -175,6 +175,9 @@ class DomainBuilder:
                 # caller's mapping as it stands at the call (its loop indices renamed).
                 outer = renames.get(id(instance.call.instance), {}) if instance.call else {}
                 mapping = {p: ex.substitute(a, outer) for p, a in instance.binding.items()}
+                # Locals fixed at their declaration are in the function's own parameters.
+                for local, value in instance.function.derived_locals.items():
+                    mapping[local] = ex.substitute(value, mapping)
                 renames[id(instance)] = mapping
             split = None
             if construct.kind == "loop" and construct.loop is not None:

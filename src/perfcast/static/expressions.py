@@ -9,6 +9,7 @@ when it does not depend on a loop index.
 
 from __future__ import annotations
 
+import keyword
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -228,6 +229,17 @@ def names(expr: Expr) -> frozenset[str]:
     return frozenset()
 
 
+def atoms(expr: Expr) -> list[Var | Opaque]:
+    """The variables and opaque values an expression is built from, left to right."""
+    if isinstance(expr, Var | Opaque):
+        return [expr]
+    if isinstance(expr, Unary):
+        return atoms(expr.operand)
+    if isinstance(expr, Binary):
+        return atoms(expr.left) + atoms(expr.right)
+    return []
+
+
 def substitute(expr: Expr, mapping: dict[str, Expr]) -> Expr:
     """Replace variables; an opaque atom naming a replaced variable stays opaque but is
     re-labelled so it can no longer pass as loop-invariant."""
@@ -272,7 +284,7 @@ def sanitize(text: str) -> str:
     name = re.sub(r"\W+", "_", text.replace("->", "_").replace("*", "_x_")).strip("_")
     if not name or name[0].isdigit():
         name = "v_" + name
-    return name + "_" if name in _RESERVED else name
+    return name + "_" if name in _RESERVED or keyword.iskeyword(name) else name
 
 
 _RESERVED = frozenset(
@@ -368,8 +380,10 @@ class IslWriter:
             return self.parameters.add_free(sanitize(expr.text), f"value of `{expr.text}`")
         name = sanitize(to_python(expr).replace("//", "_div_").replace("%", "_mod_"))
         self.parameters.derived.setdefault(name, to_python(expr))
-        for used in names(expr):
-            self.parameters.add_free(sanitize(used), f"variable {used}")
+        # The derived text names each atom as to_python renders it: an opaque atom by its
+        # whole text (``Real_t(4.0)`` -> ``Real_t_4_0``), not by the identifiers inside it.
+        for atom in atoms(expr):
+            self._parameter(atom)
         return name
 
     def affine(self, expr: Expr) -> str:
@@ -397,6 +411,10 @@ class IslWriter:
             return self._parameter(expr)
         if isinstance(expr, Binary) and expr.op in ("/", "%"):
             divisor = constant_value(expr.right)
+            if divisor == 0:
+                # Undefined behaviour in C: no count can be right, so the function is
+                # left out of the model (with this reason) rather than given a formula.
+                raise ExpressionError(f"`{to_python(expr)}` divides by zero")
             if divisor is not None and divisor > 0:
                 inner = self.affine(expr.left)
                 if expr.op == "/":

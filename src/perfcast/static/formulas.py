@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
+from perfcast.static.arithmetic import evaluate_formula
+
 LARGE_VALUE = 840_000
 """Parameters are set near this (distinct per parameter, multiples of 840 = lcm(1..8)) to
 pick the asymptotic chamber."""
@@ -240,7 +242,7 @@ def polynomial(pwqp) -> Poly:
     point = large_point(names)
     selected = chosen[-1][1]
     for domain, qp in chosen:
-        if eval(_condition(domain, isl), {}, dict(point)):
+        if evaluate_formula(_condition(domain, isl), point):
             selected = qp
             break
     terms: list = []

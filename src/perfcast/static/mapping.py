@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from perfcast.static import expressions as ex
+from perfcast.static.arithmetic import evaluate_formula
 from perfcast.static.binary import BinaryFunction, Frame, Instruction
 from perfcast.static.domains import (
     Combination,
@@ -397,7 +398,7 @@ class FunctionMapper:
                 for k, (name, value) in enumerate(large_point(parameters.free).items())
             }
             for name, expression in parameters.derived.items():
-                point[name] = eval(expression, {}, dict(point))
+                point[name] = evaluate_formula(expression, point)
             points.append(point)
         key = tuple(sorted(parameters.free)) + tuple(sorted(parameters.derived))
         if key != self._sample_key:
@@ -407,7 +408,7 @@ class FunctionMapper:
                 continue
             expression = python_expression(self._counter.count(symbol))
             for point, values in zip(points, self._samples, strict=True):
-                value = eval(expression, {"F": Fraction}, dict(point))
+                value = evaluate_formula(expression, point)
                 for _ in symbol.multipliers:
                     value = value * Fraction(1, 2)
                 values[name] = float(value)

@@ -9,15 +9,18 @@ code without source (libraries) are listed with their counts and are not modeled
 
 from __future__ import annotations
 
+import builtins
+import keyword
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from perfcast.errors import InputError
+from perfcast.errors import InputError, PerfcastError
 from perfcast.static import expressions as ex
 from perfcast.static.arch import Architecture
-from perfcast.static.binary import load_binary
+from perfcast.static.arithmetic import parse_formula
+from perfcast.static.binary import BinaryFunction, load_binary
 from perfcast.static.domains import Combination, Counter, Instance, Symbol
 from perfcast.static.formulas import Poly, polynomial, python_expression
 from perfcast.static.mapping import FunctionMapper, MappedFunction, _find_call
@@ -61,6 +64,7 @@ class StaticModel:
     functions: list[FunctionModel]
     warnings: list[str]
     values: dict[str, object] = field(default_factory=dict, repr=False)  # symbol text -> pwqp
+    skipped: dict[str, str] = field(default_factory=dict)  # source function -> why
 
     def function(self, name: str) -> FunctionModel:
         for function in self.functions:
@@ -69,8 +73,18 @@ class StaticModel:
         raise KeyError(name)
 
 
+MODULE_NAMES = frozenset(
+    {"F", "defaultdict", "handle_function_call", "evaluate", "local", "FUNCTIONS", "PARAMETERS"}
+    | {"CATEGORIES", "FLOATING_POINT", "MACHINE", "SOURCE_NAMES"}
+)
+"""Names the generated module defines or uses itself: a C function called ``sum`` or
+``evaluate`` must not replace the builtin or helper the module's own code calls."""
+
+
 def _identifier(text: str) -> str:
-    return re.sub(r"\W+", "_", text).strip("_") or "function"
+    name = re.sub(r"\W+", "_", text).strip("_") or "function"
+    taken = keyword.iskeyword(name) or name in MODULE_NAMES or hasattr(builtins, name)
+    return name + "_" if taken else name
 
 
 def build_model(
@@ -78,39 +92,101 @@ def build_model(
     binary: str | Path,
     architecture: Architecture,
     flags: tuple[str, ...] = (),
+    only: str | None = None,
 ) -> StaticModel:
-    """Analyse ``source`` and its compiled ``binary`` into a :class:`StaticModel`."""
+    """Analyse ``source`` and its compiled ``binary`` into a :class:`StaticModel`.
+
+    ``only`` names one source function (``Domain::x`` or ``x``): it and the functions it
+    calls are analysed, nothing else. A function the analysis fails on is left out and
+    listed in ``StaticModel.skipped`` with the reason, so one construct it cannot handle
+    does not cost the model of every other function in the file.
+    """
     program = parse_source(source, flags)
     functions, warnings = load_binary(binary)
     warnings = list(program.warnings) + warnings
     table = program.by_key()
+    candidates = [f for f in functions if f.key and table.get(f.key) is not None]
+    if only is not None:
+        candidates = _with_callees(candidates, only, table, source)
     mapped: list[MappedFunction] = []
-    for function in functions:
-        source_function = table.get(function.key) if function.key else None
-        if source_function is None:
+    skipped: dict[str, str] = {}
+    for function in candidates:
+        source_function = table[function.key]  # type: ignore[index]
+        try:
+            mapped_function = FunctionMapper(program, function, source_function).solve()
+        except Exception as exc:  # any failure skips this function only
+            skipped[source_function.name] = _reason(exc)
             continue
-        mapped_function = FunctionMapper(program, function, source_function).solve()
         mapped.append(mapped_function)
         warnings.extend(mapped_function.warnings)
     if not mapped:
+        reasons = "; ".join(f"{name}: {why}" for name, why in skipped.items())
         raise InputError(
-            f"no function of {binary} comes from this source file (was it compiled from it, "
-            "with -g?)",
+            f"no function of {binary} could be modeled from this source file"
+            + (f" ({reasons})" if reasons else " (was it compiled from it, with -g?)"),
             path=source,
         )
     names = _model_names(mapped)
     sources = {item.binary.name: item.source for item in mapped}
     builder = _ModelBuilder(architecture, names, sources)
     models: list[FunctionModel] = []
-    for item in mapped:
-        models.extend(builder.function_models(item))
-    _resolve_signatures(models)
     counter = Counter()
     values = {}
-    for model in models:
-        for symbol in model.symbols.values():
-            values[symbol.text + ("#entries" if symbol.project else "")] = counter.count(symbol)
-    return StaticModel(str(source), str(binary), architecture, models, warnings, values)
+    for item in mapped:
+        try:
+            built = builder.function_models(item)
+            counted = {
+                symbol.text + ("#entries" if symbol.project else ""): counter.count(symbol)
+                for model in built
+                for symbol in model.symbols.values()
+            }
+        except Exception as exc:  # any failure skips this function only
+            skipped[item.source.name] = _reason(exc)
+            continue
+        models.extend(built)
+        values.update(counted)
+    _resolve_signatures(models)
+    result = StaticModel(str(source), str(binary), architecture, models, warnings, values)
+    result.skipped = skipped
+    return result
+
+
+def _reason(exc: Exception) -> str:
+    """Why a function was skipped, in one line: the message, typed unless it is ours."""
+    text = " ".join(str(exc).split()) or "no message"
+    return text if isinstance(exc, PerfcastError) else f"{type(exc).__name__}: {text}"
+
+
+def _with_callees(
+    candidates: list[BinaryFunction],
+    only: str,
+    table: dict[tuple[str, int], SourceFunction],
+    source: str | Path,
+) -> list[BinaryFunction]:
+    """The binary functions of source function ``only`` and, transitively, those they call
+    (a model function composes its callees' models, so they must be there too)."""
+
+    def named(function: BinaryFunction) -> bool:
+        name = table[function.key].name  # type: ignore[index]
+        return only in (name, name.rsplit("::", 1)[-1])
+
+    by_symbol = {f.name: f for f in candidates}
+    wanted = [f for f in candidates if named(f)]
+    if not wanted:
+        known = sorted({table[f.key].name for f in candidates})  # type: ignore[index]
+        raise InputError(
+            f"--function {only}: no such function in the binary's code from this file; "
+            f"it has {', '.join(known[:20])}" + (" ..." if len(known) > 20 else ""),
+            path=source,
+        )
+    chosen: dict[str, BinaryFunction] = {}
+    while wanted:
+        function = wanted.pop()
+        if function.name in chosen:
+            continue
+        chosen[function.name] = function
+        wanted.extend(by_symbol[c.target] for c in function.calls if c.target in by_symbol)
+    return [f for f in candidates if f.name in chosen]
 
 
 def _model_names(mapped: list[MappedFunction]) -> dict[str, str]:
@@ -211,6 +287,14 @@ class _ModelBuilder:
                 for name in re.findall(r"[A-Za-z_]\w*", expression):
                     if name in parameters.free:
                         model.own_parameters.setdefault(name, parameters.free[name])
+        for model in owners.values():
+            # These texts become code of the generated module: only whitelisted arithmetic
+            # on parameter names may get there (parse_formula raises otherwise).
+            for expression in model.derived.values():
+                parse_formula(expression)
+            for site in model.calls:
+                for argument in site.arguments.values():
+                    parse_formula(argument)
         return list(owners.values())
 
     def _arguments(
@@ -236,15 +320,17 @@ class _ModelBuilder:
                 continue
             translated = ex.substitute(actual, domain.mapping)
             if ex.names(translated) & set(domain.dims) or isinstance(translated, ex.Opaque):
-                name = f"{formal}_{location.line}"
+                name = ex.sanitize(f"{formal}_{location.line}")
                 caller.own_parameters.setdefault(
                     name, f"argument {formal} of the call at line {location.line}"
                 )
-                arguments[formal] = name
+                arguments[ex.sanitize(formal)] = name
                 continue
             for used in ex.names(translated):
                 caller.own_parameters.setdefault(ex.sanitize(used), f"variable {used}")
-            arguments[formal] = ex.to_python(translated)
+            # keyed like the callee's parameters: a C name that is a Python keyword
+            # (``from``) is ``from_`` there
+            arguments[ex.sanitize(formal)] = ex.to_python(translated)
         return arguments
 
 

@@ -107,6 +107,10 @@ class SourceFunction:
     integer_parameters: frozenset[str]
     root: Construct
     declaration_lines: frozenset[int] = frozenset()
+    # Integer locals fixed at their declaration (``int edgeNodes = nx + 1;``, never
+    # assigned again), in the function's parameters and globals: a loop bound that names
+    # one is counted in the values it comes from, not as a parameter of its own.
+    derived_locals: dict[str, ex.Expr] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -141,6 +145,50 @@ def builtin_include_directory() -> str | None:
     return None
 
 
+MPI_WRAPPERS = {"c": "mpicc", "c++": "mpicxx"}
+_WRAPPER_FLAG_PREFIXES = ("-I", "-D", "-isystem", "-pthread")
+
+
+def source_language(path: str | Path) -> str:
+    return "c++" if Path(path).suffix in CXX_SUFFIXES else "c"
+
+
+@cache
+def mpi_wrapper_flags(language: str) -> tuple[str, tuple[str, ...]]:
+    """(command shown, flags): the compile flags the MPI wrapper adds for ``language``.
+
+    Asks the wrapper itself, Open MPI's ``--showme:compile`` first, then MPICH's
+    ``-compile_info`` (which prints a whole command: only its include, define and thread
+    flags are kept). ("", ()) when there is no wrapper or it answers neither."""
+    wrapper = shutil.which(MPI_WRAPPERS[language])
+    if wrapper is None:
+        return "", ()
+    for option in ("--showme:compile", "-compile_info"):
+        try:
+            out = subprocess.run(
+                [wrapper, option], capture_output=True, text=True, check=True, timeout=30
+            ).stdout.split()
+        except (OSError, subprocess.SubprocessError):
+            continue
+        flags = tuple(f for f in out if f.startswith(_WRAPPER_FLAG_PREFIXES))
+        if flags:
+            return f"{MPI_WRAPPERS[language]} {option}", flags
+    return "", ()
+
+
+def finds_mpi_header(flags: Sequence[str]) -> bool:
+    """Do the include directories among ``flags`` hold mpi.h?"""
+    directories = []
+    for k, flag in enumerate(flags):
+        if flag in ("-I", "-isystem") and k + 1 < len(flags):
+            directories.append(flags[k + 1])
+        elif flag.startswith("-I") and len(flag) > 2:
+            directories.append(flag[2:])
+        elif flag.startswith("-isystem") and len(flag) > len("-isystem"):
+            directories.append(flag[len("-isystem") :])
+    return any((Path(d) / "mpi.h").is_file() for d in directories)
+
+
 def _cindex():
     try:
         import clang.cindex as cindex
@@ -157,7 +205,7 @@ def parse_source(path: str | Path, flags: Sequence[str] = ()) -> SourceProgram:
     path = Path(path).resolve()
     if not path.is_file():
         raise InputError("source file not found", path=path)
-    language = "c++" if path.suffix in CXX_SUFFIXES else "c"
+    language = source_language(path)
     args = ["-x", language, *(["-std=c++17"] if language == "c++" else [])]
     include = builtin_include_directory()
     if include:
@@ -238,7 +286,67 @@ class _Builder:
             integer_parameters=frozenset(integers),
             root=root,
             declaration_lines=frozenset(declarations),
+            derived_locals=self.derived_locals(body),
         )
+
+    def derived_locals(self, body: list) -> dict[str, ex.Expr]:
+        """Top-level integer locals initialised from arithmetic on parameters, globals and
+        earlier such locals, where neither the local nor what it is computed from is
+        written in the body (no assignment, ``++``/``--`` or address taken), each
+        rewritten in those values.
+
+        Only declarations directly in the function body qualify: one inside a loop may
+        depend on the loop index, and a name declared twice (shadowing) counts as written.
+        """
+        integer_kinds = {
+            self.ci.TypeKind.INT,
+            self.ci.TypeKind.UINT,
+            self.ci.TypeKind.LONG,
+            self.ci.TypeKind.ULONG,
+            self.ci.TypeKind.LONGLONG,
+            self.ci.TypeKind.ULONGLONG,
+            self.ci.TypeKind.SHORT,
+            self.ci.TypeKind.USHORT,
+        }
+        candidates: dict[str, tuple[int, ex.Expr]] = {}
+        written: set[str] = set()
+        tokens = [t for statement in body for t in statement.get_tokens()]
+        for statement in (c for block in body for c in block.get_children()):
+            if statement.kind != self.kinds.DECL_STMT:
+                continue
+            for variable in statement.get_children():
+                if variable.kind != self.kinds.VAR_DECL:
+                    continue
+                initializer = _initializer_tokens(variable)
+                if variable.spelling in candidates:
+                    written.add(variable.spelling)
+                elif (
+                    initializer
+                    and variable.type.get_canonical().kind in integer_kinds
+                    and not variable.type.get_canonical().spelling.startswith("volatile")
+                ):
+                    candidates[variable.spelling] = (
+                        variable.location.offset,
+                        ex.parse(initializer),
+                    )
+        for index, token in enumerate(tokens):
+            name = token.spelling
+            if name in candidates and token.location.offset == candidates[name][0]:
+                continue
+            after = tokens[index + 1].spelling if index + 1 < len(tokens) else ""
+            before = tokens[index - 1].spelling if index else ""
+            if after in _WRITES or after in ("++", "--") or before in ("++", "--", "&"):
+                written.add(name)
+        resolved: dict[str, ex.Expr] = {}
+        for name, (_, value) in sorted(candidates.items(), key=lambda item: item[1][0]):
+            if (
+                name in written
+                or ex.names(value) & written
+                or any(isinstance(a, ex.Opaque) for a in ex.atoms(value))
+            ):
+                continue
+            resolved[name] = ex.substitute(value, resolved)
+        return resolved
 
     def construct(self, kind: str, cursor, parent: Construct | None, **fields) -> Construct:
         extent = cursor.extent
@@ -449,6 +557,19 @@ def _annotation_pairs(tokens, start: int) -> dict[str, str]:
     if key is not None:
         pairs[key] = "".join(value)
     return pairs
+
+
+_WRITES = frozenset({"=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=", "|=", "^="})
+
+
+def _initializer_tokens(variable) -> list[str]:
+    """The spellings after ``name =`` in a variable declaration ([] for none or ``{}``)."""
+    spellings = _spellings(variable)
+    for index in range(len(spellings) - 1):
+        if spellings[index] == variable.spelling and spellings[index + 1] == "=":
+            rest = spellings[index + 2 :]
+            return rest[:-1] if rest and rest[-1] in (",", ";") else rest
+    return []
 
 
 def _spellings(cursor) -> list[str]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from perfcast.errors import InputError
+from perfcast.outputs import OutputKind, write_output
 from perfcast.taint.profile import FORMAT
 
 HEADER = "# perfcast taint: functions whose cost can depend on a parameter\n"
@@ -35,18 +36,35 @@ def _check(profile: Mapping[str, Any]) -> None:
         )
 
 
+def _names(profile: Mapping[str, Any], key: str) -> list[str]:
+    """The list of function names under ``key``; InputError naming the key if it is not one
+    (the profile is a file, and ``perfcast build --filter`` compiles its names in)."""
+    names = profile.get(key, [])
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise InputError(f"the taint profile's {key!r} must be a list of function names")
+    return names
+
+
 def relevant_functions(profile: Mapping[str, Any]) -> list[str]:
     """Functions of the program whose cost depends on a parameter in the taint run."""
     _check(profile)
-    return list(profile["relevant"])
+    if "relevant" not in profile:
+        raise InputError("the taint profile has no 'relevant' list of functions")
+    return list(_names(profile, "relevant"))
 
 
 def instrumented_functions(profile: Mapping[str, Any]) -> list[str]:
     """What to measure: the relevant functions and those the taint run never reached."""
-    _check(profile)
-    return sorted({*profile["relevant"], *profile.get("not_executed", [])})
+    return sorted({*relevant_functions(profile), *_names(profile, "not_executed")})
+
+
+FILTER_FILE = OutputKind(
+    "a perfcast filter file", lambda head: head.startswith(HEADER.encode("utf-8"))
+)
+"""A filter file replaces only an earlier one (it starts with :data:`HEADER`)."""
 
 
 def write_filter(profile: Mapping[str, Any], path: Path) -> None:
     """The filter file of ``perfcast build --filter``: one function name per line."""
-    path.write_text(HEADER + "".join(f"{name}\n" for name in instrumented_functions(profile)))
+    names = "".join(f"{name}\n" for name in instrumented_functions(profile))
+    write_output(path, HEADER + names, FILTER_FILE)

@@ -396,13 +396,34 @@ def _mpi_json(entries: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def read_profile(path: Path) -> dict[str, Any]:
-    """A taint profile from its JSON file; InputError naming the file when it is not one."""
+    """A taint profile from its JSON file; InputError naming the file when it is not one.
+
+    Everything the commands later read from it (functions, their terms and call paths,
+    branches, the name lists) is checked here, so a damaged or hand-edited profile is
+    refused with the key at fault instead of failing deep inside design, build or model.
+    """
     try:
-        profile = json.loads(path.read_text())
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise InputError(f"cannot read the taint profile: {exc.strerror}", path=path) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"not a taint profile: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+            f"{exc.start}); write one with perfcast taint",
+            path=path,
+        ) from None
+    try:
+        profile = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"not JSON: {exc.msg}", path=path, line=exc.lineno) from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        reason = str(exc).split(";")[0]  # not Python's advice on raising the limit
+        raise InputError(f"not a taint profile: {reason}", path=path) from None
+    except RecursionError:
+        raise InputError(
+            "not a taint profile: JSON nested too deeply; write one with perfcast taint",
+            path=path,
+        ) from None
     if not isinstance(profile, dict) or profile.get("format") != FORMAT:
         found = profile.get("format") if isinstance(profile, dict) else type(profile).__name__
         raise InputError(
@@ -410,4 +431,93 @@ def read_profile(path: Path) -> dict[str, Any]:
             "with perfcast taint",
             path=path,
         )
+    _ProfileCheck(path).profile(profile)
     return profile
+
+
+class _ProfileCheck:
+    """The shape of a profile's JSON, each error naming the key (``functions["main"].terms``)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def fail(self, where: str, what: str) -> InputError:
+        return InputError(
+            f"{where} must be {what}; write the profile again with perfcast taint",
+            path=self.path,
+        )
+
+    def table(self, value: Any, where: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(where, "a JSON object")
+        return value
+
+    def required(self, table: dict[str, Any], key: str, where: str) -> Any:
+        if key not in table:
+            raise InputError(
+                f"{where} has no {key!r}; write the profile again with perfcast taint",
+                path=self.path,
+            )
+        return table[key]
+
+    def names(self, value: Any, where: str) -> None:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(where, "a list of names")
+
+    def terms(self, value: Any, where: str) -> None:
+        if not isinstance(value, list) or not all(
+            isinstance(term, list) and all(isinstance(n, str) for n in term) for term in value
+        ):
+            raise self.fail(where, "a list of parameter products (lists of parameter names)")
+
+    def optional_terms(self, entry: dict[str, Any], where: str) -> None:
+        for key in ("exclusive_terms", "visits_terms"):
+            if key in entry:
+                self.terms(entry[key], f"{where}.{key}")
+
+    def profile(self, profile: dict[str, Any]) -> None:
+        if "parameters" in profile:
+            self.table(profile["parameters"], "parameters")
+        for key in ("relevant", "not_executed", "pruned", "constant", "warnings"):
+            if key in profile:
+                self.names(profile[key], key)
+        functions = self.table(self.required(profile, "functions", "the profile"), "functions")
+        for name, function in functions.items():
+            self.function(function, f"functions[{json.dumps(name)}]")
+
+    def function(self, function: Any, where: str) -> None:
+        self.table(function, where)
+        self.terms(self.required(function, "terms", where), f"{where}.terms")
+        self.optional_terms(function, where)
+        if function.get("file") is not None and not isinstance(function["file"], str):
+            raise self.fail(f"{where}.file", "a file name or null")
+        if "params" in function:
+            self.names(function["params"], f"{where}.params")
+        if "dependency" in function and not isinstance(function["dependency"], str):
+            raise self.fail(f"{where}.dependency", "a string")
+        callpaths = self.required(function, "callpaths", where)
+        for callpath, entry in self.table(callpaths, f"{where}.callpaths").items():
+            inner = f"{where}.callpaths[{json.dumps(callpath)}]"
+            self.table(entry, inner)
+            self.terms(self.required(entry, "terms", inner), f"{inner}.terms")
+            self.optional_terms(entry, inner)
+        branches = function.get("branches", [])
+        if not isinstance(branches, list):
+            raise self.fail(f"{where}.branches", "a list")
+        for index, branch in enumerate(branches):
+            self.branch(branch, f"{where}.branches[{index}]")
+
+    def branch(self, branch: Any, where: str) -> None:
+        self.table(branch, where)
+        self.names(self.required(branch, "params", where), f"{where}.params")
+        line = self.required(branch, "line", where)
+        if not isinstance(line, int) or isinstance(line, bool):
+            raise self.fail(f"{where}.line", "a line number")
+        for key in ("evaluated", "taken"):
+            value = branch.get(key, 0)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise self.fail(f"{where}.{key}", "a count")
+        if not isinstance(branch.get("exits_loops_at", []), list):
+            raise self.fail(f"{where}.exits_loops_at", "a list of line numbers")
+        if "calls" in branch:
+            self.names(branch["calls"], f"{where}.calls")

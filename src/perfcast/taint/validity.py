@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,8 @@ from perfcast.experiment.calltree import join_callpath, split_callpath
 from perfcast.experiment.experiment import Experiment
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.prior import Prior
+from perfcast.modeling.prior_conflicts import VISITS_METRIC, PriorConflict, resolve_conflict
+from perfcast.report.names import name_list
 from perfcast.taint.priors import (
     SOURCE,
     callpath_terms,
@@ -100,12 +102,12 @@ class TaintMatch:
         if self.by_function:
             notes.append(
                 f"{len(self.by_function)} call path(s) not in the taint profile, matched by "
-                f"function name: {', '.join(self.by_function)}"
+                f"function name: {name_list(self.by_function)}"
             )
         if self.unmatched:
             notes.append(
                 f"{len(self.unmatched)} call path(s) unknown to the taint profile, modeled "
-                f"without prior: {', '.join(self.unmatched)}"
+                f"without prior: {name_list(self.unmatched)}"
             )
         return notes
 
@@ -231,19 +233,68 @@ def match_profile(
     return match
 
 
-def contention_warnings(free: ModelSet, match: TaintMatch) -> dict[tuple[str, str], list[str]]:
+def branch_parameters(profile: Mapping[str, Any], callpath: str) -> frozenset[str]:
+    """Parameters that decide a branch on the way to ``callpath``'s code.
+
+    A branch decided by ``p`` lets ``p`` reach the code even where no loop bound depends on
+    it: ``if (has_neighbour_below) send(...)`` sends as often as the rank's position and
+    ``p`` say. Counted: every branch of the call path's own function and of its caller
+    (which decides how often a library routine such as ``MPI_Wait`` runs, often through a
+    count set in branches, an implicit flow the taint labels of the call itself miss), and
+    further up the branches that guard the call to the next frame.
+    """
+    functions = profile.get("functions", {})
+    by_name: dict[str, list[Mapping[str, Any]]] = {}
+    for name, function in functions.items():
+        by_name.setdefault(function_name(name), []).append(function)
+    frames = [function_name(f) for f in split_callpath(callpath)]
+    found: set[str] = set()
+    for index, frame in enumerate(frames):
+        callee = frames[index + 1] if index + 1 < len(frames) else None
+        near = index >= len(frames) - 2  # the function itself or its caller
+        for function in by_name.get(frame, []):
+            for branch in function.get("branches", []):
+                guarded = {function_name(c) for c in branch.get("calls", [])}
+                if near or callee in guarded:
+                    found |= set(branch.get("params", []))
+    return frozenset(found)
+
+
+def unreachable_parameters(
+    profile: Mapping[str, Any], match: TaintMatch, callpath: str, parameters: Iterable[str]
+) -> frozenset[str]:
+    """Of ``parameters``, those the code of ``callpath`` provably cannot depend on: its
+    taint prior rules them out (no loop bound) and no branch on the way decides by them.
+    Empty for a call path without a taint prior (nothing is known)."""
+    prior = match.priors.get(callpath)
+    if prior is None:
+        return frozenset()
+    reaching = branch_parameters(profile, callpath)
+    return frozenset(p for p in parameters if not prior.allows_parameter(p) and p not in reaching)
+
+
+def contention_warnings(
+    free: ModelSet, match: TaintMatch, profile: Mapping[str, Any] | None = None
+) -> dict[tuple[str, str], list[str]]:
     """Paper C1: parameters a prior-free model uses that the code cannot depend on.
 
     ``free`` are models fitted without priors; the warnings are keyed by (call path, metric)
-    so they can be attached to the models actually reported.
+    so they can be attached to the models actually reported. With ``profile``, a parameter
+    that decides a branch on the way to the code (:func:`branch_parameters`) reaches it and
+    is never flagged.
     """
     warnings: dict[tuple[str, str], list[str]] = {}
     for model in free:
-        prior = match.priors.get(model.callpath)
-        if prior is None:
+        if model.callpath not in match.priors:
             continue
+        prior = match.priors[model.callpath]
+        unreachable = (
+            unreachable_parameters(profile, match, model.callpath, model.parameters)
+            if profile is not None
+            else {p for p in model.parameters if not prior.allows_parameter(p)}
+        )
         for parameter in model.parameters:
-            if not prior.allows_parameter(parameter):
+            if parameter in unreachable:
                 warnings.setdefault((model.callpath, model.metric), []).append(
                     f"depends on {parameter}, which the code cannot: contention or noise "
                     f"(taint analysis; black-box model: {model.text()})"
@@ -325,6 +376,42 @@ def algorithm_switch_warnings(
     return warnings
 
 
+def resolve_taint_conflicts(
+    models: ModelSet, free: ModelSet, profile: Mapping[str, Any], match: TaintMatch
+) -> list[PriorConflict]:
+    """Where a taint-prior model conflicts with its measurements (its fit is much worse
+    than the black-box one, or the measured visits use a parameter it rules out), put the
+    better model in ``models`` (in place) and return the conflicts
+    (:mod:`perfcast.modeling.prior_conflicts`: thresholds and why).
+
+    The issue this guards against: a halo exchange whose neighbour count follows the
+    rank's position and ``p`` through branches got a constant taint prior (no loop reads
+    ``p``) and collapsed to a constant model, unnoticed. ``models`` were fitted under
+    ``match.priors``, ``free`` without priors.
+    """
+    conflicts = []
+    visits = {m.callpath: m for m in free if m.metric == VISITS_METRIC}
+    for model in list(models):
+        key = (model.callpath, model.metric)
+        prior = match.priors.get(model.callpath)
+        if prior is None or key not in free:
+            continue
+        kept, conflict = resolve_conflict(
+            model,
+            free[key],
+            prior,
+            source=SOURCE,
+            visits=visits.get(model.callpath),
+            unreachable=unreachable_parameters(
+                profile, match, model.callpath, free[key].parameters
+            ),
+        )
+        if conflict is not None:
+            models.add(kept)
+            conflicts.append(conflict)
+    return conflicts
+
+
 def flag_models(
     models: ModelSet,
     free: ModelSet | None,
@@ -333,7 +420,7 @@ def flag_models(
     match: TaintMatch,
 ) -> None:
     """Attach the C1 and C2 warnings to ``models`` (in place)."""
-    contention = contention_warnings(free if free is not None else models, match)
+    contention = contention_warnings(free if free is not None else models, match, profile)
     switches = algorithm_switch_warnings(profile, experiment, match)
     for model in models:
         model.warnings.extend(contention.get((model.callpath, model.metric), []))

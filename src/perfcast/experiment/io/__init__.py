@@ -2,8 +2,8 @@
 
 ``read_experiment(path)`` recognises the format from the path (a directory is a Cube
 profile set), the extension and the first line; ``format=`` overrides the guess, and
-extra keyword options go to the reader (e.g. ``metrics=None`` to read every Cube
-metric). Each format is one module with a ``FORMAT`` entry; the table below registers
+extra keyword options go to the reader (e.g. ``metrics=["time"]`` to read only that
+Cube metric). Each format is one module with a ``FORMAT`` entry; the table below registers
 them, and :data:`FORMATS` lists their names.
 """
 
@@ -21,6 +21,7 @@ from perfcast.experiment.io.registry import (
     format_names,
     get_format,
     register,
+    require_regular_file,
 )
 
 for _module in (text, jsonfile, jsonlines, talpas, cube, sqlite):
@@ -43,6 +44,8 @@ def read_experiment(path: str | Path, format: str | None = None, **options: Any)
     if path.is_dir() != entry.directory:
         kind = "a directory (of run directories)" if entry.directory else "a file"
         raise InputError(f"the {entry.name} format is read from {kind}", path=path)
+    if not entry.directory:
+        require_regular_file(path)
     return entry.reader(path, **options)
 
 

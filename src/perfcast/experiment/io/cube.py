@@ -9,16 +9,18 @@ name/value pairs; values may use ``,`` or ``.`` as decimal mark and may be follo
 a ``.`` or ``,`` separator (``mm.x20,5.y20,5.z1,5.r1`` is x=20.5, y=20.5, z=1.5).
 Parameters that never change across the set are dropped.
 
-Values are exclusive per call path (``main->solve->MPI_Allreduce``). With weak scaling
-(default, as in Extra-P) every process/thread value of a profile is one repetition;
-with strong scaling one repetition is the sum over all processes. A call path missing
-at some points is folded into its nearest ancestor measured at every point, as Extra-P
-does; perfcast adds the exclusive values per repetition, which is exact where Extra-P
-adds summary statistics.
+Every metric the profiles measured is read (time, visits, min/max time, bytes, PAPI
+counters, ...) unless ``metrics=`` names some. Values are exclusive per call path
+(``main->solve->MPI_Allreduce``). With weak scaling (default, as in Extra-P) every
+process/thread value of a profile is one repetition; with strong scaling one repetition
+is the sum over all processes. A call path missing at some points is folded into its
+nearest ancestor measured at every point, as Extra-P does; perfcast adds the exclusive
+values per repetition, which is exact where Extra-P adds summary statistics.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from collections.abc import Sequence
@@ -34,13 +36,12 @@ from perfcast.experiment.calltree import SEPARATOR
 from perfcast.experiment.experiment import CALLPATH, METRIC, REPETITION, VALUE, Experiment, Metric
 from perfcast.experiment.io.registry import Format
 
-DEFAULT_METRICS = ("time", "visits")
-"""Metrics read unless others are asked for: what models of run time need."""
-
 SCALING = ("weak", "strong")
 
-PROFILE_GLOB = "*/[!.]*.cubex"
-"""Profiles one level below the set directory, hidden files excluded (as in Extra-P)."""
+PROFILE_NAMES = "[!.]*.cubex"
+"""Profiles in a run directory, hidden files excluded (as in Extra-P)."""
+PROFILE_GLOB = "*/" + PROFILE_NAMES
+"""Profiles one level below the set directory."""
 
 CUBE_UNITS = {"sec": "s", "occ": "", "#": ""}
 """Cube's unit names mapped to perfcast's (unlisted units are kept as they are)."""
@@ -70,24 +71,26 @@ def parse_run_directory(name: str) -> tuple[list[str], list[float]]:
 
 
 def read_cube(
-    path: Path, *, metrics: Sequence[str] | None = DEFAULT_METRICS, scaling: str = "weak"
+    path: Path, *, metrics: Sequence[str] | None = None, scaling: str = "weak"
 ) -> Experiment:
-    """Read a directory of Cube profiles; ``metrics=None`` reads every metric."""
+    """Read a directory of Cube profiles: every metric, or only the ``metrics`` named."""
     if isinstance(metrics, str):
         metrics = (metrics,)
     if scaling not in SCALING:
         raise InputError(f"unknown scaling {scaling!r}; choose one of {SCALING}", path=path)
     if not path.is_dir():
         raise InputError("a Cube profile set must be a directory of run directories", path=path)
-    files = sorted(path.glob(PROFILE_GLOB))
+    files = _profile_files(path)
     if not files:
         raise InputError(f"no Cube profiles ({PROFILE_GLOB}) in this directory", path=path)
     parameters, points = _points_of(files, path)
     frames: list[pd.DataFrame] = []
     units: dict[str, str] = {}
+    declared: set[str] = set()
     offsets: dict[tuple[float, ...], int] = {}
     for file, point in zip(files, points, strict=True):
-        frame, file_units = _read_profile(file, metrics, strong=scaling == "strong")
+        frame, file_units, file_metrics = _read_profile(file, metrics, strong=scaling == "strong")
+        declared.update(file_metrics)
         frame[REPETITION] += offsets.get(point, 0)
         offsets[point] = int(frame[REPETITION].max()) + 1 if len(frame) else offsets.get(point, 0)
         for name, value in zip(parameters, point, strict=True):
@@ -95,8 +98,13 @@ def read_cube(
         frames.append(frame)
         units.update(file_units)
     data = pd.concat(frames, ignore_index=True)
-    if not len(data):
-        raise InputError(f"the profiles hold none of the metrics {list(metrics or [])}", path=path)
+    missing = [m for m in metrics or () if m not in units]
+    if missing or not len(data):
+        wanted = f"the metric(s) {missing}" if missing else "any measured metric"
+        raise InputError(
+            f"the profiles hold no values of {wanted}; they declare {sorted(declared)}",
+            path=path,
+        )
     data = _fold_incomplete_callpaths(data, parameters, n_points=len(offsets))
     return Experiment(
         parameters,
@@ -104,6 +112,37 @@ def read_cube(
         [Metric(m, units.get(m, "")) for m in pd.unique(data[METRIC])],
         source=str(path),
     )
+
+
+def _profile_files(root: Path) -> list[Path]:
+    """The profiles of a set (``PROFILE_GLOB``), sorted, with nothing dropped unsaid.
+
+    A glob skips a run directory it cannot list and one without profiles (a failed run)
+    without a word, and the model would quietly lack those points: a directory that
+    cannot be read is an error, one without profiles a warning naming it. Plain files
+    and hidden entries beside the run directories are ignored, as in Extra-P.
+    """
+    try:
+        runs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError as exc:
+        raise InputError(f"cannot list the directory: {exc.strerror}", path=root) from None
+    files: list[Path] = []
+    for run in runs:
+        if not os.access(run, os.R_OK | os.X_OK):
+            raise InputError(
+                "cannot read the run directory (permission denied); make it readable or "
+                "move it out of the set",
+                path=run,
+            )
+        profiles = sorted(run.glob(PROFILE_NAMES))
+        if not profiles:
+            warnings.warn(
+                f"{run}: no Cube profile (*.cubex) in this run directory; it is left out "
+                "of the model",
+                stacklevel=3,
+            )
+        files.extend(profiles)
+    return files
 
 
 def _points_of(files: list[Path], root: Path) -> tuple[list[str], list[tuple[float, ...]]]:
@@ -138,14 +177,17 @@ def _points_of(files: list[Path], root: Path) -> tuple[list[str], list[tuple[flo
 
 def _read_profile(
     file: Path, metrics: Sequence[str] | None, *, strong: bool
-) -> tuple[pd.DataFrame, dict[str, str]]:
-    """Exclusive values of one profile: one row per (call path, metric, repetition)."""
+) -> tuple[pd.DataFrame, dict[str, str], list[str]]:
+    """Exclusive values of one profile: one row per (call path, metric, repetition),
+    the units of the metrics read, and the names of all metrics the profile declares."""
     columns: dict[str, list[np.ndarray]] = {CALLPATH: [], METRIC: [], REPETITION: [], VALUE: []}
     units: dict[str, str] = {}
+    declared: list[str] = []
     try:
         with CubexParser(str(file)) as cube:
             callpaths = _callpath_names(cube.get_root_cnodes())
             for metric in cube.get_metrics():
+                declared.append(metric.name)
                 if metrics is not None and metric.name not in metrics:
                     continue
                 try:
@@ -170,7 +212,7 @@ def _read_profile(
     )
     frame[REPETITION] = frame[REPETITION].astype(np.int64)
     frame[VALUE] = frame[VALUE].astype(float)
-    return frame, units
+    return frame, units, declared
 
 
 def _callpath_names(roots: list) -> dict[int, str]:

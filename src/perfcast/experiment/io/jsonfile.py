@@ -17,51 +17,39 @@ round trip; Extra-P ignores it.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from perfcast.errors import InputError
-from perfcast.experiment.experiment import Experiment
+import numpy as np
+
+from perfcast.errors import InputError, PerfcastError
+from perfcast.experiment.experiment import Experiment, point_label
 from perfcast.experiment.io.jsonlines import read_jsonlines
-from perfcast.experiment.io.registry import Format
-from perfcast.experiment.io.table import Cells, MeasurementTable
+from perfcast.experiment.io.jsontext import JSONSyntaxError, decode, try_decode
+from perfcast.experiment.io.registry import Format, read_text
+from perfcast.experiment.io.table import (
+    Cells,
+    MeasurementTable,
+    describe,
+    repetitions,
+    to_name,
+)
+from perfcast.outputs import OutputKind, write_output
 
 UNITS_KEY = "units"
-
-_NON_FINITE = re.compile(r"-?\b(?:NaN|Infinity)\b")
-
-
-class _NonFiniteConstant(ValueError):
-    pass
-
-
-def _reject_constant(name: str) -> float:
-    raise _NonFiniteConstant(name)
 
 
 def read_json(path: Path) -> Experiment:
     """Read an Extra-P JSON file (current or legacy form)."""
+    text = read_text(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not a text file ({exc.reason})", path=path) from None
-    try:
-        document = json.loads(text, parse_constant=_reject_constant)
-    except _NonFiniteConstant as exc:
-        match = _NON_FINITE.search(text)
-        line = text.count("\n", 0, match.start()) + 1 if match else None
-        raise InputError(
-            f"{exc.args[0]} is not a measured value; only finite numbers are allowed",
-            path=path,
-            line=line,
-        ) from None
-    except json.JSONDecodeError as exc:
+        document = decode(text, path=path)
+    except JSONSyntaxError:
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         if len(lines) > 1 and all(line.startswith("{") for line in lines):
             return read_jsonlines(path)
-        raise InputError(f"not valid JSON: {exc.msg}", path=path, line=exc.lineno) from None
+        raise
     if not isinstance(document, dict):
         raise InputError("the JSON document must be an object {...}", path=path)
     if "callpaths" in document:
@@ -69,16 +57,32 @@ def read_json(path: Path) -> Experiment:
     else:
         table = _read_current(document, path)
     table.require_complete()
+    return table.to_experiment(_units(document, path))
+
+
+def _units(document: dict, path: Path) -> dict[str, str]:
+    """perfcast's optional ``"units"`` entry: metric name -> unit text."""
     units = document.get(UNITS_KEY, {})
-    return table.to_experiment(units if isinstance(units, dict) else {})
+    if not isinstance(units, dict) or not all(isinstance(u, str) for u in units.values()):
+        raise InputError(
+            f'"{UNITS_KEY}" must map metric names to unit text, e.g. {{"time": "s"}}; '
+            "fix or remove it",
+            path=path,
+        )
+    return units
 
 
 def _get(container: Any, key: str | int, where: str, path: Path) -> Any:
     """``container[key]`` or an InputError naming the JSON location."""
-    try:
+    if isinstance(container, dict) and key in container:
         return container[key]
-    except (KeyError, IndexError, TypeError):
-        raise InputError(f"{where} lacks the entry {key!r}", path=path) from None
+    raise InputError(f"{where} lacks the entry {key!r}", path=path)
+
+
+def _list(value: Any, where: str, path: Path) -> list:
+    if not isinstance(value, list):
+        raise InputError(f"{where} must be a list, not {describe(value)}", path=path)
+    return value
 
 
 def _read_current(document: dict, path: Path) -> MeasurementTable:
@@ -88,7 +92,13 @@ def _read_current(document: dict, path: Path) -> MeasurementTable:
         raise InputError(
             '"parameters" must be a list of names and "measurements" an object', path=path
         )
-    table = MeasurementTable([str(p) for p in parameters], path=path)
+    table = MeasurementTable(
+        [
+            to_name(p, "parameter name", path=path, where=f"parameters[{i}]")
+            for i, p in enumerate(parameters)
+        ],
+        path=path,
+    )
     for callpath, by_metric in measurements.items():
         if not isinstance(by_metric, dict):
             raise InputError(f"measurements[{callpath!r}] must map metrics to lists", path=path)
@@ -101,20 +111,29 @@ def _read_current(document: dict, path: Path) -> MeasurementTable:
                 where = f"measurements[{callpath!r}][{metric!r}][{index}]"
                 point = _get(entry, "point", where, path)
                 values = _get(entry, "values", where, path)
-                point_id = table.point(point if isinstance(point, list) else [point])
+                point_id = table.point(point if isinstance(point, list) else [point], where=where)
                 table.add(
-                    callpath, metric, point_id, values if isinstance(values, list) else [values]
+                    callpath,
+                    metric,
+                    point_id,
+                    repetitions(values, path=path, where=where),
+                    where=where,
                 )
     return table
 
 
+def _id(value: Any, where: str, path: Path) -> int:
+    """An id of the legacy form: a JSON integer (a list or text would never match one)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"{where} has the id {describe(value)}; ids are integers", path=path)
+    return value
+
+
 def _by_id(document: dict, key: str, path: Path) -> dict[int, dict]:
-    entries = _get(document, key, "the document", path)
+    entries = _list(_get(document, key, "the document", path), f'"{key}"', path)
     table: dict[int, dict] = {}
     for index, entry in enumerate(entries):
-        entry_id = _get(entry, "id", f"{key}[{index}]", path)
-        if not isinstance(entry_id, int):
-            raise InputError(f"{key}[{index}] has the id {entry_id!r}; ids are integers", path=path)
+        entry_id = _id(_get(entry, "id", f"{key}[{index}]", path), f"{key}[{index}]", path)
         if entry_id in table:
             raise InputError(f"{key} has the id {entry_id} twice", path=path)
         table[entry_id] = entry
@@ -122,31 +141,32 @@ def _by_id(document: dict, key: str, path: Path) -> dict[int, dict]:
 
 
 def _lookup(table: dict[int, Any], key: Any, where: str, path: Path) -> Any:
+    key = _id(key, where, path)
     if key not in table:
-        raise InputError(f"{where} refers to the unknown id {key!r}", path=path)
+        raise InputError(f"{where} refers to the unknown id {key}", path=path)
     return table[key]
 
 
+def _names(document: dict, key: str, path: Path) -> dict[int, str]:
+    return {
+        i: to_name(_get(e, "name", f"{key} id {i}", path), "name", path=path, where=f"{key} id {i}")
+        for i, e in _by_id(document, key, path).items()
+    }
+
+
 def _read_legacy(document: dict, path: Path) -> MeasurementTable:
-    parameters = _by_id(document, "parameters", path)
-    callpaths = {
-        i: str(_get(e, "name", f"callpaths id {i}", path))
-        for i, e in _by_id(document, "callpaths", path).items()
-    }
-    metrics = {
-        i: str(_get(e, "name", f"metrics id {i}", path))
-        for i, e in _by_id(document, "metrics", path).items()
-    }
-    table = MeasurementTable(
-        [str(_get(e, "name", f"parameters id {i}", path)) for i, e in parameters.items()],
-        path=path,
-    )
+    parameters = _names(document, "parameters", path)
+    callpaths = _names(document, "callpaths", path)
+    metrics = _names(document, "metrics", path)
+    table = MeasurementTable(list(parameters.values()), path=path)
     points: dict[int, int] = {}
     for coordinate_id, entry in _by_id(document, "coordinates", path).items():
         where = f"coordinates id {coordinate_id}"
-        pairs = _get(entry, "parameter_value_pairs", where, path)
+        pairs = _list(_get(entry, "parameter_value_pairs", where, path), where, path)
         values = {
-            _get(p, "parameter_id", where, path): _get(p, "parameter_value", where, path)
+            _id(_get(p, "parameter_id", where, path), where, path): _get(
+                p, "parameter_value", where, path
+            )
             for p in pairs
         }
         if set(values) != set(parameters):
@@ -154,14 +174,18 @@ def _read_legacy(document: dict, path: Path) -> MeasurementTable:
                 f"{where} gives parameter ids {sorted(values)}, expected {sorted(parameters)}",
                 path=path,
             )
-        points[coordinate_id] = table.point(values[i] for i in parameters)
-    for index, entry in enumerate(_get(document, "measurements", "the document", path)):
+        points[coordinate_id] = table.point((values[i] for i in parameters), where=where)
+    measurements = _list(
+        _get(document, "measurements", "the document", path), '"measurements"', path
+    )
+    for index, entry in enumerate(measurements):
         where = f"measurements[{index}]"
         table.add(
             _lookup(callpaths, _get(entry, "callpath_id", where, path), where, path),
             _lookup(metrics, _get(entry, "metric_id", where, path), where, path),
             _lookup(points, _get(entry, "coordinate_id", where, path), where, path),
-            [_get(entry, "value", where, path)],
+            repetitions([_get(entry, "value", where, path)], path=path, where=where),
+            where=where,
         )
     return table
 
@@ -175,6 +199,15 @@ def write_json(experiment: Experiment, path: Path) -> None:
     """
     experiment.validate()
     cells = Cells.of(experiment)
+    gaps = np.argwhere(cells.counts == 0)
+    if len(gaps):  # Extra-P (and perfcast's reader) reject such a file: refuse to write it
+        (callpath, metric), point = cells.series[gaps[0][0]], cells.points[gaps[0][1]]
+        raise PerfcastError(
+            f"call path {callpath!r}, metric {metric!r} has no measurement at "
+            f"{point_label(experiment.parameters, point)}; Extra-P's JSON needs every call "
+            "path measured at every point (a call path absent from a completed run was not "
+            "called there: Experiment.with_absent_as_zero and perfcast export write it as 0)"
+        )
     points = [json.dumps([_plain(v) for v in point]) for point in cells.points.tolist()]
     by_callpath: dict[str, list[int]] = {}
     for index, (callpath, _) in enumerate(cells.series):
@@ -197,7 +230,7 @@ def write_json(experiment: Experiment, path: Path) -> None:
     if units:
         lines.append(f' "{UNITS_KEY}": {json.dumps(units)},')
     lines += [' "measurements": {', ",\n".join(callpath_blocks), " }", "}"]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_output(path, "\n".join(lines) + "\n", JSON_FILE)
 
 
 def _plain(value: float) -> float | int:
@@ -205,13 +238,25 @@ def _plain(value: float) -> float | int:
     return int(value) if float(value).is_integer() and abs(value) < 2**53 else float(value)
 
 
+def _extrap_json(head: bytes) -> bool:
+    """An existing file :func:`write_json` may replace: an Extra-P JSON document (its keys
+    near the start), not one of perfcast's own model or taint-profile JSON files."""
+    if not head.lstrip().startswith(b"{"):
+        return False
+    if b'"perfcast_models"' in head or b"perfcast-taint-profile" in head:
+        return False
+    return any(key in head for key in (b'"parameters"', b'"measurements"', b'"callpaths"'))
+
+
+JSON_FILE = OutputKind("an Extra-P JSON file", _extrap_json)
+
+
 def _sniff(head: str) -> bool:
     """A JSON document (not a JSON Lines record, not Talpas)."""
     if not head.startswith("{"):
         return False
-    try:
-        record = json.loads(head)
-    except json.JSONDecodeError:
+    record = try_decode(head)
+    if record is None:
         return ";" not in head
     return isinstance(record, Mapping) and ("measurements" in record or "callpaths" in record)
 

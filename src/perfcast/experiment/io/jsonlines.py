@@ -12,7 +12,6 @@ Talpas format is the same record with other key names, so it reuses :func:`read_
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +19,9 @@ from typing import Any
 
 from perfcast.errors import InputError
 from perfcast.experiment.experiment import Experiment
-from perfcast.experiment.io.registry import Format
-from perfcast.experiment.io.table import MeasurementTable
+from perfcast.experiment.io.jsontext import decode, try_decode
+from perfcast.experiment.io.registry import Format, read_lines
+from perfcast.experiment.io.table import MeasurementTable, repetitions, to_name
 
 DEFAULT_CALLPATH = "<root>"
 DEFAULT_METRIC = "<default>"
@@ -45,56 +45,47 @@ JSONL_KEYS = RecordKeys(parameters="params")
 def read_records(
     path: Path,
     keys: RecordKeys,
-    decode: Callable[[str], Any] = json.loads,
+    to_json: Callable[[str], str] = lambda line: line,
+    record_name: str = "a JSON record",
 ) -> Experiment:
     """Read a file of one-record-per-line measurements into an Experiment.
 
-    The parameter names and their order come from the first record, as in Extra-P; later
-    records must name the same parameters.
+    ``to_json`` turns a line into JSON text (Talpas: ``;`` to ``,``), ``record_name``
+    names such a line in messages. The parameter names and their order come from the
+    first record, as in Extra-P; later records must name the same parameters.
     """
     table: MeasurementTable | None = None
-    try:
-        with open(path, encoding="utf-8") as file:
-            for number, line in enumerate(file, start=1):
-                if line.isspace() or not line:
-                    continue
-                try:
-                    record = decode(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(
-                        f"not a JSON record: {exc.msg} (column {exc.colno})",
-                        path=path,
-                        line=number,
-                    ) from None
-                if not isinstance(record, dict):
-                    raise InputError("a record must be a JSON object {...}", path=path, line=number)
-                params = _field(record, keys.parameters, None, path, number)
-                if not isinstance(params, dict):
-                    raise InputError(
-                        f"{keys.parameters!r} must map parameter names to values",
-                        path=path,
-                        line=number,
-                    )
-                if table is None:
-                    table = MeasurementTable([str(p) for p in params], path=path)
-                if set(params) != set(table.parameters):
-                    raise InputError(
-                        f"parameters {sorted(params)} differ from {table.parameters} of the "
-                        "first record; every record needs the same parameters",
-                        path=path,
-                        line=number,
-                    )
-                point = table.point((params[p] for p in table.parameters), line=number)
-                value = _field(record, keys.value, None, path, number)
-                table.add(
-                    str(_field(record, keys.callpath, keys.default_callpath, path, number)),
-                    str(_field(record, keys.metric, keys.default_metric, path, number)),
-                    point,
-                    value if isinstance(value, list) else [value],
-                    line=number,
-                )
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not a text file ({exc.reason})", path=path) from None
+    for number, line in read_lines(path):
+        if not line or line.isspace():
+            continue
+        record = decode(to_json(line), path=path, line=number, what=record_name)
+        if not isinstance(record, dict):
+            raise InputError("a record must be a JSON object {...}", path=path, line=number)
+        params = _field(record, keys.parameters, None, path, number)
+        if not isinstance(params, dict):
+            raise InputError(
+                f"{keys.parameters!r} must map parameter names to values",
+                path=path,
+                line=number,
+            )
+        if table is None:
+            table = MeasurementTable(list(params), path=path, line=number)
+        if set(params) != set(table.parameters):
+            raise InputError(
+                f"parameters {sorted(params)} differ from {table.parameters} of the "
+                "first record; every record needs the same parameters",
+                path=path,
+                line=number,
+            )
+        point = table.point((params[p] for p in table.parameters), line=number)
+        value = _field(record, keys.value, None, path, number)
+        table.add(
+            _name(record, keys.callpath, keys.default_callpath, path, number),
+            _name(record, keys.metric, keys.default_metric, path, number),
+            point,
+            repetitions(value, path=path, line=number),
+            line=number,
+        )
     if table is None:
         raise InputError("the file contains no measurements", path=path)
     table.require_complete()
@@ -109,6 +100,10 @@ def _field(record: dict, key: str, default: str | None, path: Path, line: int) -
     return default
 
 
+def _name(record: dict, key: str, default: str | None, path: Path, line: int) -> str:
+    return to_name(_field(record, key, default, path, line), repr(key), path=path, line=line)
+
+
 def read_jsonlines(path: Path) -> Experiment:
     """Read an Extra-P JSON Lines file."""
     return read_records(path, JSONL_KEYS)
@@ -116,10 +111,7 @@ def read_jsonlines(path: Path) -> Experiment:
 
 def looks_like_jsonlines(head: str) -> bool:
     """True if the first line is a complete JSON Lines record."""
-    try:
-        record = json.loads(head)
-    except json.JSONDecodeError:
-        return False
+    record = try_decode(head)
     return isinstance(record, dict) and JSONL_KEYS.parameters in record
 
 

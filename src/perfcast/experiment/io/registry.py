@@ -10,7 +10,8 @@ file extension, then the first meaningful line of the file; table order breaks t
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import stat
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,8 +101,70 @@ def detect_format(path: Path) -> Format:
     )
 
 
+def require_regular_file(path: Path) -> None:
+    """Refuse anything but a regular file before it is opened.
+
+    Opening a named pipe blocks until a writer appears and a device may never end, so a
+    reader handed one would hang instead of answering; a directory is refused with the
+    one format that reads directories named.
+    """
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise InputError(f"cannot read the file: {exc.strerror}", path=path) from None
+    if stat.S_ISDIR(mode):
+        raise InputError(
+            "is a directory; give a measurement file (only Cube profile sets are directories)",
+            path=path,
+        )
+    if not stat.S_ISREG(mode):
+        raise InputError(
+            "is not a regular file (a named pipe, socket or device); save the measurements "
+            "to a file and read that",
+            path=path,
+        )
+
+
+def read_text(path: Path) -> str:
+    """A measurement file's text, decoded as UTF-8, or an InputError naming the file."""
+    require_regular_file(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read the file: {exc.strerror}", path=path) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(exc, path, data.count(b"\n", 0, exc.start) + 1) from None
+
+
+def read_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """A file's lines (split at ``\\n`` only) with their numbers from 1, decoded one at a
+    time, so a large file of records is never held in memory twice."""
+    require_regular_file(path)
+    try:
+        with open(path, "rb") as file:
+            for number, raw in enumerate(file, start=1):
+                try:
+                    yield number, raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise _not_utf8(exc, path, number) from None
+    except OSError as exc:
+        raise InputError(f"cannot read the file: {exc.strerror}", path=path) from None
+
+
+def _not_utf8(error: UnicodeDecodeError, path: Path, line: int) -> InputError:
+    bad = error.object[error.start : error.start + 1].hex()
+    return InputError(
+        f"not a UTF-8 text file: byte 0x{bad} ({error.reason}); save the file as UTF-8",
+        path=path,
+        line=line,
+    )
+
+
 def first_meaningful_line(path: Path) -> str:
     """The first line that is neither blank nor a ``#`` comment, stripped ('' if none)."""
+    require_regular_file(path)
     try:
         with open(path, encoding="utf-8", errors="replace") as file:
             head = file.read(HEAD_BYTES)

@@ -11,16 +11,19 @@ one measurement, the run's wall time as perfcast saw it (launcher start-up inclu
 metric :data:`RUN_TIME` at a call path named after the campaign.
 
 If the campaign's spec lists ``[metrics] collect``, only those metrics are read (a name
-also selects its ``:max`` twin).
+also selects its ``:max`` twin). A collected metric the runs do not have (``cpu_time`` of
+runs measured without ``PERFCAST_CPU_TIME=1``) is a note (:class:`MissingMetricWarning`), not
+an error: what the runs have is read, so ``--metric time`` and ``--effort-counts`` still work.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfcast.errors import InputError
-from perfcast.experiment.experiment import Experiment, Metric, Row
+from perfcast.experiment.experiment import METRIC, Experiment, Metric, Row
 from perfcast.experiment.io.registry import Format
 
 if TYPE_CHECKING:
@@ -30,6 +33,10 @@ RUN_TIME = Metric("run_time", "s")
 """Wall time of a whole run, for programs that write no profiles."""
 
 SQLITE_MAGIC = "SQLite format 3"
+
+
+class MissingMetricWarning(UserWarning):
+    """A metric the campaign declares in ``[metrics] collect`` is in none of its runs."""
 
 
 def read_sqlite(path: str | Path) -> Experiment:
@@ -75,14 +82,23 @@ def read_sqlite(path: str | Path) -> Experiment:
     experiment.source = str(path)
     if info.metrics:
         wanted = set(info.metrics)
-        keep = [m for m in experiment.metrics if m in wanted or m.split(MAX_SUFFIX)[0] in wanted]
-        if not keep:
-            raise InputError(
-                f"none of the metrics the campaign collects ({', '.join(info.metrics)}) is in "
-                f"its runs; they have {', '.join(experiment.metrics)}",
-                path=path,
+        present = set(experiment.data[METRIC])
+        keep = [
+            m
+            for m in experiment.metrics
+            if m in present and (m in wanted or m.split(MAX_SUFFIX)[0] in wanted)
+        ]
+        absent = [m for m in info.metrics if m.split(MAX_SUFFIX)[0] not in present]
+        if absent:
+            reading = "the others" if keep else f"all they have ({', '.join(sorted(present))})"
+            warnings.warn(
+                f"{path}: the campaign collects {', '.join(absent)}, but its runs do not have "
+                f"{'it' if len(absent) == 1 else 'them'}; reading {reading}",
+                MissingMetricWarning,
+                stacklevel=2,
             )
-        experiment = experiment.restricted(metrics=keep)
+        if keep:
+            experiment = experiment.restricted(metrics=keep)
     return experiment
 
 

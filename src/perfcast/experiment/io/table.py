@@ -33,25 +33,117 @@ from perfcast.experiment.experiment import (
 Point = tuple[float, ...]
 
 
-def to_number(token: object, what: str, *, path: Path, line: int | None = None) -> float:
-    """A finite float from a file token, or an InputError saying which token is wrong."""
+def describe(token: object) -> str:
+    """A short, safe spelling of a value read from a file, for messages.
+
+    ``repr`` of a nested list recurses (a deep one raises), ``repr`` of an integer over
+    4,300 digits raises, and a long string would flood a one-line message; containers
+    are named by kind instead.
+    """
+    if token is None:
+        return "null"
+    if isinstance(token, bool):
+        return "true" if token else "false"
+    if isinstance(token, list | tuple):
+        return f"a list of {len(token)}"
+    if isinstance(token, dict):
+        return "an object {...}"
+    if isinstance(token, int) and token.bit_length() > 64:
+        return f"an integer of about {int(token.bit_length() * 0.30103) + 1} digits"
+    text = repr(token)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def describe_point(values: Sequence[object]) -> str:
+    """A point as read, e.g. ``('3',)``, every coordinate spelled by :func:`describe`."""
+    return "(" + ", ".join(map(describe, values)) + ("," if len(values) == 1 else "") + ")"
+
+
+def locate(what: str, where: str | None) -> str:
+    """``what`` prefixed by the key path of a JSON document, if there is one."""
+    return f"{where}: {what}" if where else what
+
+
+def to_number(
+    token: object, what: str, *, path: Path, line: int | None = None, where: str | None = None
+) -> float:
+    """A finite float from a file token, or an InputError saying which token is wrong.
+
+    Only numbers and number text count: ``float(True)`` would quietly make a coordinate
+    of 1. ``where`` is the JSON key path when the format has no useful line numbers.
+    """
+    if isinstance(token, bool) or not isinstance(token, int | float | str):
+        raise InputError(
+            locate(f"{what} is {describe(token)}, not a number", where), path=path, line=line
+        )
     try:
-        value = float(token)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InputError(f"{what} {token!r} is not a number", path=path, line=line) from None
+        value = float(token)
+    except ValueError:
+        raise InputError(
+            locate(f"{what} {describe(token)} is not a number", where), path=path, line=line
+        ) from None
+    except OverflowError:  # an integer beyond the float range, e.g. 10**400
+        value = math.inf
     if not math.isfinite(value):
         raise InputError(
-            f"{what} is {token!r}; only finite numbers are allowed (remove or re-measure it)",
+            locate(
+                f"{what} is {describe(token)}; only finite numbers are allowed (remove or "
+                "re-measure it)",
+                where,
+            ),
             path=path,
             line=line,
         )
     return value
 
 
+def to_name(
+    token: object, what: str, *, path: Path, line: int | None = None, where: str | None = None
+) -> str:
+    """A parameter, call path or metric name: text, or a whole number spelled as text.
+
+    Anything else (a list, an object, null) is a broken file rather than a name, and
+    turning it into one with ``str`` would hide that.
+    """
+    if isinstance(token, str):
+        return token
+    if isinstance(token, int) and not isinstance(token, bool) and token.bit_length() <= 64:
+        return str(token)
+    raise InputError(
+        locate(f"{what} is {describe(token)}; names are text", where), path=path, line=line
+    )
+
+
+def repetitions(
+    entry: object, *, path: Path, line: int | None = None, where: str | None = None
+) -> list[object]:
+    """A JSON measurement entry as its list of repetitions (a lone value is one).
+
+    Booleans are refused here because the bulk conversion in
+    :meth:`MeasurementTable.to_experiment` would quietly read ``true`` as 1.
+    """
+    values = entry if isinstance(entry, list) else [entry]
+    for value in values:
+        if isinstance(value, bool):
+            raise InputError(
+                locate(f"measured value is {describe(value)}, not a number", where),
+                path=path,
+                line=line,
+            )
+    return values
+
+
 class MeasurementTable:
     """Measurements of one file, gathered group by group, turned into an Experiment."""
 
-    def __init__(self, parameters: Sequence[str], *, path: Path):
+    def __init__(self, parameters: Sequence[str], *, path: Path, line: int | None = None):
+        if not parameters:
+            raise InputError(
+                "no parameters are declared; a model needs at least one parameter that "
+                "varies between the measurements",
+                path=path,
+                line=line,
+            )
         self.parameters = list(parameters)
         self.path = path
         self._callpaths: dict[str, int] = {}
@@ -59,26 +151,33 @@ class MeasurementTable:
         self._points: dict[Point, int] = {}
         self._groups: list[tuple[int, int, int]] = []
         self._counts: list[int] = []
-        self._lines: list[int | None] = []
+        self._locations: list[tuple[int | None, str | None]] = []
+        """(line, JSON key path) of each group, to name the place of a bad value."""
         self._values: list[object] = []
 
     # -- filling -----------------------------------------------------------------------
 
-    def point(self, values: Iterable[object], *, line: int | None = None) -> int:
+    def point(
+        self, values: Iterable[object], *, line: int | None = None, where: str | None = None
+    ) -> int:
         """Intern a measurement point (validated against the parameters); returns its id."""
         raw = tuple(values)
-        known = self._points.get(raw)  # type: ignore[arg-type]  # 4 == 4.0: ints hit too
-        if known is not None:
-            return known
+        if all(type(v) is float or type(v) is int for v in raw):  # hashable; 4 == 4.0 hits
+            known = self._points.get(raw)  # type: ignore[arg-type]
+            if known is not None:
+                return known
         if len(raw) != len(self.parameters):
             raise InputError(
-                f"point {raw} has {len(raw)} value(s) but there are "
-                f"{len(self.parameters)} parameters ({', '.join(self.parameters)})",
+                locate(
+                    f"point {describe_point(raw)} has {len(raw)} value(s) but there are "
+                    f"{len(self.parameters)} parameters ({', '.join(self.parameters)})",
+                    where,
+                ),
                 path=self.path,
                 line=line,
             )
         point = tuple(
-            to_number(v, f"value of parameter {p!r}", path=self.path, line=line)
+            to_number(v, f"value of parameter {p!r}", path=self.path, line=line, where=where)
             for p, v in zip(self.parameters, raw, strict=True)
         )
         return self._points.setdefault(point, len(self._points))
@@ -95,19 +194,22 @@ class MeasurementTable:
         values: Sequence[object],
         *,
         line: int | None = None,
+        where: str | None = None,
     ) -> None:
         """Add the repetitions measured for one call path and metric at a point.
 
         Values may still be text (``"1.5"``); they are converted and checked all at once
-        in :meth:`to_experiment`, which names the line of a bad one.
+        in :meth:`to_experiment`, which names the line (or JSON key path) of a bad one.
         """
         if not values:
-            raise InputError("a measurement has no values", path=self.path, line=line)
+            raise InputError(
+                locate("a measurement has no values", where), path=self.path, line=line
+            )
         cp = self._callpaths.setdefault(callpath, len(self._callpaths))
         mt = self._metrics.setdefault(metric, len(self._metrics))
         self._groups.append((cp, mt, point))
         self._counts.append(len(values))
-        self._lines.append(line)
+        self._locations.append((line, where))
         self._values.extend(values)
 
     def _numbers(self) -> np.ndarray:
@@ -115,14 +217,16 @@ class MeasurementTable:
         try:
             numbers = np.asarray(self._values, dtype=float)
             bad = np.flatnonzero(~np.isfinite(numbers)) if numbers.ndim == 1 else [0]
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: ints over 1e308
             numbers, bad = np.empty(0), [-1]
         if len(bad):  # slow path: convert one by one to find and name the culprit
             ends = np.cumsum(self._counts)
+            numbers = np.empty(len(self._values))
             for index, value in enumerate(self._values):
-                line = self._lines[int(np.searchsorted(ends, index, side="right"))]
-                to_number(value, "measured value", path=self.path, line=line)
-            numbers = np.asarray([float(v) for v in self._values])  # type: ignore[arg-type]
+                line, where = self._locations[int(np.searchsorted(ends, index, side="right"))]
+                numbers[index] = to_number(
+                    value, "measured value", path=self.path, line=line, where=where
+                )
         return numbers
 
     # -- checks ------------------------------------------------------------------------

@@ -10,39 +10,32 @@ reader turns every ``;`` into ``,`` and reads the line as JSON.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 from perfcast.experiment.experiment import Experiment
 from perfcast.experiment.io.jsonlines import RecordKeys, read_records
+from perfcast.experiment.io.jsontext import try_decode
 from perfcast.experiment.io.registry import Format
 
 TALPAS_KEYS = RecordKeys(parameters="parameters", default_callpath=None, default_metric=None)
 
 
-def _decode(line: str) -> Any:
-    return json.loads(line.replace(";", ","))
+def _to_json(line: str) -> str:
+    return line.replace(";", ",")
 
 
 def read_talpas(path: Path) -> Experiment:
     """Read a Talpas file."""
-    return read_records(path, TALPAS_KEYS, _decode)
+    return read_records(path, TALPAS_KEYS, _to_json, "a Talpas record")
 
 
 def looks_like_talpas(head: str) -> bool:
     """A ``;``-separated record: not JSON as is, a record once ``;`` becomes ``,``."""
     if not head.startswith("{") or ";" not in head:
         return False
-    try:
-        json.loads(head)
+    if try_decode(head) is not None:
         return False
-    except json.JSONDecodeError:
-        pass
-    try:
-        record = _decode(head)
-    except json.JSONDecodeError:
-        return False
+    record = try_decode(_to_json(head))
     return isinstance(record, dict) and TALPAS_KEYS.parameters in record
 
 

@@ -29,8 +29,10 @@ import numpy as np
 
 from perfcast.errors import InputError, PerfcastError
 from perfcast.experiment.experiment import Experiment
+from perfcast.experiment.io import registry
 from perfcast.experiment.io.registry import Format
 from perfcast.experiment.io.table import Cells, MeasurementTable, Point
+from perfcast.outputs import OutputKind, write_output
 
 KEYWORDS = ("PARAMETER", "POINTS", "REGION", "METRIC", "DATA")
 UNNAMED_METRIC = ""
@@ -67,11 +69,7 @@ class _TextReader:
         return InputError(message, path=self.path, line=line)
 
     def read(self) -> Experiment:
-        try:
-            with open(self.path, encoding="utf-8") as file:
-                text = file.read()
-        except UnicodeDecodeError as exc:
-            raise self.error(f"not a text file ({exc.reason})", None) from None
+        text = registry.read_text(self.path)
         # One pass over the split text: DATA lines are nearly all of a file (one per call
         # path, metric and point), so they take a short path that skips the keyword
         # dispatch and the whitespace normalisation the rarer keywords need.
@@ -221,7 +219,9 @@ def write_text(experiment: Experiment, path: Path) -> None:
         (callpath, metric), point = cells.series[gaps[0][0]], cells.points[gaps[0][1]]
         raise PerfcastError(
             f"call path {callpath!r}, metric {metric!r} has no measurement at {_format(point)}; "
-            "the text format needs every call path measured at every point"
+            "the text format needs every call path measured at every point (a call path "
+            "absent from a completed run was not called there: Experiment.with_absent_as_zero "
+            "and perfcast export write it as 0)"
         )
     lines = [f"PARAMETER {name}" for name in experiment.parameters]
     lines += ["POINTS " + _format(point) for point in cells.points]
@@ -235,7 +235,7 @@ def write_text(experiment: Experiment, path: Path) -> None:
             lines.append(f"METRIC {metric}")
         for point in range(len(cells.points)):
             lines.append("DATA " + " ".join(map(repr, cells.values_at(index, point))))
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_output(path, "\n".join(lines) + "\n", TEXT_FILE)
 
 
 def _format(point: Point | np.ndarray) -> str:
@@ -250,6 +250,11 @@ def _number(value: float) -> str:
 
 def _sniff(head: str) -> bool:
     return head.split(None, 1)[0] in KEYWORDS if head else False
+
+
+TEXT_FILE = OutputKind(
+    "an Extra-P text file", lambda head: _sniff(head.decode("utf-8", errors="replace"))
+)
 
 
 FORMAT = Format(

@@ -57,9 +57,11 @@ extern int __xray_patch_function(int32_t id) __attribute__((weak));
 extern uintptr_t __xray_function_address(int32_t id) __attribute__((weak));
 extern size_t __xray_max_function_id(void) __attribute__((weak));
 
-/* The filter `perfcast build --filter` embeds (NULL-terminated), and the C++ demangler when
- * the program links libstdc++; both weak because either may be absent. */
-extern const char *const perfcast_embedded_filter[] __attribute__((weak));
+/* The filter `perfcast build --filter` embeds (the names' bytes, each name ended by a zero
+ * byte, `perfcast_embedded_filter_size` bytes in all: data, never source text), and the C++
+ * demangler when the program links libstdc++; all weak because any may be absent. */
+extern const unsigned char perfcast_embedded_filter[] __attribute__((weak));
+extern const unsigned long perfcast_embedded_filter_size __attribute__((weak));
 extern char *__cxa_demangle(const char *mangled, char *buffer, size_t *length, int *status)
     __attribute__((weak));
 
@@ -465,9 +467,14 @@ static int load_filter(void)
         free(line);
         fclose(file);
         filter_source = path;
-    } else if (perfcast_embedded_filter != NULL) {
-        for (size_t i = 0; perfcast_embedded_filter[i] != NULL; ++i)
-            add_filter_entry(perfcast_embedded_filter[i], strlen(perfcast_embedded_filter[i]));
+    } else if (perfcast_embedded_filter != NULL && &perfcast_embedded_filter_size != NULL) {
+        const char *names = (const char *)perfcast_embedded_filter;
+        size_t size = perfcast_embedded_filter_size;
+        for (size_t start = 0; start < size;) {
+            size_t length = strnlen(names + start, size - start);
+            add_filter_entry(names + start, length);
+            start += length + 1;
+        }
         filter_source = "embedded";
     } else {
         return 0;

@@ -1,0 +1,185 @@
+"""Which functions a compiled file holds, under every name a filter may use for them.
+
+``perfcast build --filter`` asks for functions by name, but an optimising compiler inlines
+small and ``static inline`` functions into their callers, and what is inlined everywhere
+is no function of the binary any more: XRay has no sled for it, the runtime cannot measure
+it, and its time counts in its caller. This module reads the ELF files themselves (no
+binutils needed beyond ``c++filt`` for C++ names) so that the build can say so once, at the
+link, and so that ``--keep-inlined`` can find the symbols to keep in each object file.
+
+Names are matched as the runtime matches them (``runtime/perfcast_rt.c``): the symbol, its
+demangled form, and the demangled form without its parameter list.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfcast.errors import InputError
+
+_ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
+_SECTION_HEADER = struct.Struct("<IIQQQQIIQQ")
+_SYMBOL = struct.Struct("<IBBHQQ")
+_XRAY_SLED = struct.Struct("<qqBBB13x")
+"""One entry of ``xray_instr_map`` (compiler-rt's XRaySledEntry): sled address, function
+address, kind, always-instrument flag, version; from version 2 on both addresses are
+relative to the field that holds them."""
+
+SHT_SYMTAB, SHT_DYNSYM = 2, 11
+STT_FUNC = 2
+SHN_UNDEF = 0
+XRAY_MAP_SECTION = "xray_instr_map"
+DEMANGLERS = ("c++filt", "llvm-cxxfilt-16", "llvm-cxxfilt")
+
+
+@dataclass(frozen=True)
+class _Section:
+    name: str
+    kind: int
+    address: int
+    offset: int
+    size: int
+    link: int
+
+
+@dataclass(frozen=True)
+class FunctionSymbol:
+    """A function defined in an ELF file: its symbol and address."""
+
+    symbol: str
+    address: int
+
+
+class ElfFile:
+    """The section headers and function symbols of a 64-bit little-endian ELF file."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            self.data = path.read_bytes()
+        except OSError as exc:
+            raise InputError(f"cannot read the compiled file: {exc.strerror}", path=path) from None
+        if len(self.data) < _ELF_HEADER.size or self.data[:6] != b"\x7fELF\x02\x01":
+            raise InputError("not a 64-bit little-endian ELF file", path=path)
+        header = _ELF_HEADER.unpack_from(self.data)
+        section_offset, count, names_index = header[6], header[12], header[13]
+        try:
+            raw = [
+                _SECTION_HEADER.unpack_from(self.data, section_offset + i * _SECTION_HEADER.size)
+                for i in range(count)
+            ]
+        except struct.error:
+            raise InputError(
+                "a truncated ELF file: its section headers are cut off", path=path
+            ) from None
+        names_offset = raw[names_index][4] if names_index < count else 0
+        self.sections = [
+            _Section(self._string(names_offset + r[0]), r[1], r[3], r[4], r[5], r[6]) for r in raw
+        ]
+
+    def _string(self, offset: int) -> str:
+        end = self.data.find(b"\0", offset)
+        return self.data[offset : end if end >= 0 else len(self.data)].decode(errors="replace")
+
+    def functions(self) -> list[FunctionSymbol]:
+        """Defined function symbols (the static symbol table, else the dynamic one)."""
+        for kind in (SHT_SYMTAB, SHT_DYNSYM):
+            table = next((s for s in self.sections if s.kind == kind), None)
+            if table is not None:
+                break
+        else:
+            return []
+        strings = self.sections[table.link].offset
+        found = []
+        for offset in range(table.offset, table.offset + table.size, _SYMBOL.size):
+            name, info, _other, section, value, _size = _SYMBOL.unpack_from(self.data, offset)
+            if info & 0xF == STT_FUNC and section != SHN_UNDEF:
+                found.append(FunctionSymbol(self._string(strings + name), value))
+        return found
+
+    def xray_function_addresses(self) -> set[int] | None:
+        """Addresses of the functions with XRay sleds; None without an XRay map."""
+        section = next((s for s in self.sections if s.name == XRAY_MAP_SECTION), None)
+        if section is None:
+            return None
+        addresses = set()
+        for index in range(section.size // _XRAY_SLED.size):
+            offset = section.offset + index * _XRAY_SLED.size
+            _sled, function, _kind, _always, version = _XRAY_SLED.unpack_from(self.data, offset)
+            if version >= 2:  # relative to the function field's own address
+                function += section.address + index * _XRAY_SLED.size + 8
+            addresses.add(function & 0xFFFFFFFFFFFFFFFF)
+        return addresses
+
+
+def demangle(symbols: Iterable[str]) -> dict[str, str]:
+    """Demangled form of each C++ symbol (``_Z...``), as libstdc++'s demangler (which the
+    runtime uses) writes it; symbols that are not mangled, or with no demangler on PATH,
+    stay as they are."""
+    mangled = sorted({s for s in symbols if s.startswith("_Z") and "\n" not in s})
+    tool = next((t for t in map(shutil.which, DEMANGLERS) if t), None)
+    if not mangled or tool is None:
+        return {}
+    done = subprocess.run(
+        [tool], input="\n".join(mangled) + "\n", capture_output=True, text=True, check=False
+    )
+    lines = done.stdout.splitlines()
+    if done.returncode != 0 or len(lines) != len(mangled):
+        return {}
+    return dict(zip(mangled, lines, strict=True))
+
+
+def without_parameters(name: str) -> str | None:
+    """``ns::f<int>(double) const`` -> ``ns::f<int>``, as the runtime shortens names."""
+    close = name.rfind(")")
+    if close < 0:
+        return None
+    level = 0
+    for index in range(close, -1, -1):
+        level += {")": 1, "(": -1}.get(name[index], 0)
+        if level == 0:
+            return name[:index] if index > 0 else None
+    return None
+
+
+def names_of(symbols: Iterable[str]) -> dict[str, set[str]]:
+    """Every name a filter entry may give each symbol: itself, demangled, and without
+    the parameter list."""
+    symbols = list(symbols)
+    demangled = demangle(symbols)
+    names = {}
+    for symbol in symbols:
+        shown = demangled.get(symbol, symbol)
+        forms = {symbol, shown, without_parameters(shown)}
+        names[symbol] = {form for form in forms if form}
+    return names
+
+
+def measurable_names(program: Path) -> set[str] | None:
+    """Every name of every function of ``program`` the runtime can measure (those with an
+    XRay sled); None if the program has no XRay map (it was not linked by perfcast build)."""
+    elf = ElfFile(program)
+    try:
+        addresses = elf.xray_function_addresses()
+        if addresses is None:
+            return None
+        symbols = [f.symbol for f in elf.functions() if f.address in addresses]
+    except struct.error:
+        raise InputError("a truncated ELF file: a section is cut off", path=program) from None
+    return {name for forms in names_of(symbols).values() for name in forms}
+
+
+def symbols_named(object_file: Path, wanted: Iterable[str]) -> list[str]:
+    """The function symbols defined in ``object_file`` that one of ``wanted`` names."""
+    wanted = set(wanted)
+    try:
+        symbols = {f.symbol for f in ElfFile(object_file).functions()}
+    except struct.error:
+        raise InputError("a truncated ELF file: a section is cut off", path=object_file) from None
+    forms = names_of(sorted(symbols))
+    return sorted(symbol for symbol, names in forms.items() if names & wanted)

@@ -1,0 +1,106 @@
+"""What a model set knows about the measurements behind it, so that predictions can say
+where they stop resting on them.
+
+A model is only as good as the runs it was fitted on, and ``perfcast predict`` reads a
+model file long after those runs: it cannot look at the measurements again. Two facts
+change how far a prediction can be trusted, so the model file carries them:
+
+- the measured range of each parameter: ``p=4096`` from runs up to ``p=64`` is an
+  extrapolation by 64x, which a reader must see next to the number;
+- which models were fitted on the wall time of runs with more ranks than cores (see
+  :mod:`perfcast.measure.oversubscription`): their growth in the ranks is partly waiting for
+  a core, and extrapolating it predicts the scheduler of a small machine.
+
+In the model file this is the optional ``"provenance"`` object with its own ``"version"``
+(:data:`VERSION`); files without it (written before it existed) stay readable, and a file
+from a newer perfcast whose version this one does not know is read without it. (Not named
+``"measurements"``: that key marks an Extra-P JSON file to format detection.)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfcast.errors import InputError
+
+VERSION = 1
+KEY = "provenance"
+
+
+@dataclass(frozen=True)
+class SharedCores:
+    """Models fitted on wall time of runs that had more ranks than cores."""
+
+    ranks_parameter: str
+    """The parameter that counts MPI ranks (``p``)."""
+    ranks_on: dict[int, tuple[int, ...]]
+    """Cores -> the rank counts above them that ran on that many cores."""
+    models: frozenset[tuple[str, str]]
+    """(call path, metric) of every model whose measurements include such runs."""
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """The measured range per parameter, and the models that rest on shared cores."""
+
+    ranges: dict[str, tuple[float, float]]
+    """Parameter -> (smallest, largest) measured value."""
+    shared_cores: SharedCores | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "version": VERSION,
+            "ranges": {name: [low, high] for name, (low, high) in self.ranges.items()},
+        }
+        if self.shared_cores is not None:
+            shared = self.shared_cores
+            data["shared_cores"] = {
+                "ranks_parameter": shared.ranks_parameter,
+                "ranks_on": {str(cores): list(ranks) for cores, ranks in shared.ranks_on.items()},
+                "models": [list(key) for key in sorted(shared.models)],
+            }
+        return data
+
+    @classmethod
+    def from_json(cls, data: object, path: str | Path) -> Provenance | None:
+        """Read the ``"provenance"`` object of a model file (None: written by a newer
+        perfcast in a version this one cannot interpret)."""
+        if not isinstance(data, Mapping):
+            raise InputError(f"'{KEY}' must be an object", path=path)
+        version = data.get("version")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise InputError(f"'{KEY}' lacks an integer 'version'", path=path)
+        if version > VERSION:
+            return None
+        try:
+            ranges = {
+                str(name): (float(low), float(high))
+                for name, (low, high) in dict(data.get("ranges", {})).items()
+            }
+            shared = data.get("shared_cores")
+            shared_cores = None
+            if shared is not None:
+                shared_cores = SharedCores(
+                    ranks_parameter=str(shared["ranks_parameter"]),
+                    ranks_on={
+                        int(cores): tuple(int(r) for r in ranks)
+                        for cores, ranks in dict(shared["ranks_on"]).items()
+                    },
+                    models=frozenset(
+                        (str(callpath), str(metric)) for callpath, metric in shared["models"]
+                    ),
+                )
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise InputError(f"malformed '{KEY}' object ({exc})", path=path) from None
+        for name, (low, high) in ranges.items():
+            if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+                raise InputError(
+                    f"'{KEY}.ranges.{name}' must be two finite numbers, smallest first; write "
+                    "the file again with `perfcast model FILE -o FILE`",
+                    path=path,
+                )
+        return cls(ranges, shared_cores)
