@@ -16,4 +16,5 @@ test: setup
 
 lint: setup
 	ruff check src tests benchmarks
-	mypy
+	ruff format --check src tests benchmarks
+	mypy src tests benchmarks

@@ -346,7 +346,7 @@ def mutated(
         if not paths:
             break
         focused = [path for path in focus if path in paths]
-        if focused and draw(st.booleans()):
+        if bool(focused) and draw(st.booleans()):
             path = draw(st.sampled_from(focused))
             action = "replace"
             value = copy.deepcopy(draw(st.sampled_from(focus[path])))

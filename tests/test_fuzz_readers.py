@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -186,9 +187,9 @@ def load(text: str) -> object:
     return json.loads(text, object_pairs_hook=Pairs)
 
 
-def locations(node: object, limit: int = 400) -> list[tuple[object, object]]:
+def locations(node: object, limit: int = 400) -> list[tuple[list[Any], int]]:
     """(container, key) of every value below ``node``, breadth first, at most ``limit``."""
-    found: list[tuple[object, object]] = []
+    found: list[tuple[list[Any], int]] = []
     queue = [node]
     while queue and len(found) < limit:
         current = queue.pop(0)
@@ -396,34 +397,35 @@ def crash_site(error: BaseException) -> str:
 
 # -- the properties -------------------------------------------------------------------------
 
-COMMON = {
-    "deadline": DEADLINE_MS,
-    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
-    "database": None,
-}
+COMMON = settings(
+    deadline=DEADLINE_MS,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    database=None,
+)
+"""Parent of every test's settings below."""
 WORKDIR = tempfile.TemporaryDirectory(prefix="perfcast-fuzz-")
 
 
-@settings(max_examples=EXAMPLES or 1200, **COMMON)
+@settings(COMMON, max_examples=EXAMPLES or 1200)
 @given(cases(("json", "jsonl", "talpas"), "structural"))
 def test_json_like_structural_mutations_raise_only_perfcast_errors(case: Case) -> None:
     run_case(case, Path(WORKDIR.name))
 
 
-@settings(max_examples=EXAMPLES or 400, **COMMON)
+@settings(COMMON, max_examples=EXAMPLES or 400)
 @given(cases(("text",), "structural"))
 def test_text_token_mutations_raise_only_perfcast_errors(case: Case) -> None:
     run_case(case, Path(WORKDIR.name))
 
 
-@settings(max_examples=EXAMPLES or 1400, **COMMON)
+@settings(COMMON, max_examples=EXAMPLES or 1400)
 @given(cases(("text", "json", "jsonl", "talpas"), "bytes"))
 def test_byte_mutations_raise_only_perfcast_errors(case: Case) -> None:
     run_case(case, Path(WORKDIR.name))
 
 
 @pytest.mark.long
-@settings(max_examples=EXAMPLES or 20_000, **COMMON)
+@settings(COMMON, max_examples=EXAMPLES or 20_000)
 @given(
     st.one_of(
         cases(("json", "jsonl", "talpas", "text"), "structural"),
@@ -541,12 +543,17 @@ def test_legacy_json_ids_must_be_integers_and_lists_lists(tmp_path):
         document = load(SEEDS[2].data.decode())
         container = document
         for step in location[:-1]:
-            container = dict(container)[step] if isinstance(container, Pairs) else container[step]
+            if isinstance(container, Pairs):
+                container = dict(container)[step]
+            else:
+                assert isinstance(container, list) and isinstance(step, int)
+                container = container[step]
         last = location[-1]
         if isinstance(container, Pairs):
             index = [k for k, _ in container].index(last)
             container[index] = (last, value)
         else:
+            assert isinstance(container, list) and isinstance(last, int)
             container[last] = value
         path.write_text(dump(document))
         refuses(path, message)
@@ -719,7 +726,7 @@ def census(examples: int) -> tuple[Counter[str], Counter[str]]:
     ]
     for family in families:
 
-        @settings(max_examples=examples // len(families), **COMMON)
+        @settings(COMMON, max_examples=examples // len(families))
         @given(family)
         def probe(case: Case) -> None:
             try:

@@ -288,7 +288,7 @@ def test_measured_strong_scaling_program(tmp_path, capsys, monkeypatch):
     capsys.readouterr()
     models = {m["callpath"]: m for m in json.loads(out.read_text())["models"]}
     work = models["main->work"]
-    leading = {}
+    leading: dict[str, Fraction] = {}
     for term in work["terms"]:
         for f in term["factors"]:
             exponent = Fraction(f["exponent"])

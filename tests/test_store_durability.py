@@ -255,7 +255,8 @@ def test_a_run_with_a_profile_on_a_zeroed_page_is_not_recovered_half(tmp_path):
     with CampaignStore.create_or_open(
         path, name="prog", parameters=PARAMETERS, recover=True
     ) as store:
-        assert store.recovery is not None and 1 <= (store.recovery.lost or 0) <= 3
+        assert store.recovery is not None and store.recovery.lost is not None
+        assert 1 <= store.recovery.lost <= 3
         runs = store.runs()
         assert "p=1,n=17#0" not in {run.key for run in runs}
         assert len(runs) == RUNS - store.recovery.lost
