@@ -278,6 +278,9 @@ def test_callpath_takes_a_function_name_or_a_glob(tmp_path, capsys):
         ],
     )
     status, table, _ = predict(capsys, path, "p=64", "size=1", "--callpath", "CalcForceForNodes")
+    assert status == 0 and [row.split("  ")[0] for row in table[1:]] == ["main->CalcForceForNodes"]
+    argv = ("p=64", "size=1", "--callpath", "CalcForceForNodes", "--full-names")
+    status, table, _ = predict(capsys, path, *argv)
     assert status == 0 and [row.split("  ")[0] for row in table[1:]] == [f"main->{signature}"]
     status, table, _ = predict(capsys, path, "p=64", "size=1", "--callpath", "*Calc*")
     assert status == 0 and len(table) == 3

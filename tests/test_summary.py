@@ -14,10 +14,10 @@ from perfcast.cli import main
 from perfcast.errors import InputError
 from perfcast.experiment import write_experiment
 from perfcast.experiment.experiment import Experiment, Metric
+from perfcast.experiment.names import function_name, select_callpaths, short_callpath
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.pmnf import Factor, Model, Term
 from perfcast.report import render_models
-from perfcast.report.names import function_name, select_callpaths, short_callpath
 from perfcast.report.summary import describe_values, largest_point, render_summary
 
 MAIN = "int main(int, char**)"

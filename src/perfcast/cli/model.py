@@ -21,6 +21,7 @@ from perfcast.experiment.experiment import AGGREGATIONS, Experiment
 from perfcast.experiment.io import FORMATS
 from perfcast.experiment.io.registry import detect_format
 from perfcast.experiment.io.sqlite import FORMAT as SQLITE_FORMAT
+from perfcast.experiment.names import name_list, select_callpaths
 from perfcast.measure.oversubscription import (
     Oversubscription,
     models_note,
@@ -36,7 +37,6 @@ from perfcast.modeling.provenance import Provenance
 from perfcast.modeling.scaling import SCALINGS, total_over_ranks
 from perfcast.outputs import check_target
 from perfcast.report import STYLES, render_models
-from perfcast.report.names import name_list, select_callpaths
 from perfcast.report.summary import (
     DEFAULT_TOP,
     TARGET_FACTOR,

@@ -19,11 +19,11 @@ import numpy as np
 
 from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath, split_callpath
+from perfcast.experiment.names import display_names, select_callpaths
 from perfcast.measure.oversubscription import models_note
 from perfcast.measure.profiles import MAX_SUFFIX
 from perfcast.modeling import ModelSet
 from perfcast.modeling.provenance import Provenance
-from perfcast.report.names import select_callpaths
 
 INCLUSIVE_SUFFIX = "_inclusive"
 """perfcast's inclusive metrics (``time_inclusive``, ``cpu_time_inclusive`` and their
@@ -54,6 +54,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--callpath",
         action="append",
         help="only these call paths (repeatable): a call path, a function name, or a glob",
+    )
+    parser.add_argument(
+        "--full-names",
+        action="store_true",
+        help="print call paths in full (default: function names, C++ signatures shortened)",
     )
     parser.set_defaults(handler=run)
 
@@ -115,8 +120,13 @@ def run(args: argparse.Namespace) -> int:
     header = ["callpath", "metric"] + [
         ", ".join(f"{p}={point[p][i]:g}" for p in models.parameters) for i in range(count)
     ]
+    names = (
+        {callpath: callpath for callpath, _ in selected}
+        if args.full_names
+        else display_names(callpath for callpath, _ in selected)
+    )
     rows = [
-        [callpath, metric] + [f"{v:.6g}" for v in values.reshape(-1)]
+        [names[callpath], metric] + [f"{v:.6g}" for v in values.reshape(-1)]
         for (callpath, metric), values in selected.items()
     ]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]

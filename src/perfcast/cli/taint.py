@@ -28,9 +28,9 @@ from typing import Any
 
 from perfcast.cli import positive_seconds
 from perfcast.errors import InputError
+from perfcast.experiment.names import display_names
 from perfcast.measure.spec import SPEC_NAME, load_spec
 from perfcast.outputs import OutputKind, check_target, json_with, write_output
-from perfcast.report.names import display_names
 from perfcast.taint import INCLUDE_DIR, ArgvParameter, TaintOptions, taint_program, write_filter
 from perfcast.taint.campaign import (
     default_profile_path,

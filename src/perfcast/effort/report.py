@@ -5,7 +5,7 @@ paths whose counts vary between repetitions."""
 from __future__ import annotations
 
 from perfcast.effort.priors import EffortModels
-from perfcast.report.names import display_names
+from perfcast.experiment.names import display_names
 
 REPORT_WIDTH = 120
 """Call paths longer than this lose middle frames in the report (:func:`short_callpath`)."""

@@ -48,10 +48,10 @@ from perfcast.effort.priors import (
 )
 from perfcast.effort.report import render_effort
 from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment
+from perfcast.experiment.names import name_list
 from perfcast.measure.profiles import MAX_SUFFIX
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.prior import Prior
-from perfcast.report.names import name_list
 from perfcast.taint.validity import (
     TaintMatch,
     flag_models,

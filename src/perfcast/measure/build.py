@@ -59,6 +59,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -266,10 +267,25 @@ def read_filter(path: Path) -> list[str]:
     malformed one is reported with its line rather than measured as nothing.
     """
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 text ({exc.reason})"
-        raise InputError(f"cannot read the filter file: {reason}", path=path) from None
+        # a named pipe would block until a writer appears, a device may never end
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise InputError(
+                "the filter is not a regular file (a directory, named pipe or device); "
+                "save the function names to a file and give that",
+                path=path,
+            )
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read the filter file: {exc.strerror}", path=path) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"cannot read the filter file: not UTF-8 text (byte 0x{data[exc.start]:02x}); "
+            "save it as UTF-8",
+            path=path,
+            line=data.count(b"\n", 0, exc.start) + 1,
+        ) from None
     if text.lstrip().startswith("{"):
         # Imported here: only a link step with a profile pays for loading the taint stage.
         from perfcast.taint.filter import instrumented_functions

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment, Metric
+from perfcast.experiment.names import display_names
 from perfcast.measure.spec import RANKS
 from perfcast.measure.store import OK, open_store
 from perfcast.modeling.provenance import SharedCores
@@ -152,7 +153,8 @@ def models_note(
     """Which of ``models`` rest on wall time of runs that shared cores, and what to do;
     ``predicted`` words it for ``perfcast predict``."""
     named = sorted(models)
-    shown = ", ".join(f"{metric} of {callpath}" for callpath, metric in named[:3])
+    short = display_names({callpath for callpath, _ in named[:3]})
+    shown = ", ".join(f"{metric} of {short[callpath]}" for callpath, metric in named[:3])
     if len(named) > 3:
         shown += f" and {len(named) - 3} more"
     plural = len(named) != 1

@@ -31,7 +31,9 @@ mpi_bytes_received   bytes bytes received by the MPI call path
 
 from __future__ import annotations
 
+import itertools
 import re
+import stat
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +42,7 @@ from pathlib import Path
 from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath
 from perfcast.experiment.experiment import Experiment, Metric, Row
-from perfcast.report.names import name_list
+from perfcast.experiment.names import name_list
 
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, FORMAT_VERSION)
@@ -126,18 +128,46 @@ class RankProfile:
 
 
 def read_rank_profile(path: str | Path) -> RankProfile:
-    """Parse one ``rank-<r>.pcprof``; InputError (file and line) if it is not complete."""
+    """Parse one ``rank-<r>.pcprof``; InputError (file and line) if it is not complete.
+
+    Anything but a regular file is refused before it is opened: a named pipe would block
+    the reader until a writer appears, and a device such as ``/dev/zero`` never ends.
+    """
     path = Path(path)
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the profile: {exc}", path=path) from None
-    return parse_rank_profile(text, path)
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise InputError(
+                "is not a regular file (a directory, named pipe or device), so not a profile "
+                "the runtime wrote; remove it from the profile directory",
+                path=path,
+            )
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read the profile: {exc.strerror}", path=path) from None
+    return parse_rank_profile(decode_profile(data, path), path)
+
+
+def decode_profile(data: bytes, source: str | Path) -> str:
+    """A profile's bytes as text; InputError naming ``source`` and the line of the first
+    byte that is not UTF-8 (the runtime writes ASCII plus function names from the ELF file)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(
+            f"not a perfcast profile: byte 0x{data[exc.start]:02x} is not UTF-8 text",
+            path=source,
+            line=line,
+        ) from None
 
 
 def parse_rank_profile(text: str, source: str | Path) -> RankProfile:
     """Parse a profile's text (e.g. kept in a campaign store); ``source`` names it in errors."""
     return _Parser(Path(source), text.splitlines()).parse()
+
+
+COUNTER_LIMIT = 2**64 - 1
+"""The largest value the runtime writes: every count is an unsigned 64-bit integer."""
 
 
 class _Parser:
@@ -170,10 +200,20 @@ class _Parser:
         return self.lines[self.number].split(" ", 1)[0] if self.number < len(self.lines) else ""
 
     def integers(self, values: Sequence[str]) -> list[int]:
-        try:
-            return [int(v) for v in values]
-        except ValueError:
-            raise self.fail(f"expected integers, got {' '.join(values)!r}") from None
+        """``values`` as the runtime's counts: ASCII digits up to :data:`COUNTER_LIMIT`.
+
+        Python's ``int`` would also take ``-1``, ``+3``, ``1_000`` and other scripts' digits,
+        none of which the runtime writes; a negative count would become a negative time.
+        """
+        for value in values:
+            if not (value.isascii() and value.isdigit()):
+                raise self.fail(f"expected counts (integers >= 0), got {' '.join(values)!r}"[:200])
+            if len(value) > len(str(COUNTER_LIMIT)) or int(value) > COUNTER_LIMIT:
+                raise self.fail(
+                    f"the count {value[:30]}{'...' if len(value) > 30 else ''} is larger than "
+                    "the runtime's 64-bit counters hold"
+                )
+        return [int(v) for v in values]
 
     def parse(self) -> RankProfile:
         (version,) = self.next("perfcast-profile", 1)
@@ -311,9 +351,27 @@ def check_run(profiles: Sequence[RankProfile], source: str | Path) -> list[RankP
                 f"{profile.ranks} ranks): give every run its own PERFCAST_PROFILE_DIR",
                 path=directory,
             )
-    missing = sorted(set(range(first.ranks)) - {p.rank for p in profiles})
-    if missing:
-        shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+    for profile, following in itertools.pairwise(profiles):
+        if profile.rank == following.rank:
+            raise InputError(
+                f"{profile.path.name} and {following.path.name} are both rank {profile.rank}: "
+                "a rank's profile was copied, so the run's mean over ranks would count it "
+                "twice; keep one of them",
+                path=directory,
+            )
+    if first.ranks < 1 or profiles[-1].rank >= first.ranks:
+        raise InputError(
+            f"{profiles[-1].path.name} is rank {profiles[-1].rank} of a run of {first.ranks} "
+            "rank(s): not a profile the runtime wrote",
+            path=directory,
+        )
+    # the ranks are distinct and below first.ranks: the first gaps, without listing them all
+    # (a damaged 'ranks' line may claim 10^19)
+    present = {p.rank for p in profiles}
+    missing = [rank for rank in range(min(first.ranks, len(profiles) + 11)) if rank not in present]
+    if len(profiles) < first.ranks:
+        gaps = first.ranks - len(profiles)
+        shown = ", ".join(map(str, missing[:10])) + (" ..." if gaps > 10 else "")
         raise InputError(
             f"rank(s) {shown} of {first.ranks} wrote no profile: the run crashed, was killed "
             "or called MPI_Abort on those ranks, so this run is not a complete measurement; "

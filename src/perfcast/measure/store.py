@@ -126,6 +126,11 @@ columns are ever added, so older perfcast versions still read and write a migrat
 
 OK, FAILED = "ok", "failed"
 
+SQLITE_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
+"""What reading a damaged file raises: SQLite's errors, and the UnicodeDecodeError Python
+raises in their place when SQLite's message quotes the file's bytes (``malformed database
+schema (\x80...)``, a ``quick_check`` report of a damaged page)."""
+
 
 @dataclass
 class RunRecord:
@@ -231,9 +236,11 @@ class CampaignStore:
             _configure(store._db)
             store.info()
             store._read_columns()
-        except sqlite3.DatabaseError as exc:
+        except SQLITE_ERRORS as exc:
             store.close()
-            raise InputError(f"not a perfcast campaign store ({exc})", path=path) from None
+            raise InputError(
+                f"not a perfcast campaign store ({sqlite_message(exc)})", path=path
+            ) from None
         except BaseException:
             store.close()
             raise
@@ -286,9 +293,11 @@ class CampaignStore:
                 store._db.execute("PRAGMA journal_mode=WAL")
                 store._initialise(name, parameters, metrics, spec_path, spec_text)
                 store._migrate()
-        except sqlite3.DatabaseError as exc:
+        except SQLITE_ERRORS as exc:
             store.close()
-            raise InputError(f"not a perfcast campaign store ({exc})", path=path) from None
+            raise InputError(
+                f"not a perfcast campaign store ({sqlite_message(exc)})", path=path
+            ) from None
         except BaseException:
             store.close()
             raise
@@ -478,20 +487,63 @@ class CampaignStore:
 
     # -- reading ---------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """SQLite's errors while reading (a page ``quick_check`` passed but a query cannot
+        decode) as a :class:`DamagedStoreError` naming the store."""
+        try:
+            yield
+        except SQLITE_ERRORS as exc:
+            raise DamagedStoreError(self.path, [sqlite_message(exc)]) from None
+
     def info(self) -> CampaignInfo:
-        row = self._db.execute(
-            "SELECT name, parameters, metrics, spec_path, spec_text, created FROM campaign"
-        ).fetchone()
+        """The campaign row, checked: every value in it is later used as what it claims to be."""
+        with self._reading():
+            row = self._db.execute(
+                "SELECT name, parameters, metrics, spec_path, spec_text, created FROM campaign"
+            ).fetchone()
         if row is None:
             raise sqlite3.DatabaseError("the campaign table is empty")
-        return CampaignInfo(row[0], json.loads(row[1]), json.loads(row[2]), *row[3:])
+        name, parameters, metrics, spec_path, spec_text, created = row
+        if not isinstance(name, str):
+            raise self._bad_value("the campaign's name", name, "text")
+        return CampaignInfo(
+            name,
+            self._names(parameters, "parameters", allow_empty=False),
+            self._names(metrics, "metrics", allow_empty=True),
+            spec_path if isinstance(spec_path, str) else None,
+            spec_text if isinstance(spec_text, str) else None,
+            created if isinstance(created, int | float) else float("nan"),
+        )
+
+    def _names(self, stored: object, column: str, *, allow_empty: bool) -> list[str]:
+        """The campaign's ``parameters`` or ``metrics`` column: a JSON list of distinct names."""
+        names = _json_value(stored)
+        if not (
+            isinstance(names, list)
+            and all(isinstance(n, str) and n for n in names)
+            and len(set(names)) == len(names)
+            and (names or allow_empty)
+        ):
+            raise self._bad_value(f"the campaign's {column}", stored, "a JSON list of names")
+        return names
+
+    def _bad_value(self, what: str, value: object, expected: str) -> InputError:
+        return InputError(
+            f"{what} is {_shown(value)}, not {expected}: the store was changed by something "
+            "other than perfcast; measure the campaign into a fresh store",
+            path=self.path,
+        )
 
     def finished_keys(self, status: str | None = None) -> set[str]:
         """Keys of the runs stored (with ``status``, if given)."""
-        if status is None:
-            rows = self._db.execute("SELECT key FROM runs")
-        else:
-            rows = self._db.execute("SELECT key FROM runs WHERE status = ?", (status,))
+        with self._reading():
+            if status is None:
+                rows = self._db.execute("SELECT key FROM runs").fetchall()
+            else:
+                rows = self._db.execute(
+                    "SELECT key FROM runs WHERE status = ?", (status,)
+                ).fetchall()
         return {key for (key,) in rows}
 
     def runs(self, status: str | None = None) -> list[StoredRun]:
@@ -502,33 +554,71 @@ class CampaignStore:
             "SELECT id, key, point, repetition, command, status, exit_code, reason, "
             f"stderr_tail, seconds, attempts, {newer} FROM runs"
         )
-        rows = (
-            self._db.execute(query + " WHERE status = ? ORDER BY id", (status,))
-            if status
-            else self._db.execute(query + " ORDER BY id")
-        )
-        return [
-            StoredRun(
-                id=r[0],
-                key=r[1],
-                point=json.loads(r[2]),
-                repetition=r[3],
-                command=r[4],
-                status=r[5],
-                exit_code=r[6],
-                reason=r[7],
-                stderr_tail=r[8] or "",
-                seconds=r[9],
-                attempts=r[10],
-                ranks=r[11],
-                cores=r[12],
+        with self._reading():
+            rows = self._db.execute(query + " ORDER BY id").fetchall()
+        runs = [self._run(r) for r in rows]
+        return [run for run in runs if run.status == status] if status else runs
+
+    def _run(self, row: tuple[Any, ...]) -> StoredRun:
+        """One row of ``runs``, every value checked to be of the kind perfcast wrote (the
+        status is checked by the schema, which ``quick_check`` enforces when it is opened)."""
+        key = row[1]
+        if not isinstance(key, str):
+            raise self._bad_value(f"the key of run number {row[0]}", key, "text")
+        run = f"run {key!r}"
+        point = _json_value(row[2])
+        if not (
+            isinstance(point, dict)
+            and point
+            and all(
+                isinstance(v, int | float)
+                and not isinstance(v, bool)
+                and abs(v) < 1e300  # NaN and infinity too; no float() of a 400-digit int
+                for v in point.values()
             )
-            for r in rows
-        ]
+        ):
+            raise self._bad_value(f"the point of {run}", row[2], "a JSON object of numbers")
+        for column, value in (("repetition", row[3]), ("attempts", row[10])):
+            if not isinstance(value, int) or value < 0:
+                raise self._bad_value(f"the {column} of {run}", value, "a count")
+        for column, value in (("ranks", row[11]), ("cores", row[12])):
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise self._bad_value(f"the {column} of {run}", value, "a positive count")
+        seconds = row[9]
+        if seconds is not None and (
+            not isinstance(seconds, int | float) or not 0 <= seconds < 1e300
+        ):
+            raise self._bad_value(f"the seconds of {run}", seconds, "a duration")
+        return StoredRun(
+            id=row[0],
+            key=key,
+            point={name: float(value) for name, value in point.items()},
+            repetition=row[3],
+            command=row[4] if isinstance(row[4], str) else str(row[4]),
+            status=row[5],
+            exit_code=row[6] if isinstance(row[6], int) else None,
+            reason=row[7] if isinstance(row[7], str) or row[7] is None else str(row[7]),
+            stderr_tail=row[8] if isinstance(row[8], str) else "",
+            seconds=seconds,
+            attempts=row[10],
+            ranks=row[11],
+            cores=row[12],
+        )
 
     def profiles(self, run_id: int) -> dict[str, bytes]:
-        rows = self._db.execute("SELECT name, data FROM profiles WHERE run_id = ?", (run_id,))
-        return {name: bytes(data) for name, data in rows}
+        """The per-rank profile files of the run with id ``run_id``, by name."""
+        with self._reading():
+            rows = self._db.execute(
+                "SELECT name, data FROM profiles WHERE run_id = ?", (run_id,)
+            ).fetchall()
+            for name, data in rows:
+                if not isinstance(name, str) or not isinstance(data, bytes):
+                    key = self._db.execute("SELECT key FROM runs WHERE id = ?", (run_id,))
+                    run = _shown((key.fetchone() or (run_id,))[0])
+                    raise self._bad_value(
+                        f"the profile {_shown(name)} of run {run}", data, "the file's bytes"
+                    )
+        return dict(rows)
 
     def attempts(self) -> list[tuple[str, int, str | None]]:
         """Failed attempts that were retried: (key, attempt, reason)."""
@@ -540,10 +630,38 @@ class CampaignStore:
         return [InflightRun(k, a, b, json.loads(h), s) for k, a, b, h, s in rows]
 
     def counts(self) -> dict[str, int]:
-        rows = self._db.execute("SELECT status, COUNT(*) FROM runs GROUP BY status")
+        with self._reading():
+            rows = self._db.execute("SELECT status, COUNT(*) FROM runs GROUP BY status").fetchall()
         counts = {OK: 0, FAILED: 0}
-        counts.update(dict(rows.fetchall()))
+        counts.update(dict(rows))
         return counts
+
+
+def sqlite_message(error: BaseException) -> str:
+    """SQLite's message of one of :data:`SQLITE_ERRORS`, the damaged bytes it quotes shown
+    as replacement characters."""
+    if isinstance(error, UnicodeDecodeError):
+        return bytes(error.object).decode("utf-8", errors="replace")
+    return str(error)
+
+
+def _json_value(stored: object) -> object:
+    """A JSON column's value; None if it is not JSON text (or nested beyond reason)."""
+    if not isinstance(stored, str):
+        return None
+    try:
+        return json.loads(stored)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _shown(value: object) -> str:
+    """A stored value as a message shows it: its type, and its start if it is text."""
+    if isinstance(value, bytes):
+        return f"{len(value)} bytes of binary data"
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 40 else f"{value[:40]!r}... ({len(value)} characters)"
+    return "NULL" if value is None else f"the {type(value).__name__} {value!r}"[:80]
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -551,7 +669,15 @@ def _connect(path: Path) -> sqlite3.Connection:
     (:func:`_check_is_store`, :func:`integrity_problems`) before :func:`_configure`, and WAL
     mode is switched on by :meth:`CampaignStore.create_or_open` only once the file is known
     to be a sound perfcast store (a store perfcast wrote is in WAL mode already)."""
-    return sqlite3.connect(path, timeout=30, isolation_level="DEFERRED")
+    connection = sqlite3.connect(path, timeout=30, isolation_level="DEFERRED")
+    # text that is not UTF-8 (a damaged page; SQLite's own reports quote such bytes) reads
+    # with replacement characters, to be refused as a bad value rather than crash the query
+    connection.text_factory = _text
+    return connection
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
 
 
 def _configure(connection: sqlite3.Connection) -> None:
@@ -570,15 +696,15 @@ def _check_is_store(db: sqlite3.Connection, path: Path, *, allow_empty: bool) ->
         tables = {
             name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         }
-    except sqlite3.DatabaseError as exc:
-        if "not a database" in str(exc):
+    except SQLITE_ERRORS as exc:
+        if "not a database" in sqlite_message(exc):
             raise InputError(
                 "not an SQLite file (or one whose first page is damaged), so not a perfcast "
                 "campaign store; perfcast leaves it as it is: choose another store (--store "
                 "or app.store)",
                 path=path,
             ) from None
-        raise DamagedStoreError(path, [str(exc), *_unreadable_tables(db)]) from None
+        raise DamagedStoreError(path, [sqlite_message(exc), *_unreadable_tables(db)]) from None
     if not tables and allow_empty:
         return
     if "campaign" not in tables:
@@ -600,16 +726,16 @@ def integrity_problems(db: sqlite3.Connection) -> list[str]:
     """
     try:
         rows = [row[0] for row in db.execute("PRAGMA quick_check")]
-    except sqlite3.DatabaseError as exc:
-        return [str(exc), *_unreadable_tables(db)]
+    except SQLITE_ERRORS as exc:
+        return [sqlite_message(exc), *_unreadable_tables(db)]
     return [] if rows == ["ok"] else rows
 
 
 def _unreadable_tables(db: sqlite3.Connection) -> list[str]:
     """``the runs table cannot be read``, for every table and index a full read fails on."""
     problems = []
-    db.execute("PRAGMA writable_schema=ON")  # a truncated file's schema reads only so
     try:
+        db.execute("PRAGMA writable_schema=ON")  # a truncated file's schema reads only so
         objects = db.execute("SELECT type, name, tbl_name FROM sqlite_master").fetchall()
         damaged: set[str] = set()
         for kind, name, table in sorted(objects, key=lambda row: row[0] != "table"):
@@ -623,13 +749,14 @@ def _unreadable_tables(db: sqlite3.Connection) -> list[str]:
             try:
                 for _ in db.execute(query):
                     pass
-            except sqlite3.DatabaseError:
+            except SQLITE_ERRORS:
                 damaged.add(table)
                 problems.append(f"{what} cannot be read")
-    except sqlite3.DatabaseError as exc:
-        problems.append(f"the schema cannot be read ({exc})")
+    except SQLITE_ERRORS as exc:
+        problems.append(f"the schema cannot be read ({sqlite_message(exc)})")
     finally:
-        db.execute("PRAGMA writable_schema=OFF")
+        with contextlib.suppress(*SQLITE_ERRORS):
+            db.execute("PRAGMA writable_schema=OFF")
     return problems
 
 
@@ -637,6 +764,9 @@ class DamagedStoreError(InputError):
     """The store's file is damaged (SQLite's integrity check failed)."""
 
     def __init__(self, path: Path, problems: list[str]):
+        # SQLite's own reports span lines ("*** in database main ***\nPage 6: ..."); the
+        # message is one line
+        problems = [" ".join(problem.split()) for problem in problems]
         self.problems = problems
         shown = "; ".join(problems[:3]) + (
             f"; and {len(problems) - 3} more" if len(problems) > 3 else ""

@@ -23,9 +23,9 @@ import numpy as np
 
 from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath, split_callpath
+from perfcast.experiment.names import display_names
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.pmnf import Model
-from perfcast.report.names import display_names
 
 TARGET_FACTOR = 4.0
 """Default target: every parameter at this many times its largest measured value, far

@@ -24,10 +24,10 @@ from typing import Any
 from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath, split_callpath
 from perfcast.experiment.experiment import Experiment
+from perfcast.experiment.names import name_list
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.prior import Prior
 from perfcast.modeling.prior_conflicts import VISITS_METRIC, PriorConflict, resolve_conflict
-from perfcast.report.names import name_list
 from perfcast.taint.priors import (
     SOURCE,
     callpath_terms,

@@ -8,7 +8,13 @@ cannot be modeled. Failed runs are left out (``perfcast measure`` reports them).
 
 A program run without perfcast's instrumentation leaves no profiles; such runs still give
 one measurement, the run's wall time as perfcast saw it (launcher start-up included), as
-metric :data:`RUN_TIME` at a call path named after the campaign.
+metric :data:`RUN_TIME` at a call path named after the campaign. In a store whose other
+runs have profiles, a run without them lost them: it is left out, named in a
+:class:`LostProfilesWarning`.
+
+Every value read from the store is checked (:meth:`perfcast.measure.store.CampaignStore.runs`,
+:func:`perfcast.measure.profiles.parse_rank_profile`): a store changed by something other
+than perfcast is refused with the run and, for a profile, the line at fault.
 
 If the campaign's spec lists ``[metrics] collect``, only those metrics are read (a name
 also selects its ``:max`` twin). A collected metric the runs do not have (``cpu_time`` of
@@ -43,7 +49,13 @@ def read_sqlite(path: str | Path) -> Experiment:
     """Read a campaign store's successful runs into an Experiment."""
     # perfcast.measure builds Experiments, so importing it at module level would make the
     # two packages import each other; the reader needs it only once a store is read.
-    from perfcast.measure.profiles import MAX_SUFFIX, RankProfile, combine_runs, parse_rank_profile
+    from perfcast.measure.profiles import (
+        MAX_SUFFIX,
+        RankProfile,
+        combine_runs,
+        decode_profile,
+        parse_rank_profile,
+    )
     from perfcast.measure.store import OK, CampaignStore
 
     path = Path(path)
@@ -57,6 +69,15 @@ def read_sqlite(path: str | Path) -> Experiment:
                 "`perfcast measure` (with --resume) first",
                 path=path,
             )
+        for run in runs:
+            absent = [name for name in info.parameters if name not in run.point]
+            if absent:
+                raise InputError(
+                    f"run {run.key!r} has no value of the campaign's parameter(s) "
+                    f"{', '.join(absent)}: the store was changed by something other than "
+                    "perfcast; measure the campaign into a fresh store",
+                    path=path,
+                )
         parameters = [
             name for name in info.parameters if len({run.point[name] for run in runs}) > 1
         ]
@@ -68,11 +89,14 @@ def read_sqlite(path: str | Path) -> Experiment:
                 unprofiled.append(run)
                 continue
             point = {name: run.point[name] for name in parameters}
-            profiles = [
-                parse_rank_profile(data.decode("utf-8"), f"{path}[{run.key}]/{name}")
-                for name, data in sorted(blobs.items())
-            ]
+            profiles = []
+            for name, data in sorted(blobs.items()):
+                source = f"{path}[{run.key}]/{name}"
+                profiles.append(parse_rank_profile(decode_profile(data, source), source))
             profiled.append((point, profiles))
+    if profiled and unprofiled:
+        _warn_lost_profiles(path, unprofiled)
+        unprofiled = []
     parts = []
     if profiled:
         parts.append(combine_runs(profiled))
@@ -102,9 +126,35 @@ def read_sqlite(path: str | Path) -> Experiment:
     return experiment
 
 
+class LostProfilesWarning(UserWarning):
+    """Runs of an instrumented program that have no profiles in the store: left out."""
+
+
+SHOWN_RUNS = 5
+"""How many runs a warning names; the rest are counted."""
+
+
+def _warn_lost_profiles(path: Path, runs: list[StoredRun]) -> None:
+    """Runs without profiles in a store whose other runs have them are left out, named.
+
+    Their program is instrumented, so their profiles were lost (the store was changed by
+    something else): their run time alone is not the experiment's metrics, and mixing the
+    two would model a call path named after the campaign on some points only.
+    """
+    keys = ", ".join(repr(run.key) for run in runs[:SHOWN_RUNS])
+    more = f" and {len(runs) - SHOWN_RUNS} more" if len(runs) > SHOWN_RUNS else ""
+    warnings.warn(
+        f"{path}: {len(runs)} run(s) have no profiles although the campaign's other runs do "
+        f"({keys}{more}); they are left out of the model (measure the campaign into a fresh "
+        "store to have them)",
+        LostProfilesWarning,
+        stacklevel=3,
+    )
+
+
 def _run_times(name: str, parameters: list[str], runs: list[StoredRun], source: str) -> Experiment:
     rows: list[Row] = [
-        (name, RUN_TIME.name, [run.point[p] for p in parameters], float(run.seconds or 0.0))
+        (name, RUN_TIME.name, [run.point[p] for p in parameters], run.seconds or 0.0)
         for run in runs
     ]
     return Experiment.from_rows(parameters, rows, [RUN_TIME], source=source)
