@@ -321,10 +321,16 @@ def _modeled_metrics(args: argparse.Namespace, experiment: Experiment) -> list[s
     """The metrics to fit: ``--metric``'s, and under ``--priors effort`` also the counters
     and visits the priors are made from. ``--metric cpu_time`` chooses what the summary
     ranks, not what the priors may read: without the counters every call path silently
-    lost its prior, with a note that the program had been built without counters."""
+    lost its prior, with a note that the program had been built without counters. Where
+    ``--metric`` names counters itself, the user chose which priors to derive (e.g. basic
+    blocks without MPI bytes: the MPI call paths then take taint priors), and only those
+    are read."""
     if not args.metric or args.priors != "effort":
         return args.metric
-    inputs = [m for m in (*COUNTER_METRICS, VISITS_METRIC) if m in experiment.metrics]
+    counters = [m for m in COUNTER_METRICS if m in experiment.metrics]
+    if any(m in COUNTER_METRICS for m in args.metric):
+        counters = []
+    inputs = [*counters, *([VISITS_METRIC] if VISITS_METRIC in experiment.metrics else [])]
     return [*args.metric, *(m for m in inputs if m not in args.metric)]
 
 
