@@ -18,7 +18,6 @@ import io
 import json
 import math
 import re
-import signal
 import tomllib
 import traceback
 from collections.abc import Callable, Iterator
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 from campaign_helpers import STENCIL_WITH_COUNTERS
+from fuzz_helpers import crash_site, time_limit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -243,31 +243,6 @@ HOSTILE_KEYS = (
 # -- running one case ------------------------------------------------------------------------
 
 
-class CaseTimeout(Exception):
-    """A case ran past :data:`CASE_SECONDS`: a hang or unbounded work."""
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float = CASE_SECONDS) -> Iterator[None]:
-    def expire(signum: int, frame: Any) -> None:
-        raise CaseTimeout(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def crash_site(exc: BaseException) -> str:
-    """``ExcType at file.py:line``: the innermost perfcast frame, how crashes are counted."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "perfcast" in f.filename]
-    where = f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "?"
-    return f"{type(exc).__name__} at {where}"
-
-
 class Crash(AssertionError):
     """Anything but a PerfcastError naming the file escaped (or the case hung)."""
 
@@ -281,7 +256,11 @@ def run_cli(argv: list[str], named: Path | str) -> str:
     file at fault, or the option)."""
     out, err = io.StringIO(), io.StringIO()
     try:
-        with time_limit(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with (
+            time_limit(CASE_SECONDS),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
             status = main(argv)
     except Exception as exc:
         raise Crash(crash_site(exc), "".join(traceback.format_exception(exc))) from exc
@@ -297,7 +276,7 @@ def run_cli(argv: list[str], named: Path | str) -> str:
 def expect_perfcast_error(call: Callable[[], Any], named: Path | None = None) -> Any:
     """``call()``; only a PerfcastError (naming ``named``, if given) may escape."""
     try:
-        with time_limit():
+        with time_limit(CASE_SECONDS):
             return call()
     except PerfcastError as exc:
         if named is not None:
@@ -598,7 +577,7 @@ def design_error(directory: Path, text: str) -> str:
     """``perfcast design`` on ``text``: the one-line error (status 2), naming the file."""
     path = directory / "perfcast.toml"
     path.write_text(text, encoding="utf-8")
-    with time_limit():
+    with time_limit(CASE_SECONDS):
         message = run_cli(["design", str(path), "--no-taint"], path)
     assert message.startswith("perfcast design: error: "), message
     return message
@@ -708,7 +687,7 @@ def test_a_large_grid_measured_in_lines_is_planned(tmp_path, capsys):
         )
         + '[design]\nkind = "lines"\n'
     )
-    with time_limit():
+    with time_limit(CASE_SECONDS):
         assert main(["design", str(path), "--no-taint"]) == 0
     assert "2000 points, 6000 runs" in capsys.readouterr().out
 

@@ -21,18 +21,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import tempfile
-import traceback
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fuzz_helpers import crash_site, time_limit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -344,24 +341,6 @@ def cases(draw: st.DrawFn, kinds: tuple[str, ...], mutation: str) -> Case:
 # -- running one case -----------------------------------------------------------------------
 
 
-class Hang(Exception):
-    """A case outlived CASE_SECONDS."""
-
-
-@contextmanager
-def alarm(seconds: int) -> Iterator[None]:
-    def expire(signum: int, frame: object) -> None:
-        raise Hang(f"no result after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def run_case(case: Case, directory: Path) -> str:
     """Detect, read and fit one mutated file; only PerfcastErrors naming it may escape.
 
@@ -369,7 +348,7 @@ def run_case(case: Case, directory: Path) -> str:
     """
     path = directory / f"case{case.seed.suffix}"
     path.write_bytes(case.data)
-    with alarm(CASE_SECONDS):
+    with time_limit(CASE_SECONDS):
         try:
             detect_format(path)
         except PerfcastError as error:
@@ -384,15 +363,6 @@ def run_case(case: Case, directory: Path) -> str:
         except PerfcastError:
             return "read, fit refused"  # e.g. too few points: a message, as it should be
         return "read and fitted"
-
-
-def crash_site(error: BaseException) -> str:
-    """Innermost perfcast frame of a traceback (where the foreign exception escaped)."""
-    frames = traceback.extract_tb(error.__traceback__)
-    ours = [f for f in frames if f.filename.startswith(str(SRC))] or frames
-    frame = ours[-1]
-    name = frame.filename.removeprefix(str(SRC.parent) + os.sep)
-    return f"{name}:{frame.lineno} {type(error).__name__}"
 
 
 # -- the properties -------------------------------------------------------------------------
@@ -448,7 +418,7 @@ def current_json(point: object = (4,), values: object = (1.5,), parameters: obje
 
 def refuses(path: Path, match: str, format: str | None = None) -> InputError:
     """read_experiment's InputError, which must name ``path`` and match ``match``."""
-    with alarm(CASE_SECONDS), pytest.raises(InputError, match=match) as error:
+    with time_limit(CASE_SECONDS), pytest.raises(InputError, match=match) as error:
         read_experiment(path, format)
     assert error.value.path == path
     return error.value
@@ -516,7 +486,7 @@ def test_deep_nesting_is_an_input_error_in_detection_and_reading(tmp_path, depth
     ]:
         path = tmp_path / name
         path.write_text(text)
-        with alarm(CASE_SECONDS):
+        with time_limit(CASE_SECONDS):
             try:
                 detect_format(path)
             except InputError as error:  # undetectable is fine, a RecursionError is not
@@ -627,7 +597,7 @@ def test_any_format_named_for_any_file_is_read_or_refused_with_the_file(tmp_path
     path = tmp_path / f"seed{seed.suffix}"
     path.write_bytes(seed.data)
     try:
-        with alarm(CASE_SECONDS):
+        with time_limit(CASE_SECONDS):
             read_experiment(path, format)
     except PerfcastError as error:
         assert str(path) in str(error)
@@ -649,7 +619,7 @@ def test_named_pipes_are_refused_without_blocking(tmp_path, format):
     os.mkfifo(pipe)
     refuses(pipe, "not a regular file", format)
     for reader in (read_text, read_json, read_jsonlines, read_talpas):
-        with alarm(CASE_SECONDS), pytest.raises(InputError, match="not a regular file"):
+        with time_limit(CASE_SECONDS), pytest.raises(InputError, match="not a regular file"):
             reader(pipe)
 
 

@@ -28,21 +28,20 @@ import contextlib
 import os
 import resource
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
-import traceback
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from campaign_helpers import copy_stencil, write_spec
+from fuzz_helpers import crash_site, time_limit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -129,37 +128,11 @@ def measure_seeds(directory: Path) -> Seeds:
 # -- running one case under a time limit -------------------------------------------------------
 
 
-class CaseTimeout(Exception):
-    """A case ran past :data:`CASE_SECONDS`: a hang or unbounded work."""
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float = CASE_SECONDS) -> Iterator[None]:
-    def expire(signum: int, frame: Any) -> None:
-        raise CaseTimeout(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def crash_site(error: BaseException) -> str:
-    """``path/file.py:line ExcType``: the innermost perfcast frame, how crashes are counted."""
-    frames = traceback.extract_tb(error.__traceback__)
-    ours = [f for f in frames if f.filename.startswith(str(SRC))] or frames
-    name = ours[-1].filename.removeprefix(str(SRC.parent) + os.sep) if ours else "?"
-    return f"{name}:{ours[-1].lineno if ours else 0} {type(error).__name__}"
-
-
 def refused_naming(call: Callable[[], Any], named: Path) -> tuple[bool, Any]:
     """(False, result) of ``call()``, or (True, None) if it raised a PerfcastError, which
     must name ``named``."""
     try:
-        with time_limit():
+        with time_limit(CASE_SECONDS):
             return False, call()
     except PerfcastError as error:
         assert str(named) in str(error), f"the error does not name {named}: {error}"
@@ -437,7 +410,7 @@ def store_case(
             "and no warning named the store"
         )
     try:
-        with time_limit():
+        with time_limit(CASE_SECONDS):
             MODELER.fit(experiment)
     except PerfcastError:
         return "read, fit refused"
@@ -646,7 +619,7 @@ def edited_store(seeds: Seeds, directory: Path, *statements: str) -> Path:
 
 
 def store_refusal(path: Path, match: str) -> InputError:
-    with time_limit(), pytest.raises(InputError, match=match) as error:
+    with time_limit(CASE_SECONDS), pytest.raises(InputError, match=match) as error:
         read_experiment(path)
     assert error.value.path is not None and str(path) in str(error.value)
     assert "\n" not in str(error.value)
@@ -708,7 +681,7 @@ def test_hostile_run_rows_are_refused_naming_the_run(seeds, tmp_path, column, va
     )
     store_refusal(path, words)
     if column != "point":  # the campaign's parameters matter to the experiment only
-        with time_limit(), pytest.raises(InputError, match=words):
+        with time_limit(CASE_SECONDS), pytest.raises(InputError, match=words):
             oversubscription(path)  # what perfcast model reads beside the experiment
 
 
@@ -730,7 +703,7 @@ def test_hostile_campaign_rows_are_refused(seeds, tmp_path, column, value, words
 def test_a_run_whose_profiles_are_gone_is_left_out_with_a_warning_naming_it(seeds, tmp_path):
     path = edited_store(seeds, tmp_path, f"DELETE FROM profiles WHERE run_id = {FIRST_RUN}")
     with (
-        time_limit(),
+        time_limit(CASE_SECONDS),
         pytest.warns(LostProfilesWarning, match=r"1 run\(s\) have no profiles .*'p=2,size=8#0'"),
     ):
         experiment = read_experiment(path)
@@ -774,7 +747,7 @@ def test_damage_sqlite_reports_over_several_lines_is_one_line(seeds, tmp_path):
         path = tmp_path / f"zeroed-{page}.sqlite"
         start = page * page_size
         path.write_bytes(seeds.store[:start] + bytes(page_size) + seeds.store[start + page_size :])
-        with time_limit(), pytest.raises(PerfcastError) as error:
+        with time_limit(CASE_SECONDS), pytest.raises(PerfcastError) as error:
             read_experiment(path)
         assert str(path) in str(error.value)
         messages.append(str(error.value))
@@ -791,7 +764,7 @@ def profile_directory(directory: Path, files: dict[str, bytes]) -> Path:
 
 
 def profile_refusal(run: Path, match: str) -> InputError:
-    with time_limit(), pytest.raises(InputError, match=match) as error:
+    with time_limit(CASE_SECONDS), pytest.raises(InputError, match=match) as error:
         read_profiles(run)
     assert str(run) in str(error.value)
     return error.value
@@ -864,7 +837,10 @@ def test_rank_counts_are_checked_without_listing_every_rank(seeds, tmp_path, ran
 def test_a_filter_that_is_a_named_pipe_is_refused_without_blocking(tmp_path):
     pipe = tmp_path / "filter.txt"
     os.mkfifo(pipe)
-    with time_limit(), pytest.raises(InputError, match="the filter is not a regular file") as error:
+    with (
+        time_limit(CASE_SECONDS),
+        pytest.raises(InputError, match="the filter is not a regular file") as error,
+    ):
         read_filter(pipe)
     assert error.value.path == pipe
 
