@@ -26,6 +26,7 @@ import pytest
 from perfcast.cli import main
 from perfcast.cli.taint import _summary
 from perfcast.effort import EffortModeler, render_effort
+from perfcast.effort.report import short_notes
 from perfcast.effort.sources import combine_sources
 from perfcast.errors import InputError
 from perfcast.experiment import write_experiment
@@ -201,3 +202,19 @@ def test_unmatched_filter_warning_names_functions_not_signatures():
         _warn_unmatched([[profile]])
     text = str(caught[0].message)
     assert "2 in ./lulesh2.0 (CalcEnergyForElems, CalcForceForNodes)" in text
+
+
+def test_effort_notes_name_call_paths_as_the_report_blocks_do():
+    """LULESH's `... has no communication law` notes printed full C++ signatures; the note
+    keeps its text and shows the call path by the name the blocks above use."""
+    signature = "main->CommSend(Domain&, int, int, double& (Domain::**)(int), int)->MPI_Waitall"
+    notes = [
+        f"{signature}: MPI_Waitall has no communication law (Table I); modeled classically",
+        "Every call path is modeled classically.",
+    ]
+    shown = short_notes(notes, [signature, "main"])
+    assert shown == [
+        "main->CommSend->MPI_Waitall: MPI_Waitall has no communication law (Table I); "
+        "modeled classically",
+        "Every call path is modeled classically.",
+    ]

@@ -4,6 +4,8 @@ paths whose counts vary between repetitions."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 from perfcast.effort.priors import EffortModels
 from perfcast.experiment.names import display_names
 
@@ -40,5 +42,20 @@ def render_effort(result: EffortModels, precision: int = 4) -> str:
         lines += [
             f"  {names[callpath]}  {found.describe()}" for callpath, found in result.waiting.items()
         ]
-    lines += [f"note: {note}" for note in result.notes]
+    lines += [
+        f"note: {note}" for note in short_notes(result.notes, (m.callpath for m in result.models))
+    ]
     return "\n".join(lines)
+
+
+def short_notes(notes: Sequence[str], callpaths: Iterable[str]) -> list[str]:
+    """Notes that begin with the call path they are about (``CALLPATH: why``), that call
+    path shown as the blocks above show it. The notes stay whole in the result, where
+    :mod:`perfcast.effort.with_taint` reads the call path back."""
+    known = set(callpaths)
+    about = [note.split(": ", 1)[0] for note in notes]
+    names = display_names([c for c in about if c in known], REPORT_WIDTH)
+    return [
+        f"{names[callpath]}: {note.split(': ', 1)[1]}" if callpath in names else note
+        for callpath, note in zip(about, notes, strict=True)
+    ]

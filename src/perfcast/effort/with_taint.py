@@ -46,7 +46,7 @@ from perfcast.effort.priors import (
     EffortModels,
     EffortPrior,
 )
-from perfcast.effort.report import render_effort
+from perfcast.effort.report import render_effort, short_notes
 from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment
 from perfcast.experiment.names import name_list
 from perfcast.measure.profiles import MAX_SUFFIX
@@ -277,7 +277,9 @@ def render_effort_with_taint(result: EffortTaintModels, precision: int = 4) -> s
             f"{DISAGREEMENT_WARNING} on {len(result.disagreements)} call path(s) "
             f"(parameters the counts use but taint rules out): {listed}"
         )
-    lines += [f"note: {note}" for note in result.notes]
+    lines += [
+        f"note: {note}" for note in short_notes(result.notes, (m.callpath for m in result.models))
+    ]
     return "\n".join(lines)
 
 
