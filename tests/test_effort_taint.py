@@ -270,8 +270,13 @@ def test_stencil_taint_and_effort_end_to_end(
     assert sendrecv.prior is not None and sendrecv.prior.startswith("taint")
     assert "p" not in sendrecv.parameters
     allreduce = saved[("main->global_residual->MPI_Allreduce", "time")]
-    assert allreduce.prior is not None and allreduce.prior.startswith("taint")
-    assert "size" not in allreduce.parameters
+    if allreduce.prior is not None:
+        assert allreduce.prior.startswith("taint") and "size" not in allreduce.parameters
+    else:  # wall time of 3 ranks on 2 cores can contradict the prior: the free fit is kept,
+        # and the warning shows the prior's model beside it
+        assert any(
+            "taint-prior model:" in w and "black-box model:" in w for w in allreduce.warnings
+        )
 
     # With the byte counts the laws take over; taint still restricts the per-rank maxima.
     assert main(argv) == 0
@@ -361,6 +366,11 @@ def test_counts_catch_a_dependency_taint_analysis_misses(
     out = capsys.readouterr().out
     assert "disagree on 1 call path(s) (parameters the counts use but taint rules out): " in out
     scan = ModelSet.load(models)[("main->scan", "time")]
-    assert (scan.prior or "").startswith("effort") and scan.parameters == ("n",)
+    assert scan.parameters == ("n",)
+    if scan.prior is None:  # the effort fit of this tiny kernel's noisy time was much worse
+        # than the free fit: the free model is kept, both fits in its warning
+        assert any("effort-prior model:" in w and "black-box model:" in w for w in scan.warnings)
+    else:
+        assert scan.prior.startswith("effort")
     assert any(f"{DISAGREEMENT_WARNING}: the counts depend on n" in w for w in scan.warnings)
     assert not any("contention" in w for w in scan.warnings)
