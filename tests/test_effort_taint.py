@@ -29,6 +29,7 @@ from perfcast.effort.with_taint import (
 from perfcast.experiment import write_experiment
 from perfcast.experiment.experiment import Experiment
 from perfcast.modeling.modelset import ModelSet
+from perfcast.modeling.pmnf import Model
 from perfcast.taint.profile import FORMAT
 from perfcast.taint.validity import match_profile
 
@@ -231,6 +232,18 @@ def test_cli_combines_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert "profile.json: experiment parameters ['p'] were not marked" in capsys.readouterr().err
 
 
+def prior_kept(model: Model, source: str) -> bool:
+    """Whether ``model`` was fitted under its ``source`` prior; where it was not, the prior's
+    fit was much worse than the free fit on these measured times, and the warning must show
+    both models (``modeling/prior_conflicts.py``)."""
+    if model.prior is not None:
+        assert model.prior.startswith(source), model.prior
+        return True
+    conflicts = [w for w in model.warnings if f"{source}-prior model:" in w]
+    assert conflicts and "black-box model:" in conflicts[0], model.warnings
+    return False
+
+
 @pytest.mark.slow
 def test_stencil_taint_and_effort_end_to_end(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -266,17 +279,13 @@ def test_stencil_taint_and_effort_end_to_end(
     assert sweep.prior is not None and sweep.prior.startswith("effort")
     assert sweep.leading_exponents()["size"] == (Fraction(2), 0) and "p" not in sweep.parameters
     assert not any(DISAGREEMENT_WARNING in w for w in sweep.warnings)  # counts and taint: size
+    # MPI wall time of 3 ranks on 2 cores can contradict a prior: then the free fit is kept
     sendrecv = saved[("main->exchange_halo->MPI_Sendrecv", "time")]
-    assert sendrecv.prior is not None and sendrecv.prior.startswith("taint")
-    assert "p" not in sendrecv.parameters
+    if prior_kept(sendrecv, "taint"):
+        assert "p" not in sendrecv.parameters
     allreduce = saved[("main->global_residual->MPI_Allreduce", "time")]
-    if allreduce.prior is not None:
-        assert allreduce.prior.startswith("taint") and "size" not in allreduce.parameters
-    else:  # wall time of 3 ranks on 2 cores can contradict the prior: the free fit is kept,
-        # and the warning shows the prior's model beside it
-        assert any(
-            "taint-prior model:" in w and "black-box model:" in w for w in allreduce.warnings
-        )
+    if prior_kept(allreduce, "taint"):
+        assert "size" not in allreduce.parameters
 
     # With the byte counts the laws take over; taint still restricts the per-rank maxima.
     assert main(argv) == 0
@@ -284,7 +293,7 @@ def test_stencil_taint_and_effort_end_to_end(
     assert "main->exchange_halo->MPI_Sendrecv  [communication]" in out
     assert "also under taint priors: " in out and "time:max" in out
     saved = ModelSet.load(models)
-    assert (saved[("main->exchange_halo->MPI_Sendrecv", "time")].prior or "").startswith("effort")
+    prior_kept(saved[("main->exchange_halo->MPI_Sendrecv", "time")], "effort")
     sweep_max = saved[("main->sweep", "time:max")]
     assert sweep_max.prior is not None and sweep_max.prior.startswith("taint")
     assert "p" not in sweep_max.parameters
