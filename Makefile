@@ -18,3 +18,4 @@ lint: setup
 	ruff check src tests benchmarks
 	ruff format --check src tests benchmarks
 	mypy src tests benchmarks
+	lint-imports

@@ -12,6 +12,8 @@ perfcast, which needs NumPy 2)::
     python benchmarks/_extrap.py                      # create the venv if missing
     .extrap-venv/bin/python _extrap.py model IN.txt OUT.json [--measure mean]
 
+:func:`run_extrap_cli` times Extra-P's own ``extrap`` command as a whole process instead.
+
 ``model`` reads an Extra-P text file, runs Extra-P's default model generator (single- or
 multi-parameter, chosen by Extra-P from the parameter count, as ``extrap --text`` does),
 and writes the seconds spent reading + modeling and every model in perfcast's model JSON
@@ -73,6 +75,33 @@ def _install(venv: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
     pip = [str(venv_python(venv)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     subprocess.run([*pip, f"extrap=={EXTRAP_VERSION}"], check=True)
+
+
+def run_extrap_cli(
+    text_file: Path,
+    output: Path,
+    *,
+    measure: str = "mean",
+    environment: dict[str, str] | None = None,
+    venv: Path = VENV_DIR,
+) -> float:
+    """Seconds of Extra-P's own command line on ``text_file``, as a user runs it: start,
+    imports, reading, modeling, and every model written to ``output`` (``--out``);
+    ``environment`` replaces the process environment (None: this one's)."""
+    ensure_extrap(venv)
+    command = [
+        str(venv / "bin" / "extrap"),
+        "--text",
+        str(text_file),
+        "--measure",
+        measure,
+        "--disable-progress",
+        "--out",
+        str(output),
+    ]
+    start = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=environment)
+    return time.perf_counter() - start
 
 
 def run_extrap(

@@ -65,10 +65,10 @@ import modeler_vs_extrap
 import noise_study
 
 from perfcast.effort import EffortModeler
-from perfcast.effort.priors import COMPUTATION_METRIC
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import CALLPATH, METRIC, VALUE, Experiment
 from perfcast.experiment.io.text import read_text
+from perfcast.experiment.metrics import COMPUTATION_METRIC
 from perfcast.modeling import PMNFModeler
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.pmnf import Model

@@ -89,18 +89,19 @@ from typing import IO, cast
 import numpy as np
 import pandas as pd
 
+from perfcast.appspec import load_spec
 from perfcast.cli.measure import BACKENDS, make_backend
-from perfcast.effort import EffortModeler, EffortPrior
+from perfcast.effort import EffortModeler
 from perfcast.effort.laws import CommunicationLaw
 from perfcast.effort.priors import DISAGREEMENT_WARNING, NEGATIVE_TERM_POLICIES
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import CALLPATH, METRIC, REPETITION, VALUE, Experiment
 from perfcast.measure.campaign import measure
 from perfcast.measure.local import available_cores
-from perfcast.measure.spec import load_spec
 from perfcast.measure.store import OK, CampaignStore
 from perfcast.modeling import PMNFModeler
 from perfcast.modeling.pmnf import Model, Term
+from perfcast.modeling.prior import Prior
 from perfcast.synth import Noise, NoisePattern, exponent_deviation, next_point, relative_error
 from perfcast.synth.programs import (
     KernelTruth,
@@ -308,8 +309,8 @@ class Comparison:
         )
         needed = wanted | ({CLASSIC} if wanted & set(self.effort) else set())
         classic = {a: m.fit(batched) for a, m in self.classic.items() if a in needed}
-        priors: dict[str, EffortPrior] = {
-            prefix + callpath: entry
+        priors: dict[str, Prior] = {
+            prefix + callpath: entry.prior
             for prefix in prefixes
             for callpath, entry in self.priors.items()
         }
@@ -360,7 +361,7 @@ class Comparison:
         for kernel in self.study.kernels:
             if kernel.callpath not in fitted.priors:
                 continue
-            warnings = fitted.models[(kernel.callpath, TIME)].warnings
+            warnings = fitted.models.notes((kernel.callpath, TIME))
             flagged, total = result.get(kernel.kind, (0, 0))
             flag = any(DISAGREEMENT_WARNING in warning for warning in warnings)
             result[kernel.kind] = (flagged + flag, total + 1)
@@ -1049,6 +1050,16 @@ def _integers(text: str) -> tuple[int, ...]:
     return values
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
 def _slurm_table(path: Path) -> str:
     """The ``[slurm]`` table of ``path`` as TOML text; checked when the campaigns load."""
     try:
@@ -1067,6 +1078,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--cache", type=Path, help=f"measurement cache (default {CACHE})")
     parser.add_argument("--output", type=Path, help="also write the report to this file")
     grid = parser.add_argument_group("where and at which scale (default: this machine's)")
+    grid.add_argument("--programs", type=_positive, help="generated programs (default 10)")
+    grid.add_argument("--kernels", type=_positive, help="kernels per program (default 5)")
+    grid.add_argument("--repetitions", type=_positive, help="runs per point (default 5)")
+    grid.add_argument("--seed", type=int, help="seed of the generated programs (default 2026)")
     grid.add_argument("--ranks", type=_integers, help="5 rank counts, e.g. 128,256,512,1024,2048")
     grid.add_argument("--sizes", type=_integers, help="5 sizes, e.g. 8000,16000,24000,32000,40000")
     grid.add_argument("--backend", choices=BACKENDS, help="where runs go (default local)")
@@ -1079,12 +1094,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     config = QUICK if args.quick else Configuration()
     chosen = {
         "injections": args.injections,
+        "programs": args.programs,
+        "kernels": args.kernels,
+        "repetitions": args.repetitions,
+        "seed": args.seed,
         "ranks": args.ranks,
         "sizes": args.sizes,
         "backend": args.backend,
         "slurm": _slurm_table(args.slurm) if args.slurm else None,
     }
-    config = replace(config, **{k: v for k, v in chosen.items() if v})
+    config = replace(config, **{k: v for k, v in chosen.items() if v is not None})
     cache = args.cache or (CACHE.with_name(CACHE.name + "-quick") if args.quick else CACHE)
     directories = generate(config, cache)
     print(f"measuring into {cache} (resumes; cached runs are not repeated)", file=sys.stderr)

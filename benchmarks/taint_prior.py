@@ -10,7 +10,9 @@ For each example (``examples/stencil``, ``samplesort``, ``getters``) the script
    stand-in for the time the code's own work takes -- into what a timer would see under
    one of the effects below, for ``--seeds`` seeds each (10 by default),
 5. fits ``PMNFModeler()`` (defaults) to the exclusive basic blocks of each documented call
-   path, without a prior and with the taint prior (``match_profile(..., inclusive=False)``),
+   path, without a prior and with the taint prior as ``perfcast model --taint --exclusive``
+   applies it (``perfcast.priors.fit_with_priors`` with an exclusive ``TaintSource``:
+   priors, conflicts with the measurements resolved, validity flags),
    and likewise to the exclusive *time* measured in the same runs (three repetitions, no
    injected noise: the noise is the shared two-core machine's, and ranks beyond two cores
    contend -- the paper's C1 situation),
@@ -21,7 +23,7 @@ exponent deviation ED per parameter (Eq. 4 of noise-resilient-priors.txt), how m
 constant call paths are modeled constant, and, for the taint rows, how many models
 ``perfcast model --taint`` flags as contradicting the code (C1 of the perf-taint paper:
 the prior-free model uses a parameter the code cannot depend on; the warnings
-``perfcast.taint.validity.flag_models`` attaches). Counts are summed over the seeds.
+``perfcast.taint.validity.validity_findings`` finds). Counts are summed over the seeds.
 
 The injected effects (every one multiplies the exact counts):
 
@@ -89,16 +91,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from perfcast.appspec import load_spec
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import REPETITION, VALUE, Experiment
 from perfcast.measure.campaign import measure
 from perfcast.measure.local import LocalBackend
-from perfcast.measure.spec import load_spec
 from perfcast.modeling import PMNFModeler
+from perfcast.priors import fit_with_priors
 from perfcast.synth import Noise
 from perfcast.synth.metrics import leading_exponent
+from perfcast.taint import validity
 from perfcast.taint.campaign import taint_campaign
-from perfcast.taint.validity import contention_warnings, match_profile, normalise_callpath
+from perfcast.taint.profile_model import TaintProfile
+from perfcast.taint.source import TaintSource
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 COUNTS = "basic_blocks"
@@ -309,7 +314,7 @@ class Tally:
         return "no change"
 
 
-def measured(example: Example, work: Path) -> tuple[dict, Experiment]:
+def measured(example: Example, work: Path) -> tuple[TaintProfile, Experiment]:
     """Taint profile and the deterministic measurement of one example."""
     directory = work / example.name
     shutil.copytree(EXAMPLES / example.name, directory)
@@ -327,7 +332,7 @@ def documented(experiment: Experiment, example: Example, metric: str) -> Experim
     (identical in every repetition) once per repetition of REPETITIONS."""
     data = experiment.data
     data = data[(data["metric"] == metric)].copy()
-    data["normalised"] = data["callpath"].map(normalise_callpath)
+    data["normalised"] = data["callpath"].map(validity.normalise_callpath)
     data = data[data["normalised"].isin(example.truth)].drop(columns="normalised")
     if metric == COUNTS:
         data = data[data[REPETITION] == 0]
@@ -343,28 +348,26 @@ def documented(experiment: Experiment, example: Example, metric: str) -> Experim
     return Experiment(varied, data.reset_index(drop=True), metrics)
 
 
-def evaluate(example: Example, profile: dict, experiment: Experiment, seeds: int) -> dict:
+def evaluate(example: Example, profile: TaintProfile, experiment: Experiment, seeds: int) -> dict:
     exact = documented(experiment, example, COUNTS)
     varied = exact.parameters
     if RANKS not in varied:
         raise SystemExit(f"{example.name}: the design must vary the ranks {RANKS!r}")
-    match = match_profile(profile, exact, inclusive=False)
-    missing = sorted(set(example.truth) - {normalise_callpath(c) for c in exact.callpaths})
+    missing = sorted(set(example.truth) - {validity.normalise_callpath(c) for c in exact.callpaths})
     if missing:
         raise SystemExit(f"{example.name}: documented call paths not measured: {missing}")
     modeler = PMNFModeler()
     cells: dict[tuple[str, str], Tally] = {}
 
     def fit(data: Experiment, row: str) -> None:
-        free = modeler.fit(data)
-        tainted = modeler.fit(data, priors=match.priors)
-        # What `perfcast model --taint` attaches (flag_models): C1 warnings come from the
-        # prior-free fit of the same data.
-        flagged = contention_warnings(free, match)
+        # what `perfcast model --taint --exclusive` does, the prior-free fit included
+        result = fit_with_priors(modeler, data, [TaintSource(profile, inclusive=False)])
+        free, tainted = result.free, result.models
+        flagged = [f for f in tainted.findings if f.kind == validity.CONTENTION]  # C1
         for label, models in zip(PRIORS, (free, tainted), strict=True):
             tally = cells.setdefault((row, label), Tally())
             for model in models:
-                truth = example.truth[normalise_callpath(model.callpath)]
+                truth = example.truth[validity.normalise_callpath(model.callpath)]
                 tally.add({p: leading_exponent(model, p) for p in varied}, truth, varied)
             if label == "taint":
                 tally.flagged = (tally.flagged or 0) + len(flagged)

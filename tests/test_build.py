@@ -56,7 +56,7 @@ def test_empty_command_and_shared_libraries_are_refused():
 
 def test_compile_step_gets_flags_and_no_runtime():
     wrapped = wrap(["gcc", "-O2", "-c", "a.c"], BuildOptions(counters=True))
-    clang = toolchain.find_clang()
+    clang = toolchain.find_xray_clang()
     assert wrapped.argv[0] == clang.cc
     assert wrapped.argv[1:4] == ["-O2", "-c", "a.c"]
     assert set(XRAY_COMPILE_FLAGS) <= set(wrapped.argv)
@@ -68,7 +68,7 @@ def test_compile_step_gets_flags_and_no_runtime():
 
 def test_mpi_link_runs_the_wrapper_on_clang_and_links_both_runtime_parts():
     wrapped = wrap(["mpicxx", "a.o", "b.o", "-o", "app"])
-    clang = toolchain.find_clang()
+    clang = toolchain.find_xray_clang()
     assert wrapped.argv[0] == "mpicxx"
     assert wrapped.env["OMPI_CXX"] == clang.cxx
     objects = [Path(a).name for a in wrapped.argv if a.endswith(".o") and "perfcast" in a]
@@ -98,17 +98,17 @@ def test_filter_file_is_read_and_embedded(tmp_path):
     assert embedded.name.startswith("perfcast_filter")
     symbols = subprocess.run(["nm", str(embedded)], capture_output=True, text=True).stdout
     assert "perfcast_embedded_filter" in symbols
-    with pytest.raises(InputError, match=r"missing\.txt: cannot read the filter file"):
+    with pytest.raises(InputError, match=r"missing\.txt: no such filter file"):
         read_filter(tmp_path / "missing.txt")
 
 
 def test_missing_clang_names_the_packages_to_install(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PATH", str(tmp_path))
-    toolchain.find_clang.cache_clear()
+    toolchain.find_xray_clang.cache_clear()
     try:
         status = main(["build", "--", "gcc", "-c", "a.c"])
     finally:
-        toolchain.find_clang.cache_clear()
+        toolchain.find_xray_clang.cache_clear()
     assert status == 2
     message = capsys.readouterr().err
     assert "clang-16 was not found" in message

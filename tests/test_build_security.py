@@ -15,8 +15,7 @@ from perfcast.cli import main
 from perfcast.errors import InputError
 from perfcast.measure import toolchain
 from perfcast.measure.build import function_name_problem, read_filter, wrap
-from perfcast.taint.filter import instrumented_functions
-from perfcast.taint.profile import FORMAT
+from perfcast.taint.profile_model import FORMAT
 
 MPIRUN = ("mpirun", "--allow-run-as-root", "--oversubscribe")
 TIMEOUT = 120
@@ -161,8 +160,11 @@ def test_a_profile_whose_names_are_not_strings_is_an_input_error(tmp_path):
     bad = taint_profile(tmp_path / "profile.json", [{"name": "kernel"}])
     with pytest.raises(InputError, match=r"profile\.json: .*relevant'? must be a list of"):
         read_filter(bad)
-    with pytest.raises(InputError, match="'not_executed' must be a list"):
-        instrumented_functions({"format": FORMAT, "relevant": [], "not_executed": "kernel"})
+    unlisted = tmp_path / "unlisted.json"
+    profile = {"format": FORMAT, "functions": {}, "relevant": [], "not_executed": "kernel"}
+    unlisted.write_text(json.dumps(profile))
+    with pytest.raises(InputError, match=r"unlisted\.json: not_executed must be a list of names"):
+        read_filter(unlisted)
 
 
 def test_build_errors_name_the_command_not_its_arguments(tmp_path, capsys):
@@ -171,8 +173,8 @@ def test_build_errors_name_the_command_not_its_arguments(tmp_path, capsys):
     error = capsys.readouterr().err
     missing = tmp_path / "missing.txt"
     assert (
-        error
-        == f"perfcast build: error: {missing}: cannot read the filter file: {os.strerror(2)}\n"
+        error == f"perfcast build: error: {missing}: no such filter file; save the function names, "
+        "one a line, as UTF-8 text\n"
     )
     assert main(["build", "--", "ifort", "a.f90"]) == 2
     assert capsys.readouterr().err.startswith("perfcast build: error: cannot wrap 'ifort'")

@@ -8,12 +8,12 @@ import sqlite3
 import pytest
 from campaign_helpers import build_program, live_processes_of, write_spec
 
+from perfcast.appspec import load_spec
 from perfcast.cli import main
 from perfcast.errors import PerfcastError
 from perfcast.experiment import read_experiment
 from perfcast.measure.campaign import measure
 from perfcast.measure.local import LocalBackend
-from perfcast.measure.spec import load_spec
 from perfcast.measure.store import CampaignStore
 
 pytestmark = pytest.mark.skipif(shutil.which("mpicc") is None, reason="needs Open MPI")
@@ -45,6 +45,7 @@ def failing_campaign(tmp_path_factory):
     return spec, result
 
 
+@pytest.mark.slow
 def test_failures_are_stored_with_their_reason_and_retried(failing_campaign):
     spec, result = failing_campaign
     assert result.planned == 6
@@ -78,11 +79,13 @@ def test_failures_are_stored_with_their_reason_and_retried(failing_campaign):
         assert all(run.seconds and run.seconds > 0 for run in ok)
 
 
+@pytest.mark.slow
 def test_hung_runs_leave_no_process_behind(failing_campaign):
     spec, _ = failing_campaign
     assert not live_processes_of(spec.directory)
 
 
+@pytest.mark.slow
 def test_store_has_wal_mode_and_unique_runs(failing_campaign):
     spec, _ = failing_campaign
     db = sqlite3.connect(spec.store)
@@ -93,6 +96,7 @@ def test_store_has_wal_mode_and_unique_runs(failing_campaign):
     assert json.loads(point) == {"p": 2, "n": 3}
 
 
+@pytest.mark.slow
 def test_a_second_measure_needs_resume(failing_campaign):
     spec, _ = failing_campaign
     with pytest.raises(PerfcastError, match="--resume"):
@@ -101,6 +105,7 @@ def test_a_second_measure_needs_resume(failing_campaign):
     assert again.already_stored == 6 and again.report.succeeded == 0
 
 
+@pytest.mark.slow
 def test_cli_campaign_then_model_and_export_on_the_store(tmp_path, capsys):
     build_program(tmp_path)
     path = write_spec(
@@ -135,6 +140,7 @@ def test_cli_campaign_then_model_and_export_on_the_store(tmp_path, capsys):
         assert sorted(back.data["value"]) == pytest.approx(sorted(experiment.data["value"]))
 
 
+@pytest.mark.slow
 def test_cli_measure_reports_failures_with_exit_status_1(tmp_path, capsys):
     build_program(tmp_path)
     path = write_spec(
@@ -168,6 +174,7 @@ def test_missing_program_is_reported_before_running(tmp_path):
     assert main(["measure", str(path)]) == 2
 
 
+@pytest.mark.slow
 def test_parallel_runs_overlap_and_each_is_stored_once(tmp_path, capsys):
     # Each run marks itself as running, waits, and records how many runs it saw at once.
     probe = tmp_path / "probe.sh"

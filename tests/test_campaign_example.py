@@ -18,6 +18,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.mark.slow
 def test_stencil_campaign_to_models(tmp_path, capsys):
     app = copy_stencil(tmp_path)
     path = write_spec(

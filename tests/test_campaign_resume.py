@@ -30,6 +30,7 @@ def stored_ok(store: Path) -> int:
         return 0
 
 
+@pytest.mark.slow
 def test_sigkilled_campaign_resumes_with_every_run_once(tmp_path):
     build_program(tmp_path)
     # runs of about 1 s, so one is in flight when perfcast dies

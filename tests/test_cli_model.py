@@ -34,6 +34,19 @@ def test_model_prints_and_saves_extrap_like_models(tmp_path, capsys):
     assert set(init["statistics"]) >= {"rss", "smape", "adjusted_r2", "cv_error"}
 
 
+def test_model_file_has_one_model_per_line_and_is_what_style_json_prints(tmp_path, capsys):
+    out = tmp_path / "models.json"
+    assert main(["model", str(EXAMPLE), "--style", "json", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert capsys.readouterr().out == text
+    saved = ModelSet.load(out)
+    model_lines = [line for line in text.splitlines() if line.startswith('    {"callpath": ')]
+    assert len(model_lines) == len(saved) == 14
+    for line, model in zip(model_lines, saved, strict=True):
+        assert json.loads(line.rstrip(",")) == model.to_json()
+    assert json.loads(text) == saved.to_json()
+
+
 @pytest.mark.parametrize("style", ["json", "python", "latex"])
 def test_model_styles(style, capsys):
     assert main(["model", str(EXAMPLE), "--style", style, "--callpath", "Initialization"]) == 0

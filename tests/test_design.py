@@ -1,5 +1,6 @@
 """Experiment designs: full factorial, lines, Extra-P's cross and sparse, cost, shrinking."""
 
+from perfcast.appspec import Parameter, parse_spec
 from perfcast.cli import main
 from perfcast.measure.design import (
     EXTRAP_LINE_POINTS,
@@ -9,7 +10,6 @@ from perfcast.measure.design import (
     plan_from_spec,
     sparse,
 )
-from perfcast.measure.spec import Parameter, parse_spec
 
 P = Parameter("p", (1, 2, 4, 8, 16))
 SIZE = Parameter("size", (10, 20, 30, 40, 50))

@@ -110,9 +110,9 @@ def test_disagreement_is_flagged():
     # Time grows with p^2 (waiting) while the counted effort grows with n^(3/2) log2(p).
     waiting = _clean(time_of_compute=lambda p, n: 1e-6 * p**2 + 1e-9 * n)
     result = EffortModeler().fit(waiting)
-    warnings = result.models[(COMPUTE, "time")].warnings
+    warnings = result.models.notes((COMPUTE, "time"))
     assert any(DISAGREEMENT_WARNING in w for w in warnings)
-    assert not any(DISAGREEMENT_WARNING in w for w in result.models[(ALLREDUCE, "time")].warnings)
+    assert not any(DISAGREEMENT_WARNING in w for w in result.models.notes((ALLREDUCE, "time")))
     assert DISAGREEMENT_WARNING in render_effort(result)
 
 
@@ -132,7 +132,7 @@ def test_counts_without_time_and_time_without_counts():
     result = EffortModeler().fit(Experiment.from_rows(("p", "n"), rows))
     notes = "\n".join(result.notes)
     assert "main->counted: has effort counts but no 'time' measurements" in notes
-    assert "main->timed: no 'basic_blocks' counts; modeled classically" in notes
+    assert "main->timed: no 'basic_blocks' counts; no effort prior" in notes
     assert "main->MPI_Wait: MPI_Wait has no communication law" in notes
     assert result.models[("main->timed", "time")].prior is None
 
@@ -224,6 +224,7 @@ def test_counts_that_are_no_pmnf_function_fall_back_with_a_warning():
     assert model.leading_exponents()["n"][0] == 1  # the fallback still finds the growth
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     shutil.which("mpicc") is None or shutil.which("clang-16") is None,
     reason="needs Open MPI and clang-16",
@@ -257,7 +258,8 @@ def test_stencil_campaign_with_effort_priors(tmp_path, capsys):
         assert "log2(p)" in allreduce.prior
     else:  # wall time of 3 ranks on 2 cores can contradict the law: the free fit is kept,
         # and the warning shows the law's model beside it
-        conflict = [w for w in allreduce.warnings if w.startswith(DISAGREEMENT_WARNING)]
+        notes = saved.notes(("main->global_residual->MPI_Allreduce", "time"))
+        conflict = [w for w in notes if w.startswith(f"[conflict] {DISAGREEMENT_WARNING}")]
         assert len(conflict) == 1
         assert "log2(p)" in conflict[0].split("effort-prior model:")[1].split("black-box")[0]
 

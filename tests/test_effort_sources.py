@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from campaign_helpers import PROGRAM, stencil_with_counters, write_spec
 
+from perfcast.appspec import load_spec
 from perfcast.cli import main
 from perfcast.effort import EffortModeler
 from perfcast.effort.sources import combine_sources
@@ -23,9 +24,8 @@ from perfcast.experiment.experiment import Experiment, Metric
 from perfcast.measure.campaign import measure
 from perfcast.measure.local import LocalBackend
 from perfcast.measure.runner import MISSING_COUNTERS
-from perfcast.measure.spec import load_spec
 from perfcast.modeling import ModelSet
-from perfcast.taint.profile import FORMAT
+from perfcast.taint.profile_model import FORMAT
 
 SIZES = (64, 128, 192, 256)
 KERNEL = "main->kernel"
@@ -194,6 +194,7 @@ def _sweep_time(argv: list[str], output: Path) -> tuple[float, float]:
     return leading.coefficient, float(sweep.evaluate({"size": max(SIZES)}))
 
 
+@pytest.mark.slow
 @needs_mpi
 def test_light_time_with_counts_of_the_counting_build(stencil_campaigns, tmp_path, capsys):
     light, counting = stencil_campaigns
@@ -217,6 +218,7 @@ def test_light_time_with_counts_of_the_counting_build(stencil_campaigns, tmp_pat
     assert light_time / counting_time < 0.6
 
 
+@pytest.mark.slow
 @needs_mpi
 def test_effort_counts_work_with_taint(stencil_campaigns, tmp_path, capsys):
     """--taint fits on the same combined measurements: the sweep keeps its effort prior."""
@@ -233,7 +235,7 @@ def test_effort_counts_work_with_taint(stencil_campaigns, tmp_path, capsys):
     assert main([*argv, "--taint", str(profile), "-o", str(tmp_path / "m.json")]) == 0
     out = capsys.readouterr().out
     assert "main->sweep  [computation]" in out
-    assert "also under taint priors: time:max of 2 call path(s)" in out
+    assert "also under priors: time:max of 2 call path(s)" in out
     saved = ModelSet.load(tmp_path / "m.json")
     sweep = saved[("main->sweep", "time")]
     assert sweep.prior is not None and sweep.prior.startswith("effort")
@@ -251,6 +253,7 @@ def _tainted(file: str, callpath: str, terms: list[list[str]]) -> dict[str, Any]
     return {"file": file, "terms": terms, "callpaths": {callpath: entry}}
 
 
+@pytest.mark.slow
 @needs_mpi
 def test_effort_counts_from_a_light_campaign_are_an_error(stencil_campaigns, capsys):
     light, _ = stencil_campaigns
@@ -263,6 +266,7 @@ def test_effort_counts_from_a_light_campaign_are_an_error(stencil_campaigns, cap
 # -- the guard: a counting campaign whose program was built without counters ------------------
 
 
+@pytest.mark.slow
 @needs_mpi
 def test_a_counting_campaign_of_a_program_built_without_counters_stops(tmp_path, capsys):
     """The light binary is up to date, the build command does not rebuild it: the first run

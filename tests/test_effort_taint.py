@@ -1,15 +1,17 @@
 """Effort priors and taint analysis together (``perfcast model --priors effort --taint``).
 
 First on measurements built row by row with a hand-written taint profile, one call path per
-rule of :mod:`perfcast.effort.with_taint`; then end to end with the real tools: the bundled
-Jacobi stencil built with counters, measured with mpirun, tainted with DataFlowSanitizer and
-modeled, and a small program whose dependency taint analysis misses and the counts catch.
+rule of the composition (:mod:`perfcast.priors.compose`); then end to end with the real
+tools: the bundled Jacobi stencil built with counters, measured with mpirun, tainted with
+DataFlowSanitizer and modeled, and a small program whose dependency taint analysis misses
+and the counts catch.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import subprocess
 from fractions import Fraction
 from itertools import product
 from pathlib import Path
@@ -20,18 +22,17 @@ from campaign_helpers import stencil_with_counters
 
 from perfcast.cli import main
 from perfcast.effort import EffortModeler
-from perfcast.effort.with_taint import (
-    DISAGREEMENT_WARNING,
-    fit_with_taint,
-    is_count,
-    render_effort_with_taint,
-)
+from perfcast.effort.source import EffortSource, is_count
 from perfcast.experiment import write_experiment
 from perfcast.experiment.experiment import Experiment
 from perfcast.modeling.modelset import ModelSet
-from perfcast.modeling.pmnf import Model
-from perfcast.taint.profile import FORMAT
-from perfcast.taint.validity import match_profile
+from perfcast.priors import PriorFit, PriorSource, fit_with_priors
+from perfcast.priors.report import render_priors
+from perfcast.taint.profile_model import FORMAT, TaintProfile
+from perfcast.taint.source import TaintSource
+
+DISAGREEMENT_WARNING = "effort and taint priors disagree"
+COMPOSED = "Priors (effort, taint) composed"
 
 N_VALUES = (16, 32, 64, 128, 256)
 P_VALUES = (2, 4, 8, 16, 32)
@@ -107,15 +108,34 @@ def taint_profile() -> dict[str, Any]:
     }
 
 
+def fit_both(*, apply: bool = True) -> tuple[PriorFit, list[Any]]:
+    effort = EffortModeler()
+    profile = TaintProfile.from_json(taint_profile())
+    sources: list[PriorSource] = [EffortSource(effort), TaintSource(profile, apply=apply)]
+    return fit_with_priors(effort.modeler, measurements(), sources, fixed=effort), sources
+
+
 @pytest.fixture(scope="module")
-def combined():
-    experiment = measurements()
-    match = match_profile(taint_profile(), experiment)
-    return fit_with_taint(EffortModeler(), experiment, taint_profile(), match)
+def both() -> tuple[PriorFit, list[Any]]:
+    return fit_both()
 
 
-def _warnings(result, callpath: str, metric: str = "time") -> list[str]:
-    return result.models[(callpath, metric)].warnings
+@pytest.fixture(scope="module")
+def combined(both) -> PriorFit:
+    return both[0]
+
+
+def _warnings(result: PriorFit, callpath: str, metric: str = "time") -> list[str]:
+    return result.models.notes((callpath, metric))
+
+
+def taint_fitted(result: PriorFit) -> dict[str, list[str]]:
+    """Call path -> the metrics whose composed prior is taint's."""
+    fitted: dict[str, list[str]] = {}
+    for (callpath, metric), prior in result.composition.priors.items():
+        if prior.source == "taint":
+            fitted.setdefault(callpath, []).append(metric)
+    return fitted
 
 
 def test_effort_prior_wins_over_taint(combined) -> None:
@@ -131,16 +151,16 @@ def test_taint_prior_where_effort_has_nothing_to_say(combined) -> None:
     setup = combined.models[(SETUP, "time")]
     assert setup.prior == "taint: parameters {n}, products {n}"
     assert setup.parameters == ("n",)  # the black-box fit saw the contention in p
-    assert combined.effort.blackbox[(SETUP, "time")].parameters == ("n", "p")
+    assert combined.free[(SETUP, "time")].parameters == ("n", "p")
     wait = combined.models[(WAIT, "time")]
     assert wait.prior == "taint: constant" and wait.terms == ()
     assert combined.models[(LOG, "time")].prior is None
     # time:max has no effort prior on any call path: taint restricts it everywhere it can
     compute_max = combined.models[(COMPUTE, "time:max")]
     assert compute_max.prior is not None and compute_max.prior.startswith("taint")
-    assert combined.taint_fitted[COMPUTE] == ["time:max"]
-    assert set(combined.taint_fitted[SETUP]) == {"time", "time:max"}
-    assert LOG not in combined.taint_fitted
+    assert taint_fitted(combined)[COMPUTE] == ["time:max"]
+    assert set(taint_fitted(combined)[SETUP]) == {"time", "time:max"}
+    assert LOG not in taint_fitted(combined)
     # counts stay exact and free: they are what the cross-check compares with taint
     hidden_counts = combined.models[(HIDDEN, "basic_blocks")]
     assert hidden_counts.prior is None and hidden_counts.parameters == ("n",)
@@ -149,14 +169,13 @@ def test_taint_prior_where_effort_has_nothing_to_say(combined) -> None:
 
 
 def test_counts_that_taint_rules_out_are_flagged(combined) -> None:
-    assert combined.disagreements == {HIDDEN: ["n"], SPIN: ["p"]}
+    assert combined.composition.ruled_out == {HIDDEN: {"n"}, SPIN: {"p"}}
     hidden = [w for w in _warnings(combined, HIDDEN) if DISAGREEMENT_WARNING in w]
-    assert len(hidden) == 1
-    assert "the counts depend on n" in hidden[0] and "implicit (control-flow)" in hidden[0]
-    assert "rank mean" not in hidden[0]
+    assert len(hidden) == 1 and hidden[0].startswith("[priors] ")
+    assert "the effort evidence depends on n" in hidden[0]
+    assert "implicit (control-flow)" in hidden[0] and "the effort prior is kept" in hidden[0]
     spin = [w for w in _warnings(combined, SPIN) if DISAGREEMENT_WARNING in w]
-    assert len(spin) == 1 and "busy waiting" in spin[0]
-    assert "rank mean of the counts divides by p" in spin[0]  # p is the ranks parameter
+    assert len(spin) == 1 and "busy waiting" in spin[0] and "depends on p" in spin[0]
     # taint allowing p that the counts do not use is no finding
     for callpath in (VALUES, COMPUTE, CONTENDED):
         assert not any(DISAGREEMENT_WARNING in w for w in _warnings(combined, callpath))
@@ -171,7 +190,7 @@ def test_taint_validity_flags_reach_every_final_model(combined) -> None:
     # counted work: not contention, the disagreement warning says what is wrong
     assert not any("contention" in w for w in _warnings(combined, HIDDEN))
     assert not any("contention" in w for w in _warnings(combined, SPIN))
-    assert "n" in combined.effort.blackbox[(HIDDEN, "time")].parameters
+    assert "n" in combined.free[(HIDDEN, "time")].parameters
     switch = "possible algorithm switch on n: the branch at app.c:12"
     assert any(switch in w for w in _warnings(combined, COMPUTE))
     assert any(switch in w for w in _warnings(combined, COMPUTE, "basic_blocks"))
@@ -179,33 +198,40 @@ def test_taint_validity_flags_reach_every_final_model(combined) -> None:
     assert not any("contention" in w for w in _warnings(combined, SPIN, "basic_blocks"))
 
 
-def test_report_shows_effort_then_taint(combined) -> None:
-    report = render_effort_with_taint(combined)
-    effort, taint = report.split("Taint priors (perf-taint) where effort has none")
-    assert f"{HIDDEN}  [computation]" in effort and f"warning: {DISAGREEMENT_WARNING}" in effort
-    # the effort notes say where a taint prior, not a black-box fit, took over
-    assert f"{WAIT}: MPI_Wait has no communication law (Table I); modeled under its taint" in effort
-    assert f"{LOG}: no 'basic_blocks' counts; modeled classically" in effort  # no taint entry
-    assert f"{SETUP}\n  prior               taint: parameters {{n}}, products {{n}}" in taint
-    assert f"{WAIT}\n" in taint and "time (black-box)" in taint
-    assert f"{DISAGREEMENT_WARNING} on 2 call path(s)" in taint
+def _prior_row(report: str, callpath: str) -> str:
+    """The prior a block of the composed section shows for ``callpath``."""
+    block = report.split(f"\n{callpath}\n", 1)[1]
+    label, text = block.splitlines()[0].split(None, 1)
+    assert label == "prior"
+    return text
+
+
+def test_report_shows_effort_then_the_composed_priors(both) -> None:
+    fit, sources = both
+    effort, taint = render_priors(fit, sources, "time").split(COMPOSED)
+    assert f"{HIDDEN}  [computation]" in effort
+    assert f"warning: [priors] {DISAGREEMENT_WARNING}" in effort
+    # the effort notes say why there is no effort prior; the blocks below say what came
+    assert f"{WAIT}: MPI_Wait has no communication law (Table I); no effort prior" in effort
+    assert f"{LOG}: no 'basic_blocks' counts; no effort prior" in effort
+    assert _prior_row(taint, SETUP) == "taint: parameters {n}, products {n}"
+    assert _prior_row(taint, WAIT) == "taint: constant" and "time (black-box)" in taint
+    assert f"{LOG}\n" not in taint  # unknown to the profile: black-box, noted on stderr
+    assert "priors disagree on 2 call path(s)" in taint
     assert f"{HIDDEN}: n; {SPIN}: p" in taint
-    assert f"modeled without prior: {LOG}" in taint
-    assert "also under taint priors: time:max of 7 call path(s)" in taint
+    assert "also under priors: time:max of 7 call path(s)" in taint
 
 
 def test_check_mode_flags_without_taint_priors() -> None:
-    experiment = measurements()
-    match = match_profile(taint_profile(), experiment)
-    result = fit_with_taint(
-        EffortModeler(), experiment, taint_profile(), match, apply_taint_priors=False
-    )
-    assert result.taint_fitted == {}
+    result, sources = fit_both(apply=False)
+    assert taint_fitted(result) == {}
     wait = result.models[(WAIT, "time")]
     assert wait.prior is None and "p" in wait.parameters
-    assert any("which the code cannot: contention or noise" in w for w in wait.warnings)
-    assert result.disagreements == {HIDDEN: ["n"], SPIN: ["p"]}
-    assert "flags only, no taint priors" in render_effort_with_taint(result)
+    notes = _warnings(result, WAIT)
+    assert any("which the code cannot: contention or noise" in w for w in notes)
+    # compared, not fitted: the counts that taint rules out are still found
+    assert result.composition.ruled_out == {HIDDEN: {"n"}, SPIN: {"p"}}
+    assert "taint: flags only" in render_priors(result, sources, "time")
 
 
 def test_cli_combines_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -214,13 +240,18 @@ def test_cli_combines_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     profile.write_text(json.dumps(taint_profile()))
     argv = ["model", str(data), "--priors", "effort", "--taint", str(profile), "-o", str(out)]
     assert main(argv) == 0
-    printed = capsys.readouterr().out
-    assert "Effort priors (noise-resilient-priors.txt)" in printed
-    assert "Taint priors (perf-taint) where effort has none" in printed
+    printed = capsys.readouterr()
+    assert "Effort priors (noise-resilient-priors.txt)" in printed.out
+    assert COMPOSED in printed.out
+    assert f"modeled without prior: {LOG}" in printed.err  # the taint notes
     saved = ModelSet.load(out)
     assert saved[(WAIT, "time")].prior == "taint: constant"
     assert (saved[(HIDDEN, "time")].prior or "").startswith("effort")
-    assert any(DISAGREEMENT_WARNING in w for w in saved[(HIDDEN, "time")].warnings)
+    assert any(DISAGREEMENT_WARNING in w for w in saved.notes((HIDDEN, "time")))
+    # the same with the sources named: --priors effort,taint
+    listed = ["model", str(data), "--priors", "taint,effort", "--taint", str(profile)]
+    assert main(listed) == 0
+    assert COMPOSED in capsys.readouterr().out
     assert main([*argv, "--taint-mode", "check"]) == 0
     assert "flags only" in capsys.readouterr().out
     assert ModelSet.load(out)[(WAIT, "time")].prior is None
@@ -232,15 +263,16 @@ def test_cli_combines_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert "profile.json: experiment parameters ['p'] were not marked" in capsys.readouterr().err
 
 
-def prior_kept(model: Model, source: str) -> bool:
-    """Whether ``model`` was fitted under its ``source`` prior; where it was not, the prior's
-    fit was much worse than the free fit on these measured times, and the warning must show
-    both models (``modeling/prior_conflicts.py``)."""
+def prior_kept(models: ModelSet, key: tuple[str, str], source: str) -> bool:
+    """Whether the model of ``key`` was fitted under its ``source`` prior; where it was not,
+    the prior's fit was much worse than the free fit on these measured times, and the
+    conflict's finding must show both models (``modeling/prior_conflicts.py``)."""
+    model = models[key]
     if model.prior is not None:
         assert model.prior.startswith(source), model.prior
         return True
-    conflicts = [w for w in model.warnings if f"{source}-prior model:" in w]
-    assert conflicts and "black-box model:" in conflicts[0], model.warnings
+    conflicts = [w for w in models.notes(key) if f"{source}-prior model:" in w]
+    assert conflicts and "black-box model:" in conflicts[0], models.notes(key)
     return False
 
 
@@ -264,40 +296,75 @@ def test_stencil_taint_and_effort_end_to_end(
 
     # Basic blocks but no MPI byte counts: the MPI call paths fall to their taint priors.
     assert main([*argv, "--metric", "time", "--metric", "basic_blocks"]) == 0
-    out = capsys.readouterr().out
-    effort, taint = out.split("Taint priors (perf-taint) where effort has none")
+    printed = capsys.readouterr()
+    effort, taint = printed.out.split(COMPOSED)
     assert "main->sweep  [computation]" in effort
-    assert (
-        "main->exchange_halo->MPI_Sendrecv\n  prior               taint: parameters {size}" in taint
-    )
-    assert (
-        "main->global_residual->MPI_Allreduce\n  prior               taint: parameters {p}" in taint
-    )
-    assert "modeled without prior: main->MPI_Init, main->MPI_Finalize" in taint
+    sendrecv_key = ("main->exchange_halo->MPI_Sendrecv", "time")
+    allreduce_key = ("main->global_residual->MPI_Allreduce", "time")
+    assert _prior_row(taint, sendrecv_key[0]).startswith("taint: parameters {size}")
+    assert _prior_row(taint, allreduce_key[0]).startswith("taint: parameters {p}")
+    assert "modeled without prior: main->MPI_Init, main->MPI_Finalize" in printed.err
     saved = ModelSet.load(models)
     sweep = saved[("main->sweep", "time")]
     assert sweep.prior is not None and sweep.prior.startswith("effort")
     assert sweep.leading_exponents()["size"] == (Fraction(2), 0) and "p" not in sweep.parameters
-    assert not any(DISAGREEMENT_WARNING in w for w in sweep.warnings)  # counts and taint: size
+    # counts and taint agree: size
+    assert not any(DISAGREEMENT_WARNING in w for w in saved.notes(("main->sweep", "time")))
     # MPI wall time of 3 ranks on 2 cores can contradict a prior: then the free fit is kept
-    sendrecv = saved[("main->exchange_halo->MPI_Sendrecv", "time")]
-    if prior_kept(sendrecv, "taint"):
-        assert "p" not in sendrecv.parameters
-    allreduce = saved[("main->global_residual->MPI_Allreduce", "time")]
-    if prior_kept(allreduce, "taint"):
-        assert "size" not in allreduce.parameters
+    if prior_kept(saved, sendrecv_key, "taint"):
+        assert "p" not in saved[sendrecv_key].parameters
+    if prior_kept(saved, allreduce_key, "taint"):
+        assert "size" not in saved[allreduce_key].parameters
 
     # With the byte counts the laws take over; taint still restricts the per-rank maxima.
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "main->exchange_halo->MPI_Sendrecv  [communication]" in out
-    assert "also under taint priors: " in out and "time:max" in out
+    assert "also under priors: time:max" in out
     saved = ModelSet.load(models)
-    prior_kept(saved[("main->exchange_halo->MPI_Sendrecv", "time")], "effort")
+    prior_kept(saved, sendrecv_key, "effort")
     sweep_max = saved[("main->sweep", "time:max")]
     assert sweep_max.prior is not None and sweep_max.prior.startswith("taint")
     assert "p" not in sweep_max.parameters
     assert saved[("main->sweep", "basic_blocks:max")].prior is None  # counts stay free
+
+    # The static model of the same code (`perfcast static`, a -g build) composed with both.
+    _static_model_composes_with_taint_and_effort(app, store, profile, capsys)
+
+
+def _static_model_composes_with_taint_and_effort(
+    app: Path, store: str, profile: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """sweep(cols, rows) counts 21*cols*rows + 11*rows + 30 instructions per call; with
+    cols and rows renamed to the block edge it fixes the terms size^2 and size: alone it
+    fixes sweep's time model, with effort's basic blocks (the same terms) effort keeps it
+    and no conflict arises; taint still restricts the MPI call paths."""
+    pytest.importorskip("islpy")
+    pytest.importorskip("clang.cindex")
+    sources = ["jacobi.c", "grid.c", "halo.c"]
+    build = ["mpicc", "-g", "-O1", *sources, "-o", "jacobi-native", "-lm"]
+    subprocess.run(build, cwd=app, check=True)
+    static = app / "grid_model.py"
+    argv = ["static", str(app / "grid.c"), "--binary", str(app / "jacobi-native")]
+    assert main([*argv, "-o", str(static)]) == 0
+    assert "sweep(cols, rows): instructions = 21 * cols * rows" in capsys.readouterr().out
+    models = app / "static-models.json"
+    rename = ["--static", str(static), "--static-rename", "cols=size,rows=size"]
+    common = [store, "--exclusive", "--metric", "time", "-o", str(models), *rename]
+
+    assert main(["model", *common, "--priors", "static"]) == 0
+    assert "Priors (static) composed" in capsys.readouterr().out
+    sweep_key = ("main->sweep", "time")
+    saved = ModelSet.load(models)
+    if prior_kept(saved, sweep_key, "static"):
+        assert saved[sweep_key].prior == "static: fixed terms [size, size^(2)]"
+
+    argv = ["model", *common, "--priors", "taint,effort,static", "--taint", str(profile)]
+    assert main(argv) == 0
+    assert "Priors (effort, static, taint) composed" in capsys.readouterr().out
+    saved = ModelSet.load(models)
+    assert (saved[sweep_key].prior or "effort").startswith("effort")
+    assert not [f for f in saved.findings_of(sweep_key) if f.kind == "fixed-conflict"]
 
 
 IMPLICIT = r"""
@@ -373,13 +440,14 @@ def test_counts_catch_a_dependency_taint_analysis_misses(
     argv = ["model", store, "--priors", "effort", "--taint", str(profile), "--exclusive"]
     assert main([*argv, "-o", str(models)]) == 0
     out = capsys.readouterr().out
-    assert "disagree on 1 call path(s) (parameters the counts use but taint rules out): " in out
-    scan = ModelSet.load(models)[("main->scan", "time")]
+    assert "priors disagree on 1 call path(s)" in out
+    saved = ModelSet.load(models)
+    scan, notes = saved[("main->scan", "time")], saved.notes(("main->scan", "time"))
     assert scan.parameters == ("n",)
     if scan.prior is None:  # the effort fit of this tiny kernel's noisy time was much worse
-        # than the free fit: the free model is kept, both fits in its warning
-        assert any("effort-prior model:" in w and "black-box model:" in w for w in scan.warnings)
+        # than the free fit: the free model is kept, both fits in its finding
+        assert any("effort-prior model:" in w and "black-box model:" in w for w in notes)
     else:
         assert scan.prior.startswith("effort")
-    assert any(f"{DISAGREEMENT_WARNING}: the counts depend on n" in w for w in scan.warnings)
-    assert not any("contention" in w for w in scan.warnings)
+    assert any(f"{DISAGREEMENT_WARNING}: the effort evidence depends on n" in w for w in notes)
+    assert not any("contention" in w for w in notes)

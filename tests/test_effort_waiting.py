@@ -21,6 +21,7 @@ from perfcast.effort.priors import DISAGREEMENT_WARNING
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import Experiment, Metric
+from perfcast.modeling.modelset import ModelSet
 
 COUNTERS = ("basic_blocks", "mpi_bytes_sent", "mpi_bytes_received")
 P = (2, 4, 8, 16, 32)
@@ -61,6 +62,11 @@ def _spinning_at(p0: float, n0: float, extra: tuple[float, ...]):
     return lambda p, n, r: _blocks(p, n) + (extra[r] if (p, n) == (p0, n0) else 0.0)
 
 
+def _messages(models: ModelSet, key: tuple[str, str]) -> list[str]:
+    """What the stages after the fit said about one model."""
+    return [f.message for f in models.findings if f.concerns(*key)]
+
+
 def test_deterministic_counts_flag_nothing():
     campaign = _campaign()
     spreads = repetition_spreads(campaign, COUNTERS)
@@ -68,7 +74,7 @@ def test_deterministic_counts_flag_nothing():
     assert varying_counts(campaign, COUNTERS) == {}
     result = EffortModeler().fit(campaign)
     assert result.waiting == {}
-    assert not any(WAITING_WARNING in w for m in result.models for w in m.warnings)
+    assert not any(WAITING_WARNING in f.message for f in result.models.findings)
     assert "vary between repetitions" not in render_effort(result)
 
 
@@ -87,9 +93,9 @@ def test_counts_that_differ_between_repetitions_are_flagged_with_their_spread():
     # the prior is still derived from the median counts: the exact 10 + 5*n*p elsewhere
     assert POLL in result.priors
     assert result.priors[POLL].effort.leading_exponents()["n"][0] == 1
-    warnings = result.models[(POLL, "time")].warnings
+    warnings = _messages(result.models, (POLL, "time"))
     assert any(w.startswith(WAITING_WARNING) and "at p=8, n=3000" in w for w in warnings)
-    assert not any(WAITING_WARNING in w for w in result.models[(COMPUTE, "time")].warnings)
+    assert not any(WAITING_WARNING in w for w in _messages(result.models, (COMPUTE, "time")))
     report = render_effort(result)
     percent = f"{100 * 1200 / median:.1f} %"
     assert f"  {POLL}  basic_blocks by up to {percent} across 3 repetitions at p=8, n=3000" in (
@@ -190,6 +196,7 @@ int main(int argc, char **argv)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     shutil.which("mpicc") is None or shutil.which("clang-16") is None,
     reason="needs Open MPI and clang-16",
@@ -236,8 +243,9 @@ def test_a_real_spin_loop_is_flagged_and_deterministic_work_is_not(tmp_path, cap
     # runs and not on others: where the effort prior fits much worse than the black-box
     # model, the black-box model is kept with both fits in a warning; either way the
     # waiting warning says which model carries the waiting
-    waiting = [w for w in spin.warnings if w.startswith(WAITING_WARNING)]
-    conflicts = [w for w in spin.warnings if w.startswith(DISAGREEMENT_WARNING)]
+    messages = _messages(result.models, ("main->wait_for_partner", "time"))
+    waiting = [w for w in messages if w.startswith(WAITING_WARNING)]
+    conflicts = [w for w in messages if w.startswith(DISAGREEMENT_WARNING)]
     assert len(waiting) == 1
     if spin.prior is None:
         assert waiting[0].endswith("the black-box model is kept")
@@ -246,7 +254,9 @@ def test_a_real_spin_loop_is_flagged_and_deterministic_work_is_not(tmp_path, cap
     else:
         assert spin.prior.startswith("effort") and not conflicts
         assert waiting[0].endswith("the prior carries that waiting")
-    assert not any(WAITING_WARNING in w for w in result.models[("main->compute", "time")].warnings)
+    assert not any(
+        WAITING_WARNING in w for w in _messages(result.models, ("main->compute", "time"))
+    )
 
     capsys.readouterr()
     metrics = ["time", *COUNTERS]
@@ -255,5 +265,5 @@ def test_a_real_spin_loop_is_flagged_and_deterministic_work_is_not(tmp_path, cap
     out = capsys.readouterr().out
     assert "counts that vary between repetitions" in out
     assert "  main->wait_for_partner  basic_blocks by up to" in out
-    assert f"warning: {WAITING_WARNING}" in out
+    assert f"warning: [effort] {WAITING_WARNING}" in out  # the finding names its stage
     assert "main->compute  basic_blocks by up to" not in out

@@ -11,7 +11,6 @@ minute; ``-m long`` runs ten times as many.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
 import io
@@ -31,17 +30,18 @@ from fuzz_helpers import crash_site, time_limit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from perfcast.appspec import load_spec
 from perfcast.cli import main
 from perfcast.cli.init import STARTER
-from perfcast.cli.model import _match_taint
 from perfcast.errors import PerfcastError
 from perfcast.experiment.experiment import Experiment
 from perfcast.measure.build import read_filter
 from perfcast.measure.campaign import make_jobs
 from perfcast.measure.design import plan_from_spec
-from perfcast.measure.spec import load_spec
 from perfcast.modeling import PMNFModeler
-from perfcast.taint.profile import FORMAT as PROFILE_FORMAT
+from perfcast.taint.profile_model import FORMAT as PROFILE_FORMAT
+from perfcast.taint.profile_model import read_profile
+from perfcast.taint.source import TaintSource
 
 CASE_SECONDS = 5.0
 """A case slower than this counts as a hang: valid inputs here take milliseconds."""
@@ -464,8 +464,9 @@ def profile_case(directory: Path, data: bytes) -> None:
     profile.write_bytes(data)
     run_cli(["design", str(spec), "--taint", str(profile)], profile)
     expect_perfcast_error(lambda: read_filter(profile), profile)
-    arguments = argparse.Namespace(taint=profile, exclusive=False)
-    expect_perfcast_error(lambda: _match_taint(_EXPERIMENT, arguments), profile)
+    expect_perfcast_error(
+        lambda: TaintSource(read_profile(profile), path=profile).derive(_EXPERIMENT), profile
+    )
 
 
 def _model_seed() -> dict[str, Any]:
@@ -506,25 +507,21 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fuzz")
 
 
-@pytest.fixture(scope="module")
-def long_run(request: pytest.FixtureRequest) -> None:
-    """The long runs only when asked for (``-m long``): CI's suite stays short."""
-    if "long" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("the long fuzz run: select it with -m long")
-
-
+@pytest.mark.slow
 @FUZZ
 @given(text=spec_texts())
 def test_hostile_specs_give_one_line_errors(scratch, text):
     spec_case(scratch, text)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=json_bytes(PROFILE_SEED))
 def test_hostile_taint_profiles_give_one_line_errors(scratch, data):
     profile_case(scratch, data)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=json_bytes(MODEL_SEED), point=POINTS)
 def test_hostile_model_files_give_one_line_errors(scratch, data, point):
@@ -534,21 +531,21 @@ def test_hostile_model_files_give_one_line_errors(scratch, data, point):
 @pytest.mark.long
 @settings(FUZZ, max_examples=LONG_CASES, derandomize=False)
 @given(text=spec_texts())
-def test_hostile_specs_long(long_run, scratch, text):
+def test_hostile_specs_long(scratch, text):
     spec_case(scratch, text)
 
 
 @pytest.mark.long
 @settings(FUZZ, max_examples=LONG_CASES, derandomize=False)
 @given(data=json_bytes(PROFILE_SEED))
-def test_hostile_taint_profiles_long(long_run, scratch, data):
+def test_hostile_taint_profiles_long(scratch, data):
     profile_case(scratch, data)
 
 
 @pytest.mark.long
 @settings(FUZZ, max_examples=LONG_CASES, derandomize=False)
 @given(data=json_bytes(MODEL_SEED), point=POINTS)
-def test_hostile_model_files_long(long_run, scratch, data, point):
+def test_hostile_model_files_long(scratch, data, point):
     models_case(scratch, data, point)
 
 
@@ -729,7 +726,7 @@ def test_taint_profiles_with_wrong_shapes_are_refused(tmp_path, change, words):
     ("content", "words"),
     [
         ('{"format": "perfcast-taint-profile/1", "x": "\xe9"}'.encode("latin-1"),
-         "not UTF-8 text (byte 0xe9 at offset"),
+         "not a taint profile: not UTF-8 text (byte 0xe9)"),
         (b'{"format": "perfcast-taint-profile/1", "x": ' + b"[" * 100_000 + b"]" * 100_000
          + b"}", "nested too deeply"),
         (b'{"format": "perfcast-taint-profile/1", "x": ' + b"9" * 5000 + b"}",
@@ -815,7 +812,8 @@ def test_negative_exponents_work_in_both_spellings(measurements, spelling):
     [
         (["--terms", "50"], "--terms 50: 12565671261 combinations of the 59 shapes per "
          "parameter, more than the limit of 50000"),
-        (["--terms", "0"], "--terms and --candidates must be at least 1"),
+        (["--terms", "0"], "--terms must be at least 1, not 0"),
+        (["--candidates", "0"], "--candidates must be at least 1, not 0"),
         (["--exponents", "1e400"], "a 401-digit number is beyond the largest usable exponent"),
         (["--exponents", "0,1,17"], "17 is beyond the largest usable exponent 16"),
         (["--log-exponents", "99999999999"], "99999999999 is beyond the largest usable"),

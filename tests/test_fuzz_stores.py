@@ -50,10 +50,10 @@ from perfcast.cli import main
 from perfcast.errors import InputError, PerfcastError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import REPETITION
-from perfcast.experiment.io.sqlite import LostProfilesWarning
 from perfcast.measure.build import read_filter
 from perfcast.measure.oversubscription import oversubscription
 from perfcast.measure.profiles import read_profiles
+from perfcast.measure.reader import LostProfilesWarning
 from perfcast.modeling.modeler import PMNFModeler
 
 CASE_SECONDS = 10.0
@@ -542,13 +542,6 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fuzz-stores")
 
 
-@pytest.fixture(scope="module")
-def long_run(request: pytest.FixtureRequest) -> None:
-    """The long runs only when asked for (``-m long``): CI's suite stays short."""
-    if "long" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("the long fuzz run: select it with -m long")
-
-
 def fuzz_stores(seeds: Seeds, scratch: Path, data: st.DataObject) -> None:
     edit = data.draw(store_edits(seeds.store))
     store_case(scratch, seeds.store, edit, lambda blob: data.draw(profile_text(blob)))
@@ -578,21 +571,21 @@ def test_hostile_filter_files_give_errors_naming_them(seeds, scratch, data):
 @pytest.mark.long
 @LONG
 @given(data=st.data())
-def test_hostile_stores_long(long_run, seeds, scratch, data):
+def test_hostile_stores_long(seeds, scratch, data):
     fuzz_stores(seeds, scratch, data)
 
 
 @pytest.mark.long
 @LONG
 @given(data=st.data())
-def test_hostile_profile_directories_long(long_run, seeds, scratch, data):
+def test_hostile_profile_directories_long(seeds, scratch, data):
     profile_case(scratch, data.draw(profile_directories(seeds.profiles)))
 
 
 @pytest.mark.long
 @LONG
 @given(data=st.data())
-def test_hostile_filter_files_long(long_run, seeds, scratch, data):
+def test_hostile_filter_files_long(seeds, scratch, data):
     filter_case(scratch, data.draw(filter_files(seeds.filter_text)))
 
 
@@ -639,7 +632,7 @@ def test_a_profile_blob_that_is_not_utf8_names_the_run_profile_and_line(seeds, t
         "UPDATE profiles SET data = X'70657266636173742d70726f66696c6520320a72616e6b20e9300a'"
         f" WHERE rowid = {FIRST_PROFILE}",
     )
-    error = store_refusal(path, r"byte 0xe9 is not UTF-8 text")
+    error = store_refusal(path, r"not a perfcast profile: not UTF-8 text \(byte 0xe9\)")
     assert "[p=2,size=8#0]/rank-0.pcprof" in str(error) and error.line == 2
 
 
@@ -839,7 +832,7 @@ def test_a_filter_that_is_a_named_pipe_is_refused_without_blocking(tmp_path):
     os.mkfifo(pipe)
     with (
         time_limit(CASE_SECONDS),
-        pytest.raises(InputError, match="the filter is not a regular file") as error,
+        pytest.raises(InputError, match=r"is not a regular file .*, so not a filter file") as error,
     ):
         read_filter(pipe)
     assert error.value.path == pipe

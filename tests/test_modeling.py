@@ -241,7 +241,7 @@ def test_median_estimators_on_a_flat_call_path_with_a_wild_repetition():
     # Beta(3, 3) weights of the five order statistics: 0.058, 0.259, 0.365, 0.259, 0.058.
     assert constant == pytest.approx(8.50, abs=0.01)
     assert constant < np.mean([1, 2, 3, 4, 100]) / 2
-    with pytest.raises(InputError, match="median estimator"):
+    with pytest.raises(InputError, match="unknown median_estimator 'trimmed'"):
         PMNFModeler(median_estimator="trimmed")
 
 

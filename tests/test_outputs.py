@@ -24,7 +24,7 @@ from perfcast.cli import main
 from perfcast.errors import InputError
 from perfcast.outputs import OutputKind, json_with, write_output
 from perfcast.taint.filter import HEADER, write_filter
-from perfcast.taint.profile import FORMAT
+from perfcast.taint.profile_model import FORMAT, TaintProfile
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "data" / "relearn.txt"
 TEXT_EXAMPLE = "PARAMETER p\nPOINTS ( 1 ) ( 2 ) ( 4 )\nREGION main\nDATA 1\nDATA 2\nDATA 4\n"
@@ -141,6 +141,7 @@ def _limit_file_size():
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead
 
 
+@pytest.mark.slow
 def test_write_beyond_the_file_size_limit_leaves_the_old_file(tmp_path):
     models = tmp_path / "models.json"
     old = '{"perfcast_models": 1, "parameters": ["p", "n"], "models": []}\n'
@@ -258,7 +259,7 @@ def test_static_never_replaces_its_source(tmp_path, capsys):
 def test_a_filter_file_replaces_only_an_earlier_filter_file(tmp_path):
     """`perfcast taint --filter F` writes through the same guard: a source file named by
     mistake stays as it was, an earlier filter file is replaced."""
-    profile = {"format": FORMAT, "relevant": ["kernel"], "functions": {}}
+    profile = TaintProfile.from_json({"format": FORMAT, "relevant": ["kernel"], "functions": {}})
     source = tmp_path / "app.c"
     source.write_text("int main(void) { return 0; }\n")
     with pytest.raises(InputError, match=r"app\.c"):

@@ -10,11 +10,11 @@ import time
 import pytest
 from campaign_helpers import build_program, write_spec
 
+from perfcast.appspec import load_spec
 from perfcast.cli import main
 from perfcast.measure.campaign import measure
 from perfcast.measure.local import LocalBackend, available_cores
 from perfcast.measure.oversubscription import oversubscription, plan_note
-from perfcast.measure.spec import load_spec
 from perfcast.measure.store import SCHEMA_VERSION, CampaignStore, RunRecord
 
 pytestmark = pytest.mark.skipif(shutil.which("mpicc") is None, reason="needs Open MPI")
@@ -78,6 +78,7 @@ def schema(path):
     return version, last
 
 
+@pytest.mark.slow
 def test_campaign_beyond_the_cores_says_so_when_planned_stored_and_modeled(tmp_path, capsys):
     build_program(tmp_path)
     over, further = CORES + 1, CORES + 2  # a model needs 3 values of p
@@ -146,6 +147,7 @@ def test_the_plan_note_follows_the_cores_a_run_has():
     assert plan_note([1000], lambda ranks: None) is None
 
 
+@pytest.mark.slow
 def test_a_schema_1_store_opens_migrates_and_resumes(tmp_path, capsys):
     build_program(tmp_path)
     path = write_spec(

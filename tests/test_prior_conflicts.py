@@ -58,12 +58,14 @@ def test_a_prior_that_cannot_follow_the_data_gives_way_to_the_black_box_model():
     kept, conflict = resolve_conflict(constrained, free, prior, source="taint")
     assert conflict is not None and not conflict.kept_prior
     assert "p" in kept.parameters and kept.text() == free.text()
-    (warning,) = [w for w in kept.warnings if "conflicts" in w]
+    finding = conflict.finding()
+    assert finding.stage == "conflict" and (finding.callpath, finding.metric) == (HALO, "time")
+    warning = finding.message
+    assert kept is free  # the fitted models are facts: neither is changed
     assert warning.startswith("taint prior conflicts with the measurements")
     assert f"SMAPE more than {CONFLICT_RATIO:g}x and {CONFLICT_GAP:g} points above" in warning
     assert f"taint-prior model: {constrained.text()}" in warning
     assert f"black-box model: {free.text()}" in warning
-    assert not any("conflicts" in w for w in free.warnings)  # the free set is untouched
 
 
 def test_a_prior_within_the_threshold_is_kept_silently():
@@ -78,7 +80,7 @@ def test_contention_on_a_parameter_the_code_cannot_read_keeps_the_prior_model():
     constrained, free, _ = fits(halo_experiment(), prior)
     kept, conflict = resolve_conflict(constrained, free, prior, source="taint", unreachable={"p"})
     assert conflict is not None and conflict.kept_prior and kept is constrained
-    assert "the taint-prior model is kept" in kept.warnings[-1]
+    assert "the taint-prior model is kept" in conflict.finding().message
 
 
 def test_visits_that_use_a_ruled_out_parameter_refute_the_prior():
@@ -93,7 +95,7 @@ def test_visits_that_use_a_ruled_out_parameter_refute_the_prior():
         constrained, free, prior, source="taint", visits=visits, unreachable={"p"}
     )
     assert conflict is not None and not conflict.kept_prior
-    assert "the measured visits depend on p" in kept.warnings[-1]
+    assert "the measured visits depend on p" in conflict.finding().message
     assert kept.text() == free.text()
 
 
@@ -108,13 +110,16 @@ def test_effort_prior_that_misses_waiting_time_keeps_the_black_box_model():
     result = EffortModeler().fit(Experiment.from_rows(("p", "n"), rows))
     model = result.models[("main->compute", "time")]
     assert model.prior is None and "p" in model.parameters
-    (warning,) = [w for w in model.warnings if DISAGREEMENT_WARNING in w]
+    notes = result.models.notes(("main->compute", "time"))
+    (warning,) = [w for w in notes if DISAGREEMENT_WARNING in w]
+    assert warning.startswith(f"[conflict] {DISAGREEMENT_WARNING}")
     assert "the black-box model is kept" in warning and "effort-prior model:" in warning
     # with taint proving the code cannot read p, the waiting is contention: effort stays
     kept = EffortModeler().fit(Experiment.from_rows(("p", "n"), rows), {"main->compute": {"p"}})
     effort_model = kept.models[("main->compute", "time")]
     assert effort_model.prior is not None and effort_model.parameters == ("n",)
-    assert any("the effort-prior model is kept" in w for w in effort_model.warnings)
+    notes = kept.models.notes(("main->compute", "time"))
+    assert any("the effort-prior model is kept" in w for w in notes)
 
 
 HALO_PROGRAM = """\
@@ -162,7 +167,7 @@ def halo_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
         cwd=work,
     )
     path = work / "profile.json"
-    path.write_text(json.dumps(profile))
+    path.write_text(json.dumps(profile.to_json()))
     return path
 
 
@@ -190,5 +195,6 @@ def test_halo_exchange_with_taint_keeps_its_p_dependence_and_no_contention_flag(
     for callpath in (HALO, f"{HALO}->MPI_Waitall"):
         model = models[(callpath, "time")]
         assert "p" in model.parameters, (callpath, model.text())
-        assert any("taint prior conflicts with the measurements" in w for w in model.warnings)
-        assert not any("which the code cannot" in w for w in model.warnings), model.warnings
+        notes = models.notes((callpath, "time"))  # the findings survive the model file
+        assert any("[conflict] taint prior conflicts with the measurements" in w for w in notes)
+        assert not any("which the code cannot" in w for w in notes), notes

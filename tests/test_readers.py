@@ -9,8 +9,6 @@ Extra-P rejects are rejected here too, with a message that says what is wrong an
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -564,12 +562,3 @@ def test_legacy_json_errors(tmp_path):
     path.write_text(json.dumps(document))
     with pytest.raises(InputError, match=r"gives parameter ids \[3\], expected \[1\]"):
         read_experiment(path)
-
-
-@pytest.mark.parametrize(
-    "module", ["perfcast.measure.profiles", "perfcast.experiment.io.sqlite", "perfcast.experiment"]
-)
-def test_each_package_imports_first_in_a_fresh_interpreter(module):
-    # The campaign-store reader and the profile reader live in different packages that use
-    # each other; whichever a user imports first must work.
-    subprocess.run([sys.executable, "-c", f"import {module}"], check=True)

@@ -16,13 +16,15 @@ from pathlib import Path
 import pytest
 from campaign_helpers import build_program, write_spec
 
+from perfcast.appspec import load_spec
 from perfcast.cli import main
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.measure.campaign import measure
 from perfcast.measure.slurm import SlurmBackend
-from perfcast.measure.spec import load_spec
 from perfcast.measure.store import CampaignStore
+
+pytestmark = pytest.mark.slow  # every test starts a private Slurm cluster
 
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol")
 START_TIMEOUT = 30.0
@@ -53,7 +55,7 @@ JobAcctGatherType=jobacct_gather/none
 MpiDefault=none
 ReturnToService=2
 SlurmdParameters=config_overrides
-NodeName={host} NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN
+NodeName={host} NodeAddr=127.0.0.1 CPUs=5 State=UNKNOWN
 PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
 """
 
@@ -233,42 +235,39 @@ def test_killed_campaign_reattaches_to_its_slurm_jobs(slurm, tmp_path):
     assert {key: jobs[key] for key in submitted} == submitted  # reattached, not resubmitted
 
 
-def test_noise_study_measures_through_slurm(slurm, tmp_path, monkeypatch):
-    """The noise study's cluster mode: every generated campaign carries the [slurm] table,
-    its runs go through sbatch, and the study loads what the cluster measured."""
+def test_noise_study_measures_through_slurm(slurm, tmp_path):
+    """The noise study's cluster mode, run as its README says: every generated campaign
+    carries the [slurm] table, its runs go through sbatch, and the study analyses what the
+    cluster measured."""
     if shutil.which("mpicxx") is None or shutil.which("clang-16") is None:
         pytest.skip("needs Open MPI and clang-16")
-    for name, value in slurm.items():
-        monkeypatch.setenv(name, value)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import noise_study  # the benchmark script; benchmarks/ is not a package
-
-    config = noise_study.Configuration(
-        programs=1,
-        kernels=2,
-        ranks=(2, 3),  # the test point's 4 ranks still fit the node's 4 CPUs
-        sizes=(500, 1000, 1500),
-        repetitions=1,
-        repeat=1,
-        injections=1,
-        seed=5,
-        backend="slurm",
-        slurm='\n[slurm]\npartition = "test"\n',
+    cluster = tmp_path / "cluster.toml"
+    cluster.write_text('[slurm]\npartition = "test"\n')
+    cache = tmp_path / "cache"
+    benchmark = Path(__file__).resolve().parents[1] / "benchmarks" / "noise_study.py"
+    # ranks 2..4: the test point's 5 ranks still fit the node's 5 CPUs
+    study = "--programs 1 --kernels 2 --ranks 2,3,4 --sizes 500,1000,1500 --repetitions 1"
+    study += f" --injections 1 --seed 5 --backend slurm --slurm {cluster} --cache {cache}"
+    done = subprocess.run(
+        [sys.executable, str(benchmark), *study.split()],
+        env=slurm,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
-    (directory,) = noise_study.generate(config, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "targets:" in done.stdout  # the report of what the cluster measured
+    (directory,) = cache.iterdir()
     assert '[slurm]\npartition = "test"' in (directory / "train.toml").read_text()
-    noise_study.measure_all([directory], config.backend, stream=None)
     with sqlite3.connect(directory / "train.sqlite") as db:
         jobs = [job for (job,) in db.execute("SELECT job FROM runs WHERE status = 'ok'")]
-    assert len(jobs) == 6 and all(jobs)  # every run has its Slurm job id
+    assert len(jobs) == 9 and all(jobs)  # every run has its Slurm job id
     with sqlite3.connect(directory / "train-light.sqlite") as db:  # the timing campaign too
-        assert db.execute("SELECT COUNT(*) FROM runs WHERE job IS NOT NULL").fetchone()[0] == 6
-    study = noise_study.load([directory], config)
-    assert study.kernels and set(study.test_time) == {k.callpath for k in study.kernels}
+        assert db.execute("SELECT COUNT(*) FROM runs WHERE job IS NOT NULL").fetchone()[0] == 9
 
 
 def test_a_job_slurm_can_never_start_fails_with_the_reason(slurm, tmp_path, monkeypatch):
-    """8 ranks on a partition of one 4-CPU node: Slurm keeps the job pending (reason
+    """8 ranks on a partition of one 5-CPU node: Slurm keeps the job pending (reason
     PartitionConfig) forever; perfcast cancels it and records why, the 2-rank runs succeed."""
     for name, value in slurm.items():
         monkeypatch.setenv(name, value)

@@ -4,10 +4,10 @@ import textwrap
 
 import pytest
 
+from perfcast.appspec import KeyLines, expand, load_spec, parse_spec
 from perfcast.cli import main
 from perfcast.errors import InputError
 from perfcast.measure.campaign import perfcast_build_prefix
-from perfcast.measure.spec import KeyLines, expand, load_spec, parse_spec
 
 GOOD = """\
 [app]

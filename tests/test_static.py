@@ -24,6 +24,7 @@ from perfcast.static.codegen import summary, write_model
 from perfcast.static.domains import Counter, DomainBuilder, Instance, Place, Symbol
 from perfcast.static.formulas import python_expression
 from perfcast.static.source import parse_source
+from perfcast.static.summary import read_static_summary
 
 CLANG = shutil.which("clang-16") or shutil.which("clang")
 needs_clang = pytest.mark.skipif(CLANG is None, reason="clang is not installed")
@@ -185,6 +186,7 @@ def measured(profile, binary: Path, function: str, arch) -> tuple[int, int]:
     return fp, total
 
 
+@pytest.mark.slow
 @needs_clang
 @needs_valgrind
 @pytest.mark.parametrize("level", ["-O2", "-O3"])
@@ -206,6 +208,13 @@ def test_model_matches_callgrind_exactly(tmp_path, level):
     entry = next(f for f in data["functions"] if f["name"] == "tri")
     assert entry["parameters"] == {"n": "variable n"}
     assert entry["fp_instructions"] == "n^2 - n"
+    # the prior stage's reader takes what the writer wrote, formulas and all
+    tri = read_static_summary(json_path).function("tri")
+    assert tri.formula("fp_instructions").terms == {
+        (("n", 2),): Fraction(1),
+        (("n", 1),): Fraction(-1),
+    }
+    assert tri.parameters == {"n": "variable n"}
 
 
 TEMPLATES = """\
@@ -232,6 +241,7 @@ int main(int argc, char **argv) {
 """
 
 
+@pytest.mark.slow
 @needs_clang
 @needs_valgrind
 def test_inlined_template_is_credited_to_its_callee(tmp_path):

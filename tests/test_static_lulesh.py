@@ -27,7 +27,7 @@ from perfcast.static.source import finds_mpi_header, mpi_wrapper_flags, parse_so
 CLANG = shutil.which("clang-16") or shutil.which("clang")
 MPICC = shutil.which("mpicc")
 MPICXX = shutil.which("mpicxx")
-LULESH = Path("/work/shared/apps/lulesh")
+LULESH = Path(__file__).resolve().parents[2] / "shared" / "apps" / "lulesh"  # ../shared
 needs_clang = pytest.mark.skipif(CLANG is None, reason="clang is not installed")
 needs_mpi = pytest.mark.skipif(MPICC is None or MPICXX is None, reason="no MPI wrappers")
 

@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 from campaign_helpers import build_program, write_spec
 
+from perfcast.appspec import load_spec
 from perfcast.cli import main
 from perfcast.errors import InputError, PerfcastError
 from perfcast.experiment import read_experiment
-from perfcast.experiment.io.sqlite import MissingMetricWarning
 from perfcast.measure.campaign import CPU_TIME_OVERHEAD, cpu_time_overhead_warning, measure
 from perfcast.measure.design import describe_plan, plan_from_spec
 from perfcast.measure.local import LocalBackend, processes_with_token
+from perfcast.measure.reader import MissingMetricWarning
 from perfcast.measure.runner import MISSING_CPU_TIME
-from perfcast.measure.spec import load_spec
 from perfcast.measure.store import (
     CampaignStore,
     DamagedStoreError,

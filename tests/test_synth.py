@@ -18,8 +18,8 @@ from perfcast.synth import (
     evaluation_point,
     exponent_deviation,
     exponent_deviations,
-    full_factorial,
     generate,
+    grid_points,
     leading_exponent_matches,
     model_relative_error,
     next_point,
@@ -123,7 +123,7 @@ def test_function_space_from_sets_and_errors():
 
 
 def test_grid_and_test_point_follow_the_interval_rule():
-    points = full_factorial({"p": (1, 2), "n": (10, 20, 30)})
+    points = grid_points({"p": (1, 2), "n": (10, 20, 30)})
     assert points.tolist() == [[1, 10], [1, 20], [1, 30], [2, 10], [2, 20], [2, 30]]
     assert next_point([2**5, 2**6, 2**7, 2**8, 2**9]) == 2**10  # the paper's example
     # the paper's synthetic evaluation: trained on these grids, tested at p=4096, n=48000

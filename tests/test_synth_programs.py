@@ -332,6 +332,7 @@ def test_random_programs_compile_run_and_match_their_truth(tmp_path):
                     assert value == kernel.exact_bytes({"p": ranks, "n": size})
 
 
+@pytest.mark.slow
 def test_generated_kernels_follow_their_truth_on_the_grid():
     """The sizing promise, on the exact integers the programs execute (the tests above
     show the programs execute them): for random kernels of the default generator,

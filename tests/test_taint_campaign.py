@@ -19,16 +19,18 @@ from pathlib import Path
 import pytest
 
 from perfcast import cli
+from perfcast.appspec import load_spec, parse_spec
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import Experiment
+from perfcast.experiment.points import parse_point
 from perfcast.measure.campaign import measure
 from perfcast.measure.design import plan_from_spec
 from perfcast.measure.local import LocalBackend
 from perfcast.measure.profiles import read_profiles, read_rank_profile
-from perfcast.measure.spec import load_spec, parse_spec
 from perfcast.taint import instrumented_functions
-from perfcast.taint.campaign import bindings_from_command, parse_point, taint_point
+from perfcast.taint.campaign import bindings_from_command, taint_point
+from perfcast.taint.profile_model import TaintProfile, read_profile
 from perfcast.taint.validity import algorithm_switch_warnings, match_profile
 
 pytestmark = pytest.mark.slow
@@ -118,6 +120,11 @@ def profile(campaign: Path) -> dict:
     return json.loads((campaign / "app.taint.json").read_text())
 
 
+@pytest.fixture(scope="module")
+def typed_profile(campaign: Path) -> TaintProfile:
+    return read_profile(campaign / "app.taint.json")
+
+
 def test_campaign_form_marks_the_spec_parameters_and_runs_a_small_point(
     campaign: Path, profile: dict
 ) -> None:
@@ -202,9 +209,9 @@ def test_additive_parameters_get_lines(tmp_path: Path, profile: dict) -> None:
 
 
 def test_filtered_build_measures_exactly_the_relevant_functions(
-    campaign: Path, profile: dict, tmp_path: Path
+    campaign: Path, typed_profile: TaintProfile, tmp_path: Path
 ) -> None:
-    expected = set(instrumented_functions(profile))
+    expected = set(instrumented_functions(typed_profile))
     assert expected == {"blocked", "direct", "main", "never", "pairs", "scale", "smooth"}
     measured: dict[str, set[str]] = {}
     for name, extra in (("filtered", ["--filter", str(campaign / "app.taint.json")]), ("all", [])):
@@ -245,7 +252,7 @@ def test_measure_runs_only_the_reduced_design(campaign: Path) -> None:
     assert frames == {"direct", "main", "pairs", "scale", "smooth"}
 
 
-def test_branch_in_a_caller_flags_the_callees_it_selects(profile: dict) -> None:
+def test_branch_in_a_caller_flags_the_callees_it_selects(typed_profile: TaintProfile) -> None:
     """Paper C2: ``if (m < 1000) direct(m); else blocked(m);`` in main."""
     rows = [
         (callpath, "time", (n, m), 1.0)
@@ -254,7 +261,8 @@ def test_branch_in_a_caller_flags_the_callees_it_selects(profile: dict) -> None:
         for m in (10, 20, 40)
     ]
     experiment = Experiment.from_rows(["n", "m"], rows)
-    warnings = algorithm_switch_warnings(profile, experiment, match_profile(profile, experiment))
+    match = match_profile(typed_profile, experiment)
+    warnings = algorithm_switch_warnings(typed_profile, experiment, match)
     selects = "in main, decided by m, selects whether direct runs"
     assert any(selects in w for w in warnings["main->direct"])
     assert any(selects in w for w in warnings["main->direct->MPI_Barrier"])
@@ -274,7 +282,7 @@ def test_bindings_from_the_run_command() -> None:
 
 def test_taint_point_and_bad_points(campaign: Path) -> None:
     spec = load_spec(campaign / "perfcast.toml")
-    assert taint_point(spec, parse_point("n=16,k=3")) == {
+    assert taint_point(spec, parse_point("n=16,k=3", "--point")) == {
         "p": 2,
         "n": 16,
         "m": 10,
@@ -284,7 +292,7 @@ def test_taint_point_and_bad_points(campaign: Path) -> None:
     with pytest.raises(InputError, match="names 'size', which is not a parameter"):
         taint_point(spec, {"size": 4})
     with pytest.raises(InputError, match="expected NAME=VALUE"):
-        parse_point("n:4")
+        parse_point("n:4", "--point")
 
 
 def test_build_script_specs_need_the_compile_command(
@@ -302,7 +310,7 @@ def point_text(point: dict[str, float]) -> str:
     return " ".join(f"{name}={value:g}" for name, value in point.items())
 
 
-def test_priors_bound_totals_over_visits(profile: dict) -> None:
+def test_priors_bound_totals_over_visits(typed_profile: TaintProfile) -> None:
     """block_size is constant per call (pruned statically) but called in smooth's m loop:
     its measured total depends on m, and so may its model."""
     rows = [
@@ -311,12 +319,13 @@ def test_priors_bound_totals_over_visits(profile: dict) -> None:
         for n in (8, 16)
         for m in (10, 20)
     ]
-    match = match_profile(profile, Experiment.from_rows(["n", "m"], rows))
+    match = match_profile(typed_profile, Experiment.from_rows(["n", "m"], rows))
     assert match.priors["main->smooth->block_size"].parameters == frozenset({"m"})
     assert match.priors["main->scale"].parameters == frozenset({"n"})
     assert match.unmatched == []
     # Exclusive metrics: main's own loops are constant, but direct is not measured here
     # (inlined or filtered out), so main's exclusive cost includes direct's m loop.
-    exclusive = match_profile(profile, Experiment.from_rows(["n", "m"], rows), inclusive=False)
+    experiment = Experiment.from_rows(["n", "m"], rows)
+    exclusive = match_profile(typed_profile, experiment, inclusive=False)
     assert exclusive.priors["main"].parameters == frozenset({"m", "n"})
     assert any("main: pairs, direct" in note for note in exclusive.notes())

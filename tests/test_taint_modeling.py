@@ -4,7 +4,6 @@ of measurements that carry a false dependency, and flags contention and algorith
 
 from __future__ import annotations
 
-import json
 import math
 import textwrap
 from itertools import product
@@ -18,7 +17,8 @@ from perfcast.experiment import write_experiment
 from perfcast.experiment.experiment import Experiment
 from perfcast.modeling.modelset import ModelSet
 from perfcast.taint import ArgvParameter, taint_program
-from perfcast.taint.validity import function_name, match_profile, normalise_callpath
+from perfcast.taint.profile_model import read_profile
+from perfcast.taint.validity import match_profile, normalise_callpath, without_arguments
 
 pytestmark = pytest.mark.slow
 
@@ -78,7 +78,7 @@ def profile_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
         cwd=work,
     )
     path = work / "profile.json"
-    path.write_text(json.dumps(profile))
+    profile.save(path)
     return path
 
 
@@ -103,13 +103,11 @@ def measurements() -> Experiment:
 
 def run_model(
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     experiment: Experiment,
     *options: str,
 ) -> tuple[int, ModelSet | None]:
     data = tmp_path / "times.json"
     write_experiment(experiment, data)
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("perfcast.cli.model",))
     out = tmp_path / "models.json"
     status = cli.main(["model", str(data), "-o", str(out), *options])
     models = ModelSet.load(out) if status == 0 else None
@@ -117,17 +115,17 @@ def run_model(
 
 
 def test_frames_lose_argument_lists_and_qualifiers() -> None:
-    assert function_name("sweep(double*, int)") == "sweep"
-    assert function_name("Grid::cells() const") == "Grid::cells"
-    assert function_name("operator()(int)") == "operator()"
-    assert function_name("MPI_Allreduce") == "MPI_Allreduce"
+    assert without_arguments("sweep(double*, int)") == "sweep"
+    assert without_arguments("Grid::cells() const") == "Grid::cells"
+    assert without_arguments("operator()(int)") == "operator()"
+    assert without_arguments("MPI_Allreduce") == "MPI_Allreduce"
     assert (
         normalise_callpath("main->solve(int, int)->MPI_Allreduce") == "main->solve->MPI_Allreduce"
     )
 
 
 def test_profile_matches_measured_call_paths(profile_path: Path) -> None:
-    profile = json.loads(profile_path.read_text())
+    profile = read_profile(profile_path)
     match = match_profile(profile, measurements())
     assert match.priors["main->setup()"].parameters == frozenset()
     assert match.priors["main->compute(int)"].parameters == frozenset({"n"})
@@ -140,10 +138,9 @@ def test_profile_matches_measured_call_paths(profile_path: Path) -> None:
 def test_taint_prior_excludes_the_false_parameter(
     profile_path: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    status, models = run_model(tmp_path, monkeypatch, measurements(), "--taint", str(profile_path))
+    status, models = run_model(tmp_path, measurements(), "--taint", str(profile_path))
     assert status == 0 and models is not None
     captured = capsys.readouterr()
     assert "modeled without prior: main->log_progress" in captured.err
@@ -153,44 +150,45 @@ def test_taint_prior_excludes_the_false_parameter(
     assert compute.parameters == ("n",)
     assert models["main->spread(int)", "time"].parameters == ("t",)
     # The black-box fit saw t in both; the warning says why the prior overrules it.
-    assert any("depends on t, which the code cannot" in w for w in setup.warnings)
-    assert any("depends on t, which the code cannot" in w for w in compute.warnings)
-    choose = models["main->choose(int)", "time"]
-    assert any("possible algorithm switch on n" in w for w in choose.warnings)
+    # (findings of the taint stage, kept beside the models in the file)
+    setup_notes = models.notes(("main->setup()", "time"))
+    compute_notes = models.notes(("main->compute(int)", "time"))
+    assert any("[taint] depends on t, which the code cannot" in w for w in setup_notes)
+    assert any("[taint] depends on t, which the code cannot" in w for w in compute_notes)
+    choose = models.notes(("main->choose(int)", "time"))
+    assert any("possible algorithm switch on n" in w for w in choose)
     # compute's branch has mixed outcomes per iteration: no switch.
-    assert not any("algorithm switch" in w for w in compute.warnings)
+    assert not any("algorithm switch" in w for w in compute_notes)
     assert "depends on t, which the code cannot" in captured.out  # in the summary's warnings
 
 
 def test_check_mode_keeps_black_box_models_and_flags_them(
-    profile_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    profile_path: Path, tmp_path: Path
 ) -> None:
     status, models = run_model(
-        tmp_path, monkeypatch, measurements(), "--taint", str(profile_path), "--taint-mode", "check"
+        tmp_path, measurements(), "--taint", str(profile_path), "--taint-mode", "check"
     )
     assert status == 0 and models is not None
     setup = models["main->setup()", "time"]
     assert "t" in setup.parameters and setup.prior is None
-    assert any(
-        "depends on t, which the code cannot: contention or noise" in w for w in setup.warnings
-    )
+    notes = models.notes(("main->setup()", "time"))
+    assert any("depends on t, which the code cannot: contention or noise" in w for w in notes)
     assert not any(
-        "which the code cannot" in w for w in models["main->spread(int)", "time"].warnings
+        "which the code cannot" in w for w in models.notes(("main->spread(int)", "time"))
     )
 
 
 def test_parameter_mismatch_is_named(
     profile_path: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    profile = json.loads(profile_path.read_text())
+    profile = read_profile(profile_path)
     renamed = measurements().data.rename(columns={"t": "threads"})
     extra = Experiment(["n", "threads"], renamed)
     with pytest.raises(InputError, match=r"parameters \['threads'\] were not marked"):
         match_profile(profile, extra)
-    status, _ = run_model(tmp_path, monkeypatch, extra, "--taint", str(profile_path))
+    status, _ = run_model(tmp_path, extra, "--taint", str(profile_path))
     assert status == 2
     assert "profile.json: experiment parameters ['threads']" in capsys.readouterr().err
 
@@ -205,10 +203,9 @@ def test_parameter_mismatch_is_named(
 def test_other_call_sites_match_by_function_and_bad_profiles_are_input_errors(
     profile_path: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    profile = json.loads(profile_path.read_text())
+    profile = read_profile(profile_path)
     data = measurements().data.replace({"main->compute(int)": "main->driver(int)->compute(int)"})
     match = match_profile(profile, Experiment(["n", "t"], data))
     assert match.by_function == ["main->driver(int)->compute(int)"]
@@ -218,6 +215,6 @@ def test_other_call_sites_match_by_function_and_bad_profiles_are_input_errors(
     for text, message in (("{not json", "not JSON"), ("[1, 2]", "not a perfcast taint profile")):
         bad = tmp_path / "bad.json"
         bad.write_text(text)
-        status, _ = run_model(tmp_path, monkeypatch, measurements(), "--taint", str(bad))
+        status, _ = run_model(tmp_path, measurements(), "--taint", str(bad))
         err = capsys.readouterr().err
         assert status == 2 and "bad.json" in err and message in err

@@ -37,6 +37,7 @@ from perfcast.measure.profiles import RankProfile, UnmatchedFilterWarning, _warn
 from perfcast.modeling import ModelSet
 from perfcast.modeling.modeler import extend_series
 from perfcast.modeling.provenance import SharedCores
+from perfcast.taint.profile_model import FORMAT, TaintProfile
 
 ERASE = (
     "std::_Rb_tree<int, std::pair<int const, int>, std::_Select1st<std::pair<int const, int> >, "
@@ -76,14 +77,20 @@ def test_a_note_lists_short_names_with_their_metrics_and_counts_the_rest():
 
 
 def test_taint_summary_lists_function_names_not_signatures(capsys):
-    profile = {
-        "parameters": {"size": {"loops": 3, "functions": 2, "branches": 1, "mpi": []}},
-        "relevant": [ENERGY, "main"],
-        "functions": {ENERGY: {"dependency": "size"}, "main": {"dependency": "iterations*size"}},
-        "constant": [],
-        "pruned": [],
-        "warnings": [],
-    }
+    profile = TaintProfile.from_json(
+        {
+            "format": FORMAT,
+            "parameters": {"size": {"loops": 3, "functions": 2, "branches": 1, "mpi": []}},
+            "relevant": [ENERGY, "main"],
+            "functions": {
+                ENERGY: {"terms": [["size"]], "callpaths": {}},
+                "main": {"terms": [["iterations", "size"]], "callpaths": {}},
+            },
+            "constant": [],
+            "pruned": [],
+            "warnings": [],
+        }
+    )
     _summary(profile)
     lines = capsys.readouterr().out.splitlines()
     assert "  CalcEnergyForElems  size" in lines

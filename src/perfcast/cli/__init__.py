@@ -2,8 +2,9 @@
 
 Each sub-command lives in its own module with a ``register(subparsers)`` function that
 adds its parser and sets ``handler``; this keeps stages independent and the entry point
-small. Errors the user can fix (:class:`~perfcast.errors.PerfcastError`) become a one-line
-message and exit status 2, never a traceback.
+small. :data:`COMMANDS` declares the commands, so the entry point imports only the module
+of the command that runs. Errors the user can fix (:class:`~perfcast.errors.PerfcastError`)
+become a one-line message and exit status 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -19,33 +20,40 @@ from contextlib import contextmanager
 
 from perfcast.errors import PerfcastError
 
-COMMAND_MODULES: tuple[str, ...] = (
-    "perfcast.cli.build",
-    "perfcast.cli.demo",
-    "perfcast.cli.design",
-    "perfcast.cli.export",
-    "perfcast.cli.init",
-    "perfcast.cli.measure",
-    "perfcast.cli.model",
-    "perfcast.cli.predict",
-    "perfcast.cli.static",
-    "perfcast.cli.synth",
-    "perfcast.cli.taint",
-)
+COMMANDS: dict[str, str] = {
+    "build": "compile a C/C++ (MPI) program with perfcast's call-path measurement",
+    "taint": "taint analysis: which parameters drive each function",
+    "init": "write a commented starter perfcast.toml",
+    "design": "print the experiment plan of a perfcast.toml and its cost",
+    "measure": "build the program and run its measurement campaign",
+    "model": "fit PMNF models to measurements",
+    "export": "write measurements as Extra-P text or JSON",
+    "predict": "evaluate saved models at a point",
+    "static": "static instruction-count model from source and binary",
+    "synth": "generate C++ MPI benchmark programs with known complexity",
+    "demo": "build, measure and model a bundled MPI example end to end",
+}
+"""Every sub-command, in the order of the pipeline, with the line ``perfcast --help`` shows
+for it. The line lives here rather than in the command's module ``perfcast.cli.NAME`` so
+that listing the commands imports none of them: the modules import their stages (pandas,
+NumPy, libclang), and only the command that runs pays for its own."""
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The full parser, or with ``command`` only that sub-command's: each command module
-    imports its stage lazily this way, so `perfcast build` inside a Makefile does not pay
-    for loading the modeling stack on every compile step."""
+    """The parser with every command listed and, when ``command`` is one of them, that
+    command's module imported to register its arguments: ``perfcast --help`` imports no
+    stage, and `perfcast build` inside a Makefile loads only the compiler wrapper on every
+    compile step."""
     parser = argparse.ArgumentParser(
         prog="perfcast",
         description="Scaling models (PMNF) for parallel C/C++ programs.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        if command is None or name.rsplit(".", 1)[1] == command:
-            importlib.import_module(name).register(subparsers)
+    for name, summary in COMMANDS.items():
+        if name == command:
+            importlib.import_module(f"perfcast.cli.{name}").register(subparsers)
+        else:
+            subparsers.add_parser(name, help=summary)
     return parser
 
 
@@ -121,8 +129,7 @@ def _warnings_as_lines(command: str) -> Iterator[None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    known = {name.rsplit(".", 1)[1] for name in COMMAND_MODULES}
-    parser = build_parser(argv[0] if argv and argv[0] in known else None)
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(_attach_negative_lists(argv))
     try:
         with _warnings_as_lines(args.command):

@@ -13,7 +13,6 @@ from perfcast.measure.build import BuildOptions, run
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "build",
-        help="compile a C/C++ (MPI) program with perfcast's call-path measurement",
         description=(
             "Prefix a compile or link command, e.g. perfcast build -- mpicxx -O2 app.cpp -o app, "
             'or make CC="perfcast build -- mpicc". The program then writes one profile per '

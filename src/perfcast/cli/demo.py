@@ -1,12 +1,13 @@
 """``perfcast demo``: the whole pipeline on a bundled example, in about a minute.
 
-It copies the Jacobi stencil (``examples/stencil``) into a working directory twice and
+It copies the Jacobi stencil (``perfcast/examples/stencil``, package data, so the demo
+runs from an installed wheel as from a checkout) into a working directory twice and
 measures a small grid of problem sizes and iteration counts with the local backend, as the
 effort-prior method measures (``noise-resilient-priors.txt`` V-A4): time with the light
 ``perfcast build`` (its repetitions), the effort counters once per point with the counting
 build, whose own time is inflated by the counting. It fits PMNF models with
 :class:`~perfcast.modeling.PMNFModeler` and prints each call path's model beside the
-complexity the example documents (``examples/stencil/README.md``): time black-box, the
+complexity the example documents (its ``README.md``): time black-box, the
 exact effort counters, and time fitted with the effort priors
 (:class:`~perfcast.effort.EffortModeler` on :func:`~perfcast.effort.combine_sources`).
 
@@ -23,15 +24,16 @@ import sys
 import tempfile
 from pathlib import Path
 
+from perfcast.appspec import AppSpec, load_spec
 from perfcast.effort import EffortModeler, combine_sources
 from perfcast.errors import PerfcastError
 from perfcast.experiment import read_experiment
+from perfcast.experiment.metrics import BYTES_SENT, COMPUTATION_METRIC, TIME_METRIC
 from perfcast.measure.campaign import measure
 from perfcast.measure.local import LocalBackend
-from perfcast.measure.spec import AppSpec, load_spec
 from perfcast.modeling import PMNFModeler
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "stencil"
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "stencil"
 
 SPEC = """\
 # written by `perfcast demo`
@@ -77,15 +79,14 @@ EXPECTED = {
 README: the sweep touches size^2 points per iteration, the halo exchange sends two rows
 of size doubles, the residual is one allreduce of one double per iteration."""
 
-EFFORT_METRICS = ("basic_blocks", "mpi_bytes_sent")
+EFFORT_METRICS = (COMPUTATION_METRIC, BYTES_SENT)
 """The deterministic counters beside the time: blocks for code, bytes for MPI calls."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "demo",
-        help="build, measure and model a bundled MPI example end to end",
-        description="Build examples/stencil with perfcast build, measure a small grid, "
+        description="Build the bundled Jacobi stencil with perfcast build, measure a small grid, "
         "model it and print the models beside the documented complexity.",
     )
     parser.add_argument(
@@ -116,8 +117,8 @@ def _campaign(app: Path, counters: str, repetitions: int, collect: list[str]) ->
 def run(args: argparse.Namespace) -> int:
     if not EXAMPLE.is_dir():
         raise PerfcastError(
-            f"the bundled example {EXAMPLE} is missing; run perfcast demo from a source "
-            "checkout (pip install -e .)"
+            f"the bundled example {EXAMPLE} is missing: this perfcast was installed without "
+            "its package data; reinstall it (pip install --force-reinstall perfcast)"
         )
     if args.workdir is None:
         with tempfile.TemporaryDirectory(prefix="perfcast-demo-") as scratch:
@@ -134,7 +135,7 @@ def demo(workdir: Path, *, keep: bool = True) -> int:
     )
     stores = []
     for name, counters, repetitions, collect in (
-        ("timing", "false", REPETITIONS, ["time"]),
+        ("timing", "false", REPETITIONS, [TIME_METRIC]),
         ("counting", "true", 1, list(EFFORT_METRICS)),
     ):
         spec = _campaign(workdir / name, counters, repetitions, collect)
@@ -144,23 +145,24 @@ def demo(workdir: Path, *, keep: bool = True) -> int:
             return 1
         stores.append(spec.store)
     timing, counting = (read_experiment(store) for store in stores)
-    combined = combine_sources(timing.restricted(metrics=["time"]), counting)
+    combined = combine_sources(timing.restricted(metrics=[TIME_METRIC]), counting)
     experiment = combined.experiment
     modeled = EffortModeler(PMNFModeler()).fit(experiment)
     effort = [m for m in modeled.models if m.metric in EFFORT_METRICS]
-    with_priors = [modeled.models[(callpath, "time")] for callpath in modeled.priors]
+    with_priors = [modeled.models[(callpath, TIME_METRIC)] for callpath in modeled.priors]
     for title, models, show_warnings in (
         ("exclusive time [s]", list(modeled.blackbox), False),
         ("effort: basic blocks (code) or bytes sent (MPI), exact counters", effort, False),
         ("exclusive time [s] with effort priors: the counters fix the terms", with_priors, True),
     ):
         print(f"\nmodels of {title}")
+        # fixed widths, not columns.aligned: the three tables line up under each other
         print(f"  {'call path':<38} {'expected':<21} model")
         for model in models:
             expected = EXPECTED.get(model.callpath, "?")
             print(f"  {model.callpath:<38} {expected:<21} {model.text(3)}")
             if show_warnings:
-                for warning in model.warnings:
+                for warning in modeled.models.notes((model.callpath, model.metric)):
                     print(f"  {'':<38} {'':<21} warning: {warning}")
     for note in [*combined.notes, *modeled.notes]:
         print(f"  note: {note}")

@@ -5,15 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from perfcast.appspec import DESIGN_KINDS, SPEC_NAME, load_spec
 from perfcast.measure.design import describe_plan, plan_from_spec
-from perfcast.measure.spec import DESIGN_KINDS, SPEC_NAME, load_spec
 from perfcast.taint.campaign import default_profile_path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "design",
-        help="print the experiment plan of a perfcast.toml and its cost",
         description="Print the points a campaign measures, how many runs that is, and "
         "an estimate of the rank-seconds it costs. A taint profile (perfcast taint) "
         "reduces the plan to the points a model can need; the campaign's own profile "

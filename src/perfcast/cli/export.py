@@ -14,7 +14,6 @@ from perfcast.outputs import refuse_inputs
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "export",
-        help="write measurements as Extra-P text or JSON",
         description="Convert measurements, such as a perfcast campaign store, into a file "
         "Extra-P reads; the output format follows the extension (.txt text, .json JSON).",
     )

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from perfcast.appspec import SPEC_NAME
 from perfcast.errors import PerfcastError
-from perfcast.measure.spec import SPEC_NAME
 from perfcast.outputs import OutputKind, text_file, write_output
 
 SPEC_FILE = OutputKind("a text file such as a perfcast.toml", text_file)
@@ -66,7 +66,6 @@ collect = ["time", "visits"]  # metrics to model; [] or none: all that were meas
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "init",
-        help="write a commented starter perfcast.toml",
         description="Write a commented starter app spec to edit for your program.",
     )
     parser.add_argument("path", nargs="?", type=Path, default=Path(SPEC_NAME))

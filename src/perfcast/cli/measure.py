@@ -6,12 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from perfcast.appspec import DESIGN_KINDS, SPEC_NAME, AppSpec, load_spec
 from perfcast.cli import positive_int
 from perfcast.measure.campaign import measure, scratch_directory
 from perfcast.measure.local import LocalBackend
 from perfcast.measure.runner import Backend
 from perfcast.measure.slurm import SlurmBackend
-from perfcast.measure.spec import DESIGN_KINDS, SPEC_NAME, AppSpec, load_spec
 
 BACKENDS = ("local", "slurm")
 
@@ -19,7 +19,6 @@ BACKENDS = ("local", "slurm")
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "measure",
-        help="build the program and run its measurement campaign",
         description="Build the program of a perfcast.toml through perfcast build, run every "
         "point of its design and store each run in an SQLite store the moment it finishes. "
         "A killed campaign continues with --resume (which also recovers the readable runs "

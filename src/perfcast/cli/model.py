@@ -3,64 +3,56 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from dataclasses import replace
-from fractions import Fraction
 from pathlib import Path
-from typing import Any
 
-from perfcast.effort import EffortModeler, render_effort
+from perfcast.effort import EffortModeler
 from perfcast.effort.laws import RANKS_PARAMETER
-from perfcast.effort.priors import COEFFICIENT_AGGREGATION, COUNTER_METRICS, TIME_METRIC
+from perfcast.effort.priors import COEFFICIENT_AGGREGATION
+from perfcast.effort.source import EffortSource
 from perfcast.effort.sources import combine_sources
-from perfcast.effort.with_taint import fit_with_taint, render_effort_with_taint
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import AGGREGATIONS, Experiment
 from perfcast.experiment.io import FORMATS
 from perfcast.experiment.io.registry import detect_format
-from perfcast.experiment.io.sqlite import FORMAT as SQLITE_FORMAT
+from perfcast.experiment.metrics import COUNTER_METRICS, TIME_METRIC, VISITS_METRIC
 from perfcast.experiment.names import name_list, select_callpaths
+from perfcast.experiment.points import parse_point
 from perfcast.measure.oversubscription import (
     Oversubscription,
     models_note,
     oversubscription,
     shared_core_models,
 )
-from perfcast.modeling import PMNFModeler, SearchSpace
-from perfcast.modeling.fitting import CRITERIA
-from perfcast.modeling.modeler import MEDIAN_ESTIMATORS
+from perfcast.measure.reader import FORMAT as SQLITE_FORMAT
+from perfcast.modeling import PMNFModeler
 from perfcast.modeling.modelset import MODEL_FILE, ModelSet
-from perfcast.modeling.prior_conflicts import VISITS_METRIC
+from perfcast.modeling.options import add_flags, from_arguments
 from perfcast.modeling.provenance import Provenance
 from perfcast.modeling.scaling import SCALINGS, total_over_ranks
 from perfcast.outputs import check_target
+from perfcast.priors import PRECEDENCE, PriorSource, fit_with_priors
+from perfcast.priors.report import render_priors
 from perfcast.report import STYLES, render_models
 from perfcast.report.summary import (
     DEFAULT_TOP,
     TARGET_FACTOR,
     describe_values,
-    parse_point,
     render_summary,
 )
-from perfcast.taint.profile import read_profile
-from perfcast.taint.validity import (
-    TaintMatch,
-    flag_models,
-    match_profile,
-    resolve_taint_conflicts,
-)
+from perfcast.taint.profile_model import read_profile
+from perfcast.taint.source import TaintSource
 
 TAINT_MODES = ("prior", "check")
 SUMMARY_STYLE = "summary"
-PRIOR_SOURCES = ("effort",)
+PRIOR_SOURCES = PRECEDENCE
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "model",
-        help="fit PMNF models to measurements",
         description="Fit a PMNF model per call path and metric. Reads every format Extra-P "
         "reads (text, JSON, JSON Lines, Talpas, Cube directories).",
     )
@@ -103,50 +95,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "against the whole path)",
     )
     search = parser.add_argument_group("search")
-    search.add_argument(
-        "--exponents",
-        help="polynomial exponents, e.g. '0,1/2,1,2,3'; negative ones as "
-        "--exponents=-1,0,1 or --exponents '-1,0,1'",
-    )
-    search.add_argument("--log-exponents", help="logarithm exponents, e.g. '0,1,2'")
-    defaults = PMNFModeler().get_params()  # one source of truth for the modeler's defaults
-    search.add_argument(
-        "--terms",
-        type=int,
-        default=defaults["terms"],
-        help=f"terms per parameter (default {defaults['terms']})",
-    )
-    search.add_argument("--criterion", choices=sorted(CRITERIA), default=defaults["criterion"])
-    search.add_argument("--aggregate", choices=AGGREGATIONS, default=defaults["aggregation"])
-    search.add_argument(
-        "--median-estimator",
-        choices=MEDIAN_ESTIMATORS,
-        default=defaults["median_estimator"],
-        help="how --aggregate median estimates a point's centre: huber (default: starts at "
-        "the sample median, counts calm repetitions fully and down-weights spikes), "
-        "harrell-davis (Beta-weighted order statistics) or sample (the middle value)",
-    )
-    search.add_argument(
-        "--candidates",
-        type=int,
-        default=defaults["candidates"],
-        help=f"shapes kept per parameter (default {defaults['candidates']})",
-    )
-    search.add_argument(
-        "--significance",
-        type=float,
-        default=defaults["significance"],
-        help="level of the per-parameter noise test; 0 disables it "
-        f"(default {defaults['significance']})",
-    )
-    search.add_argument(
-        "--allow-negative-terms",
-        action="store_true",
-        help="accept hypotheses with negative term coefficients",
-    )
-    search.add_argument(
-        "--unweighted", action="store_true", help="plain instead of relative least squares"
-    )
+    add_flags(search, PMNFModeler)  # the flags of the modeler's declared options
     search.add_argument(
         "--scaling",
         choices=SCALINGS,
@@ -176,15 +125,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="the metrics cover each function's own code only (use exclusive dependencies)",
     )
-    effort = parser.add_argument_group("effort counters (perfcast build --counters)")
-    effort.add_argument(
+    priors = parser.add_argument_group("priors (composed: restrictions intersect, fixed terms win)")
+    priors.add_argument(
         "--priors",
-        choices=PRIOR_SOURCES,
-        help="effort: basic-block and MPI byte models fix the exponents of each call path's "
-        "time model; only its coefficients are fitted to time. With --taint, the taint "
-        "priors constrain what effort leaves black-box, and counts that depend on a "
-        "parameter the taint analysis rules out are flagged",
+        type=_prior_names,
+        metavar=",".join(PRIOR_SOURCES),
+        help="the prior sources, comma-separated, in any combination. effort: basic-block "
+        "and MPI byte models fix the terms of each call path's time model (only the "
+        "coefficients are fitted); static: the static model's instruction formulas "
+        "(--static) fix them; taint: the taint profile (--taint) restricts every metric to "
+        "the parameters the code depends on. Fixed terms win over the taint restriction, "
+        "effort over static; every conflict is reported. --taint or --static alone implies "
+        "its source",
     )
+    priors.add_argument(
+        "--static",
+        type=Path,
+        metavar="MODELFILE",
+        help="static model (model.json, or the model.py beside it, of `perfcast static`): "
+        "its formulas fix the terms of --time-metric of the call paths its functions name",
+    )
+    priors.add_argument(
+        "--static-rename",
+        metavar="NAME=PARAMETER,...",
+        help="the measured parameter each of the static model's names stands for, e.g. "
+        "cols=size,rows=size when a function's arguments are the problem size (names not "
+        "given keep their name)",
+    )
+    effort = parser.add_argument_group("effort counters (perfcast build --counters)")
     effort.add_argument(
         "--effort-counts",
         type=Path,
@@ -204,7 +172,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     effort.add_argument(
         "--time-metric",
         default=TIME_METRIC,
-        help=f"the metric the effort priors constrain (default {TIME_METRIC})",
+        help=f"the metric the effort and static priors constrain (default {TIME_METRIC})",
     )
     effort.add_argument(
         "--ranks-parameter",
@@ -215,81 +183,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-MAX_SEARCH_EXPONENT = 16
-"""The largest exponent ``--exponents`` and ``--log-exponents`` may name. Extra-P's largest is
-3; ``x^16`` of a parameter at 10^6 is already 10^96, and a few steps more overflow a double,
-so larger exponents fit nothing and only fill the fits with infinities."""
-
-MAX_SHAPE_COMBINATIONS = 50_000
-"""Combinations of ``--terms`` shapes the per-parameter search may fit: it tries every
-combination on every line, so their number bounds its time. Extra-P's default space gives
-59 for one term, 1711 for two and 32509 for three (already tens of seconds per parameter);
-``--terms 4`` would be 455126, minutes to hours."""
-
-
-def check_search_arguments(args: argparse.Namespace) -> SearchSpace:
-    """The search space of ``--exponents``/``--log-exponents``, with every search option
-    checked before any input is read: an error names the option and the limit."""
-    parses = (
-        ("--exponents", args.exponents, None),
-        ("--log-exponents", None, args.log_exponents),
-        ("--exponents with --log-exponents", args.exponents, args.log_exponents),
-    )
-    for option, exponents, log_exponents in parses:  # the last one is the space searched
-        try:
-            space = SearchSpace.from_strings(exponents, log_exponents)
-        except (ValueError, ArithmeticError) as exc:
-            raise InputError(f"{option}: {exc}") from None
-    largest = max(*(abs(e) for e in space.exponents), *(Fraction(j) for j in space.log_exponents))
-    if largest > MAX_SEARCH_EXPONENT:
-        digits = len(str(int(largest)))
-        shown = str(largest) if digits <= 12 else f"a {digits}-digit number"
-        raise InputError(
-            f"--exponents/--log-exponents: {shown} is beyond the largest usable exponent "
-            f"{MAX_SEARCH_EXPONENT}"
-        )
-    if args.terms < 1 or args.candidates < 1:
-        raise InputError(
-            f"--terms and --candidates must be at least 1, not {args.terms} and {args.candidates}"
-        )
-    combinations = math.comb(len(space.shapes), args.terms)
-    if combinations > MAX_SHAPE_COMBINATIONS:
-        raise InputError(
-            f"--terms {args.terms}: {combinations} combinations of the {len(space.shapes)} "
-            f"shapes per parameter, more than the limit of {MAX_SHAPE_COMBINATIONS}; use fewer "
-            "terms or fewer exponents"
-        )
-    if not 0 <= args.significance < 1:
-        raise InputError(f"--significance must be from 0 to below 1, not {args.significance}")
-    return space
+def search_modeler(args: argparse.Namespace) -> PMNFModeler:
+    """The modeler the search flags configure, checked before any input is read: a value
+    the library refuses is an error naming its flag. ``--scaling`` is not one of the
+    modeler's options, since it also decides how the input is read (:func:`_read_scaled`);
+    only ``auto`` searches beyond the space."""
+    return from_arguments(PMNFModeler, args, beyond_space=args.scaling == "auto")
 
 
 def run(args: argparse.Namespace) -> int:
-    space = check_search_arguments(args)
-    modeler = PMNFModeler(
-        space,
-        terms=args.terms,
-        criterion=args.criterion,
-        aggregation=args.aggregate,
-        median_estimator=args.median_estimator,
-        candidates=args.candidates,
-        significance=args.significance or None,
-        weighting="none" if args.unweighted else "relative",
-        positive_terms=not args.allow_negative_terms,
-        beyond_space=args.scaling == "auto",
-    )
-    if args.effort_counts is not None and args.priors != "effort":
+    modeler = search_modeler(args)
+    args.priors = _chosen_priors(args)
+    if args.effort_counts is not None and "effort" not in args.priors:
         raise InputError(
             "--effort-counts gives the counts of effort priors: add --priors effort",
             path=args.effort_counts,
         )
-    inputs = [path for path in (args.input, args.effort_counts, args.taint) if path is not None]
+    given = (args.input, args.effort_counts, args.taint, args.static)
+    inputs = [path for path in given if path is not None]
     if args.output:  # before the fit: a refused -o must not cost its minutes
         check_target(args.output, MODEL_FILE, inputs)
     experiment = _read_scaled(args)
     if args.effort_counts is not None:
         experiment = _with_counts_from(experiment, args)
-    target = parse_point(args.at, experiment.parameters) if args.at else None
+    target = parse_point(args.at, "--at", experiment.parameters) if args.at else None
     if args.top < 1:
         raise InputError(f"--top {args.top}: give the number of call paths to rank, 1 or more")
     callpaths = None
@@ -300,12 +217,10 @@ def run(args: argparse.Namespace) -> int:
     )
     shared = _note_shared_cores(args)
     report = None
-    if args.priors == "effort":
-        models, report = _fit_with_effort(modeler, experiment, args)
-    elif args.taint is None:
+    if not args.priors:
         models = modeler.fit(experiment)
     else:
-        models = _fit_with_taint(modeler, experiment, args)
+        models, report = _fit_with_priors(modeler, experiment, args)
     models.provenance = _provenance(experiment, models, shared)
     _note_shared_core_models(models.provenance)
     if args.output:
@@ -325,7 +240,7 @@ def _modeled_metrics(args: argparse.Namespace, experiment: Experiment) -> list[s
     ``--metric`` names counters itself, the user chose which priors to derive (e.g. basic
     blocks without MPI bytes: the MPI call paths then take taint priors), and only those
     are read."""
-    if not args.metric or args.priors != "effort":
+    if not args.metric or "effort" not in args.priors:
         return args.metric
     counters = [m for m in COUNTER_METRICS if m in experiment.metrics]
     if any(m in COUNTER_METRICS for m in args.metric):
@@ -347,9 +262,9 @@ def _render(
     values_note = describe_values(
         args.format or detect_format(args.input).name,
         models.metrics,
-        aggregation=args.aggregate,
+        aggregation=args.aggregation,
         median_estimator=args.median_estimator,
-        effort_aggregation=args.effort_aggregate if args.priors == "effort" else None,
+        effort_aggregation=args.effort_aggregate if "effort" in args.priors else None,
         scaling=args.scaling,
         ranks_parameter=args.ranks_parameter,
     )
@@ -395,7 +310,7 @@ def _note_shared_cores(args: argparse.Namespace) -> Oversubscription | None:
         return None
     shared = oversubscription(args.input)
     if shared is not None:
-        note = shared.describe(args.input, effort_priors=args.priors == "effort")
+        note = shared.describe(args.input, effort_priors="effort" in args.priors)
         print(f"note: {note}", file=sys.stderr)
     return shared
 
@@ -405,10 +320,7 @@ def _provenance(
 ) -> Provenance:
     """What `perfcast predict` needs to know of the measurements: each parameter's measured
     range, and the models fitted on wall time of runs with more ranks than cores."""
-    ranges = {
-        name: (float(experiment.data[name].min()), float(experiment.data[name].max()))
-        for name in experiment.parameters
-    }
+    ranges = experiment.ranges()
     if shared is None:
         return Provenance(ranges)
     on_shared_cores = shared_core_models(experiment, shared)
@@ -424,61 +336,91 @@ def _note_shared_core_models(provenance: Provenance) -> None:
         print(f"note: {models_note(shared.models, shared)}", file=sys.stderr)
 
 
-def _fit_with_effort(
+def _prior_names(text: str) -> tuple[str, ...]:
+    """``--priors taint,effort`` as names; an unknown one is a usage error naming it."""
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in PRIOR_SOURCES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"{', '.join(unknown) or 'nothing'}: give prior sources from "
+            f"{', '.join(PRIOR_SOURCES)}, comma-separated"
+        )
+    return names
+
+
+def _chosen_priors(args: argparse.Namespace) -> tuple[str, ...]:
+    """The prior sources of ``--priors``, ``--taint`` and ``--static``, in the order of
+    precedence; a source without its input is an error naming the flag to add."""
+    names = set(args.priors or ())
+    if args.static_rename and args.static is None:
+        raise InputError("--static-rename renames the parameters of --static MODELFILE: add it")
+    inputs = (
+        ("taint", "--taint PROFILE", args.taint),
+        ("static", "--static MODELFILE", args.static),
+    )
+    for name, flag, given in inputs:
+        if given is not None:  # the input alone implies its source
+            names.add(name)
+        elif name in names:
+            raise InputError(f"--priors {name} needs its input: add {flag}")
+    return tuple(n for n in PRIOR_SOURCES if n in names)
+
+
+def _sources(args: argparse.Namespace, effort: EffortModeler) -> list[PriorSource]:
+    """The prior sources ``args.priors`` names, each with its input read."""
+    sources: list[PriorSource] = []
+    for name in args.priors:
+        if name == "effort":
+            sources.append(EffortSource(effort))
+        elif name == "static":
+            # the static extra, on demand
+            from perfcast.static.prior import StaticSource, parse_rename
+
+            rename = parse_rename(args.static_rename or "", "--static-rename")
+            sources.append(StaticSource.read(args.static, metric=args.time_metric, rename=rename))
+        else:
+            sources.append(
+                TaintSource(
+                    read_profile(args.taint),
+                    inclusive=not args.exclusive,
+                    apply=args.taint_mode == "prior",
+                    path=args.taint,
+                )
+            )
+    return sources
+
+
+def _fit_with_priors(
     modeler: PMNFModeler, experiment: Experiment, args: argparse.Namespace
-) -> tuple[ModelSet, str]:
-    """Effort priors, with a taint profile where effort has none; models and report."""
+) -> tuple[ModelSet, str | None]:
+    """The priors stage (:func:`perfcast.priors.fit_with_priors`); the models and the
+    report of the priors (none for taint alone: its flags are in the summary's warnings).
+    Notes the report does not show go to stderr, one line each."""
     effort = EffortModeler(
         modeler,
         time_metric=args.time_metric,
         ranks=args.ranks_parameter,
         aggregation=args.effort_aggregate,
     )
-    if args.taint is None:
-        result = effort.fit(experiment)
-        return result.models, render_effort(result)
-    profile, match = _match_taint(experiment, args)
-    combined = fit_with_taint(
-        effort, experiment, profile, match, apply_taint_priors=args.taint_mode == "prior"
-    )
-    return combined.models, render_effort_with_taint(combined)
-
-
-def _match_taint(
-    experiment: Experiment, args: argparse.Namespace
-) -> tuple[dict[str, Any], TaintMatch]:
-    """The taint profile of ``--taint`` and its match to the measured call paths."""
-    profile = read_profile(args.taint)
-    try:
-        match = match_profile(profile, experiment, inclusive=not args.exclusive)
-    except InputError as exc:
-        raise InputError(exc.reason, path=args.taint) from None
-    return profile, match
-
-
-def _fit_with_taint(
-    modeler: PMNFModeler, experiment: Experiment, args: argparse.Namespace
-) -> ModelSet:
-    """Fit with (or only check against) a taint profile; the black-box fit is always made,
-    since only a model free to use every parameter reveals a dependency the code lacks."""
-    profile, match = _match_taint(experiment, args)
-    for note in match.notes():
-        print(f"note: {note}", file=sys.stderr)
-    free = modeler.fit(experiment)
-    if args.taint_mode != "prior":
-        flag_models(free, free, profile, experiment, match)
-        return free
-    models = modeler.fit(experiment, priors=match.priors)
-    conflicts = resolve_taint_conflicts(models, free, profile, match)
-    if conflicts:
-        metrics: dict[str, list[str]] = {}
-        for conflict in conflicts:
-            metrics.setdefault(conflict.callpath, []).append(conflict.metric)
-        listed = name_list(metrics, tags=metrics)
+    sources = _sources(args, effort)
+    fit = fit_with_priors(modeler, experiment, sources, fixed=effort)
+    reported = {s.name for s in sources if hasattr(s, "report")}
+    for derived in fit.derived:
+        if derived.source not in reported:
+            for note in derived.notes:
+                print(f"note: {note}", file=sys.stderr)
+    by_source: dict[str, dict[str, list[str]]] = {}
+    for conflict in fit.conflicts:
+        by_source.setdefault(conflict.source, {}).setdefault(conflict.callpath, []).append(
+            conflict.metric
+        )
+    for source, metrics in by_source.items():
         print(
-            f"note: {len(conflicts)} model(s) conflict with their taint prior; each says "
-            f"which model was kept, with both fits, in its warnings: {listed}",
+            f"note: {sum(map(len, metrics.values()))} model(s) conflict with their {source} "
+            "prior; each says which model was kept, with both fits, in its warnings: "
+            f"{name_list(metrics, tags=metrics)}",
             file=sys.stderr,
         )
-    flag_models(models, free, profile, experiment, match)
-    return models
+    if args.priors == ("taint",):
+        return fit.models, None
+    return fit.models, render_priors(fit, sources, args.time_metric)

@@ -17,18 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
+from perfcast.columns import aligned
 from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath, split_callpath
+from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, MAX_SUFFIX
 from perfcast.experiment.names import display_names, select_callpaths
-from perfcast.measure.oversubscription import models_note
-from perfcast.measure.profiles import MAX_SUFFIX
 from perfcast.modeling import ModelSet
 from perfcast.modeling.provenance import Provenance
-
-INCLUSIVE_SUFFIX = "_inclusive"
-"""perfcast's inclusive metrics (``time_inclusive``, ``cpu_time_inclusive`` and their
-``:max``) carry this in their name; only they must not exceed the caller's value (a callee
-can be *visited* more often than its caller, and exclusive time has no such order)."""
 
 CONTRADICTION_TOLERANCE = 0.10
 """How far a callee's inclusive prediction may exceed its caller's before it is reported:
@@ -42,7 +37,6 @@ SHOWN = 5
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "predict",
-        help="evaluate saved models at a point",
         description="Evaluate the models of a model file at parameter values given as "
         "NAME=VALUE; a comma list (p=64,128,256) evaluates several points, and a single "
         "value (size=30) is used at every one of them.",
@@ -63,9 +57,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def parse_point(items: list[str]) -> dict[str, list[float]]:
-    """``["p=64,512", "size=30"]`` -> ``{"p": [64, 512], "size": [30, 30]}``: lists of one
-    value are repeated to the length of the others."""
+def parse_value_lists(items: list[str]) -> dict[str, list[float]]:
+    """``["p=64,512", "size=30"]`` -> ``{"p": [64, 512], "size": [30, 30]}``: the values of
+    each parameter at several points, so here the comma separates points (a single point,
+    whose comma separates coordinates, is :func:`perfcast.experiment.points.parse_point`);
+    lists of one value are repeated to the length of the others."""
     point: dict[str, list[float]] = {}
     for item in items:
         name, sep, text = item.partition("=")
@@ -93,7 +89,7 @@ def parse_point(items: list[str]) -> dict[str, list[float]]:
 
 def run(args: argparse.Namespace) -> int:
     models = ModelSet.load(args.models)
-    point = parse_point(args.point)
+    point = parse_value_lists(args.point)
     unknown = sorted(set(point) - set(models.parameters))
     if unknown:
         raise InputError(
@@ -129,9 +125,7 @@ def run(args: argparse.Namespace) -> int:
         [names[callpath], metric] + [f"{v:.6g}" for v in values.reshape(-1)]
         for (callpath, metric), values in selected.items()
     ]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    print("\n".join(aligned([header, *rows])))
     for note in _notes(models, point, predictions, set(selected), args.models):
         print(f"note: {note}", file=sys.stderr)
     return 0
@@ -176,6 +170,10 @@ def _notes(
         notes = _extrapolation(point, provenance)
         shared = provenance.shared_cores
         if shared is not None and shared.models & selected:
+            # Imported here: the measure stage's module reads experiments (pandas), and
+            # only models fitted on shared cores need its wording.
+            from perfcast.measure.oversubscription import models_note
+
             notes.append(models_note(shared.models & selected, shared, predicted=True))
     return (
         notes
@@ -243,6 +241,8 @@ def _contradictions(
     found = []
     for (callpath, metric), values in predictions.items():
         frames = split_callpath(callpath)
+        # Only inclusive metrics are bounded by the caller's: a callee can be *visited* more
+        # often than its caller, and exclusive time has no such order.
         if len(frames) < 2 or not metric.split(MAX_SUFFIX)[0].endswith(INCLUSIVE_SUFFIX):
             continue
         callers = (join_callpath(frames[:depth]) for depth in range(len(frames) - 1, 0, -1))

@@ -1,9 +1,10 @@
 """``perfcast static``: instruction-count models from source and binary, without running.
 
-Build a model (a Python module plus a JSON summary next to it)::
+Build a model (a Python module plus a JSON summary next to it; ``build`` is the default
+sub-command and may be left out)::
 
-    perfcast static app.c --binary app -o model.py [--arch my.yaml] [--cflags "-DN=3"]
-                   [--function NAME]
+    perfcast static [build] app.c --binary app -o model.py [--arch my.yaml]
+                    [--cflags "-DN=3"] [--function NAME]
 
 Without an include directory holding mpi.h in --cflags, the MPI wrapper's own compile
 flags (``mpicc``/``mpicxx --showme:compile``) are added. A function the analysis cannot
@@ -28,49 +29,58 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from perfcast.columns import aligned
 from perfcast.errors import InputError
 
+SUB_COMMANDS = {
+    "build": "model SOURCE and its binary (the default: `perfcast static SOURCE ...`)",
+    "eval": "evaluate one function of a model at parameter values",
+}
 
-def _options() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="perfcast static",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+
+def _parsers() -> dict[str, argparse.ArgumentParser]:
+    """One argparse parser per sub-command of :data:`SUB_COMMANDS`.
+
+    Not ``add_subparsers``: a sub-parser is parsed with ``parse_known_args``, which leaves
+    NAME=VALUE pairs after ``--function NAME`` unrecognised, argparse refuses intermixed
+    parsing for a parser that has sub-parsers, and ``build`` must stay the default so
+    ``perfcast static SOURCE ...`` keeps working; :func:`_parse` picks the parser by the
+    first word and parses the rest with ``parse_intermixed_args``.
+    """
+    build = argparse.ArgumentParser(prog="perfcast static build", description=SUB_COMMANDS["build"])
+    build.add_argument("source", metavar="SOURCE", help="the C/C++ source file")
+    build.add_argument("--binary", type=Path, help="the program compiled from SOURCE with -g")
+    build.add_argument("-o", "--output", type=Path, help="Python model to write (and .json)")
+    build.add_argument("--arch", type=Path, help="architecture description (YAML)")
+    build.add_argument("--cflags", default="", help="compiler flags for parsing (quoted)")
+    build.add_argument("--function", help="model only this source function (and its callees)")
+    evaluate = argparse.ArgumentParser(
+        prog="perfcast static eval", description=SUB_COMMANDS["eval"]
     )
-    parser.add_argument(
-        "inputs",
-        nargs="+",
-        metavar="SOURCE | eval MODEL NAME=VALUE",
-        help="the C/C++ source file, or `eval` followed by a model and parameter values",
+    evaluate.add_argument("model", type=Path, metavar="MODEL.py", help="the model to evaluate")
+    evaluate.add_argument(
+        "values", nargs="*", metavar="NAME=VALUE", help="the function's parameter values"
     )
-    parser.add_argument("--binary", type=Path, help="the program compiled from SOURCE with -g")
-    parser.add_argument("-o", "--output", type=Path, help="Python model to write (and .json)")
-    parser.add_argument("--arch", type=Path, help="architecture description (YAML)")
-    parser.add_argument("--cflags", default="", help="compiler flags for parsing (quoted)")
-    parser.add_argument(
-        "--function",
-        help="eval: the model function to evaluate; build: model only this source function "
-        "(and what it calls)",
-    )
-    parser.add_argument("--json", action="store_true", help="eval: print JSON")
-    return parser
+    evaluate.add_argument("--function", required=True, help="the model function to evaluate")
+    evaluate.add_argument("--json", action="store_true", help="print JSON")
+    return {"build": build, "eval": evaluate}
 
 
 def register(subparsers: Any) -> None:
-    # Options and NAME=VALUE pairs may interleave, which needs argparse's intermixed
-    # parsing: the arguments are collected here and parsed by _options() in run().
+    # Options and NAME=VALUE pairs may interleave, and SOURCE may come without `build`:
+    # the words are collected here and parsed in run() (see _parsers).
+    listed = "\n".join(f"  {name:<6} {text}" for name, text in SUB_COMMANDS.items())
     parser = subparsers.add_parser(
         "static",
-        help="static instruction-count model from source and binary",
         description=__doc__,
+        epilog=f"sub-commands (`perfcast static SUB-COMMAND --help` shows its options):\n{listed}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "arguments",
         nargs=argparse.REMAINDER,
-        help="SOURCE --binary BINARY -o MODEL.py [--arch FILE] [--cflags FLAGS] "
-        "[--function NAME] | "
-        "eval MODEL.py --function NAME [NAME=VALUE ...] [--json]",
+        metavar="[build] SOURCE ... | eval MODEL.py ...",
+        help="a sub-command and its arguments",
     )
     parser.set_defaults(handler=run)
 
@@ -89,9 +99,18 @@ def _attach_flag_values(arguments: list[str]) -> list[str]:
     return attached
 
 
+def _parse(arguments: list[str]) -> argparse.Namespace:
+    """The words after ``perfcast static``, parsed (``action`` names the sub-command)."""
+    words = _attach_flag_values(arguments)
+    action, *rest = words if words and words[0] in SUB_COMMANDS else ["build", *words]
+    options = _parsers()[action].parse_intermixed_args(rest)
+    options.action = action
+    return options
+
+
 def run(args: argparse.Namespace) -> int:
-    options = _options().parse_intermixed_args(_attach_flag_values(args.arguments))
-    if options.inputs[0] == "eval":
+    options = _parse(args.arguments)
+    if options.action == "eval":
         return _evaluate(options)
     return _build(options)
 
@@ -105,11 +124,10 @@ def _build(args: argparse.Namespace) -> int:
         )
         if absent
     ]
-    if len(args.inputs) != 1 or missing:
-        what = f"one SOURCE, not {len(args.inputs)}" if len(args.inputs) != 1 else ""
+    if missing:
         raise InputError(
             "usage: perfcast static SOURCE --binary BINARY -o MODEL.py: missing "
-            + "; ".join(filter(None, [what, *missing]))
+            + "; ".join(missing)
         )
     from perfcast.static import DEFAULT_ARCHITECTURE, analyze
     from perfcast.static.codegen import check_model_targets, summary, write_model
@@ -120,12 +138,12 @@ def _build(args: argparse.Namespace) -> int:
     if not finds_mpi_header(flags):
         # MPI programs include mpi.h from wherever the wrapper keeps it; its own flags
         # are the ones the program was compiled with, so no one has to spell them out.
-        shown, wrapper_flags = mpi_wrapper_flags(source_language(args.inputs[0]))
+        shown, wrapper_flags = mpi_wrapper_flags(source_language(args.source))
         if wrapper_flags:
             print(f"note: parsing with the MPI flags of `{shown}`: {' '.join(wrapper_flags)}")
             flags = [*wrapper_flags, *flags]
     model = analyze(
-        args.inputs[0],
+        args.source,
         args.binary,
         args.arch or DEFAULT_ARCHITECTURE,
         tuple(flags),
@@ -147,12 +165,10 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    if len(args.inputs) < 2 or not args.function:
-        raise InputError("usage: perfcast static eval MODEL.py --function NAME [NAME=VALUE...]")
-    path = Path(args.inputs[1])
+    path = args.model
     if not path.is_file():
         raise InputError("model file not found", path=path)
-    values = dict(_assignment(text) for text in args.inputs[2:])
+    values = dict(_assignment(text) for text in args.values)
     module = _load(path)
     if args.function not in module.FUNCTIONS:
         raise InputError(
@@ -176,12 +192,12 @@ def _evaluate(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2, default=str))
         return 0
     print(f"{args.function}({', '.join(f'{k}={v}' for k, v in result['parameters'].items())})")
-    for category, value in counts.items():
-        print(f"  {category:<28} {value:>16,}")
-    print(f"  {'floating-point instructions':<28} {fp:>16,}")
-    print(f"  {'instructions':<28} {result['instructions']:>16,}")
+    rows = [(category, f"{value:,}") for category, value in counts.items()]
+    rows += [("floating-point instructions", f"{fp:,}")]
+    rows += [("instructions", f"{result['instructions']:,}")]
     if result["fp_per_data_movement"] is not None:
-        print(f"  {'fp / data movement':<28} {result['fp_per_data_movement']:>16.3f}")
+        rows += [("fp / data movement", f"{result['fp_per_data_movement']:.3f}")]
+    print("\n".join(aligned(rows, right={1}, indent="  ")))
     return 0
 
 
@@ -197,6 +213,13 @@ def _assignment(text: str) -> tuple[str, int | Fraction]:
 
 
 def _load(path: Path):
+    """The generated model module, imported.
+
+    The one place perfcast runs code from a file, deliberately: the model is a standalone
+    Python program (usable without perfcast) that the user generated and asks to run, as
+    ``python model.py`` would. Formula texts read as data (derived parameters, call
+    arguments, the JSON summary) go through :mod:`perfcast.static.arithmetic` instead.
+    """
     spec = importlib.util.spec_from_file_location(f"perfcast_static_model_{path.stem}", path)
     if spec is None or spec.loader is None:
         raise InputError("cannot load the model", path=path)

@@ -17,7 +17,6 @@ DEFAULT_KERNELS = 5
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "synth",
-        help="generate C++ MPI benchmark programs with known complexity",
         description=(
             "Write C++ MPI programs whose kernels have chosen computational complexity "
             "(loops following PMNF terms in the ranks p and the size n, in sequence or "

@@ -22,26 +22,24 @@ command runs it (once per batch of 8 parameters), and the profile is written.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
+from perfcast.appspec import SPEC_NAME, load_spec
 from perfcast.cli import positive_seconds
+from perfcast.columns import aligned
 from perfcast.errors import InputError
 from perfcast.experiment.names import display_names
-from perfcast.measure.spec import SPEC_NAME, load_spec
-from perfcast.outputs import OutputKind, check_target, json_with, write_output
+from perfcast.experiment.points import format_point, parse_point
+from perfcast.outputs import check_target
 from perfcast.taint import INCLUDE_DIR, ArgvParameter, TaintOptions, taint_program, write_filter
 from perfcast.taint.campaign import (
     default_profile_path,
-    describe_point,
-    parse_point,
     taint_campaign,
 )
-from perfcast.taint.profile import FORMAT as PROFILE_FORMAT
+from perfcast.taint.profile_model import PROFILE_FILE, TaintProfile
 
 SPEC_SUFFIX = ".toml"
-PROFILE_FILE = OutputKind("a perfcast taint profile", json_with(PROFILE_FORMAT))
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
@@ -76,7 +74,6 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "taint",
-        help="taint analysis: which parameters drive each function",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -92,7 +89,9 @@ def _split_words(args: argparse.Namespace) -> tuple[Path | None, list[str]]:
 
     argparse hands everything from the first positional word on to ``words``, options
     included (``perfcast taint perfcast.toml -o p.json``), so the part before ``--`` is
-    parsed again for options and the spec.
+    parsed again for options and the spec. The two forms stay one command, not argparse
+    sub-commands: ``--run`` tells them apart, and a sub-command word would break every
+    documented command line.
     """
     words = list(args.words)
     if "--" in words:
@@ -152,40 +151,42 @@ def _campaign(args: argparse.Namespace, spec_path: Path | None, compile_command:
         )
     spec = load_spec(spec_path or Path(SPEC_NAME))
     options = TaintOptions(root=args.root, work_dir=args.work_dir, timeout=args.timeout)
-    point = parse_point(args.point) if args.point else None
+    point = parse_point(args.point, "--point") if args.point else None
     output = args.output or default_profile_path(spec)
     check_target(output, PROFILE_FILE, [spec.path])  # before the taint run, which takes minutes
     done = taint_campaign(spec, compile_command=compile_command, point=point, options=options)
-    print(f"taint run at {describe_point(done.point)}: {done.run_command}")
+    print(f"taint run at {format_point(done.point)}: {done.run_command}")
     bound = ", ".join(f"{p.name}={p.describe()}" for p in done.bindings.parameters)
     print(f"parameters marked: {bound or 'none on the command line'}\n")
     _write(done.profile, output, args.filter)
     return 0
 
 
-def _write(profile: dict[str, Any], output: Path, filter_path: Path | None) -> None:
-    write_output(output, json.dumps(profile, indent=1) + "\n", PROFILE_FILE)
+def _write(profile: TaintProfile, output: Path, filter_path: Path | None) -> None:
+    profile.save(output)
     if filter_path:
         write_filter(profile, filter_path)
     _summary(profile)
     print(f"profile: {output}" + (f"; filter: {filter_path}" if filter_path else ""))
 
 
-def _summary(profile: dict[str, Any]) -> None:
-    print("parameter      loops  functions  branches  mpi")
-    for name, cov in profile["parameters"].items():
-        mpi = ",".join(cov["mpi"]) or "-"
-        print(f"{name:<14} {cov['loops']:>5}  {cov['functions']:>9}  {cov['branches']:>8}  {mpi}")
-    print()
+def _summary(profile: TaintProfile) -> None:
+    rows = [("parameter", "loops", "functions", "branches", "mpi")]
+    rows += [
+        (name, str(cov.loops), str(cov.functions), str(cov.branches), ",".join(cov.mpi) or "-")
+        for name, cov in profile.parameters.items()
+    ]
+    print("\n".join(aligned(rows, right={1, 2, 3})) + "\n")
     # Function names, not signatures: LULESH's CalcEnergyForElems alone has 24 parameters,
     # which pushed every dependency 230 columns to the right; the profile keeps them all.
-    shown = display_names(profile["relevant"])
-    width = max((len(name) for name in shown.values()), default=0)
-    for name in profile["relevant"]:
-        print(f"  {shown[name]:<{width}}  {profile['functions'][name]['dependency']}")
+    relevant = profile.relevant or ()
+    shown = display_names(relevant)
+    dependencies = [(shown[name], profile.functions[name].dependency) for name in relevant]
+    for line in aligned(dependencies, indent="  "):
+        print(line)
     print(
-        f"\n{len(profile['relevant'])} relevant, {len(profile['constant'])} constant, "
-        f"{len(profile['pruned'])} pruned statically"
+        f"\n{len(relevant)} relevant, {len(profile.constant)} constant, "
+        f"{len(profile.pruned)} pruned statically"
     )
-    for warning in profile["warnings"]:
+    for warning in profile.warnings:
         print(f"warning: {warning}")

@@ -36,13 +36,12 @@ nobody mistakes it for an exact one.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, replace
 from functools import cache
 from itertools import combinations, product
 
 import numpy as np
 
-from perfcast.errors import InputError
 from perfcast.experiment.experiment import CALLPATH, METRIC, VALUE, Experiment
 from perfcast.modeling.blas import serial_blas
 from perfcast.modeling.fitting import (
@@ -52,7 +51,9 @@ from perfcast.modeling.fitting import (
     selection_cost,
     smape,
 )
+from perfcast.modeling.lines import batched_lines, lines_along
 from perfcast.modeling.modelset import ModelSet
+from perfcast.modeling.options import Estimator, document_options, option
 from perfcast.modeling.pmnf import Factor, FitStatistics, Model, Term
 from perfcast.modeling.space import SearchSpace
 
@@ -119,36 +120,29 @@ class _Choice:
     loo: np.ndarray
 
 
-class CountModeler:
+@document_options
+@dataclass(eq=False)
+class CountModeler(Estimator):
     """Models of noise-free counts with independent shapes per term (module docstring).
 
-    Args:
-        space: exponent sets the shapes come from (Extra-P's defaults).
-        max_terms: see :data:`MAX_TERMS`.
-        term_gain: see :data:`TERM_GAIN`.
-        max_columns: see :data:`MAX_COLUMNS`.
-        min_points: fewest values of a parameter on a line for that line to be used, and
-            for the parameter to be modeled at all.
+    A modeler in the sense of :mod:`perfcast.modeling` (options below, checked when given);
+    ``fit(experiment)`` takes no priors: counts are what priors are made from.
     """
 
-    def __init__(
-        self,
-        space: SearchSpace | None = None,
-        *,
-        max_terms: int = MAX_TERMS,
-        term_gain: float = TERM_GAIN,
-        max_columns: int = MAX_COLUMNS,
-        min_points: int = 3,
-    ):
-        if max_terms < 1 or min_points < 2 or max_columns < 2:
-            raise InputError("max_terms must be >= 1, min_points >= 2 and max_columns >= 2")
-        if not term_gain >= 1:
-            raise InputError(f"term_gain must be at least 1, got {term_gain}")
-        self.space = space or SearchSpace()
-        self.max_terms = max_terms
-        self.term_gain = term_gain
-        self.max_columns = max_columns
-        self.min_points = min_points
+    space: SearchSpace = option(  # noqa: RUF009 (option() is a field specifier)
+        default_factory=SearchSpace,
+        doc="exponent sets the shapes come from (Extra-P's defaults).",
+    )
+    _: KW_ONLY
+    max_terms: int = option(MAX_TERMS, minimum=1, doc="see :data:`MAX_TERMS`.")
+    term_gain: float = option(TERM_GAIN, minimum=1, doc="see :data:`TERM_GAIN`.")
+    max_columns: int = option(MAX_COLUMNS, minimum=2, doc="see :data:`MAX_COLUMNS`.")
+    min_points: int = option(
+        3,
+        minimum=2,
+        doc="fewest values of a parameter on a line for that line to be used, and for the "
+        "parameter to be modeled at all.",
+    )
 
     @serial_blas
     def fit(self, experiment: Experiment) -> ModelSet:
@@ -216,10 +210,14 @@ class CountModeler:
             )
         )
         model = self._model(callpath, metric, values, float(best.coefficients[0]), terms, best)
-        if model.statistics.smape > INEXACT_SMAPE:
-            model.warnings.append(
-                f"{INEXACT_WARNING}: the best model misses them by "
-                f"{model.statistics.smape:.2g} % (SMAPE); its exponents may be off"
+        if model.statistics.smape > INEXACT_SMAPE:  # the count fit's own fact
+            model = replace(
+                model,
+                warnings=(
+                    *model.warnings,
+                    f"{INEXACT_WARNING}: the best model misses them by "
+                    f"{model.statistics.smape:.2g} % (SMAPE); its exponents may be off",
+                ),
             )
         return model
 
@@ -425,24 +423,15 @@ def _line_error(
 
 def _varies(coordinates: np.ndarray, index: int, values: np.ndarray) -> bool:
     """Does the count change along parameter ``index`` on any line of the design?"""
-    others = np.delete(coordinates, index, axis=1)
-    _, line_of = np.unique(others, axis=0, return_inverse=True)
-    line_of = line_of.reshape(-1)
-    return any(np.ptp(values[line_of == line]) > 0 for line in np.unique(line_of))
+    return any(np.ptp(values[members]) > 0 for members in lines_along(coordinates, index))
 
 
 def _line_groups(coordinates: np.ndarray, index: int, min_points: int) -> list[_LineGroup]:
     """Lines along parameter ``index`` with at least ``min_points`` distinct values, batched
-    by identical x vectors."""
-    others = np.delete(coordinates, index, axis=1)
-    _, line_of = np.unique(others, axis=0, return_inverse=True)
-    line_of = line_of.reshape(-1)
-    batches: dict[bytes, tuple[np.ndarray, list[np.ndarray]]] = {}
-    for line in np.unique(line_of):
-        members = np.flatnonzero(line_of == line)
-        members = members[np.argsort(coordinates[members, index], kind="stable")]
-        x = coordinates[members, index]
-        if len(np.unique(x)) < min_points or len(np.unique(x)) != len(x):
-            continue
-        batches.setdefault(x.tobytes(), (x, []))[1].append(members)
-    return [_LineGroup(x, np.stack(lines)) for x, lines in batches.values()]
+    by identical x vectors (:func:`~perfcast.modeling.lines.batched_lines`); a line that
+    repeats a value is left out."""
+
+    def distinct(x: np.ndarray) -> bool:
+        return len(x) >= min_points and len(np.unique(x)) == len(x)
+
+    return [_LineGroup(x, members) for x, members in batched_lines(coordinates, index, distinct)]

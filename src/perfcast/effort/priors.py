@@ -40,7 +40,7 @@ counts but no time, is modeled classically and a note says so.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, replace
 from fractions import Fraction
 
 import numpy as np
@@ -48,25 +48,27 @@ import numpy as np
 from perfcast.effort.counts import CountModeler
 from perfcast.effort.laws import RANKS_PARAMETER, CommunicationLaw
 from perfcast.effort.waiting import REPETITION_TOLERANCE, VaryingCounts, varying_counts
-from perfcast.errors import InputError
 from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment
+from perfcast.experiment.metrics import (
+    BYTES_RECEIVED,
+    BYTES_SENT,
+    COMPUTATION_METRIC,
+    COUNTER_METRICS,
+    TIME_METRIC,
+)
+from perfcast.modeling.findings import Finding
 from perfcast.modeling.modeler import AGGREGATIONS, PMNFModeler
 from perfcast.modeling.modelset import ModelSet
+from perfcast.modeling.options import Estimator, document_options, option
 from perfcast.modeling.pmnf import Factor, Model
 from perfcast.modeling.prior import Prior
 from perfcast.modeling.prior_conflicts import (
     CONFLICT_GAP,
     CONFLICT_RATIO,
-    VISITS_METRIC,
     fits_much_worse,
-    resolve_conflict,
 )
+from perfcast.modeling.prior_fit import fit_under_priors
 
-TIME_METRIC = "time"
-COMPUTATION_METRIC = "basic_blocks"
-BYTES_SENT = "mpi_bytes_sent"
-BYTES_RECEIVED = "mpi_bytes_received"
-COUNTER_METRICS = (COMPUTATION_METRIC, BYTES_SENT, BYTES_RECEIVED)
 PRIOR_SOURCE = "effort"
 
 DISAGREEMENT_RATIO = CONFLICT_RATIO
@@ -84,10 +86,10 @@ are not flagged for a difference nobody could act on."""
 
 DISAGREEMENT_WARNING = "time and effort disagree: waiting time or noise"
 
-CLASSIC_FALLBACK = "; modeled classically"
+CLASSIC_FALLBACK = "; no effort prior"
 """How a note on a call path without a prior ends (``main->MPI_Wait: MPI_Wait has no
-communication law; modeled classically``); a caller that fits such call paths otherwise
-(:mod:`perfcast.effort.with_taint`) rewrites this ending."""
+communication law; no effort prior``). What the call path got instead -- a black-box model
+or another source's prior -- each model says itself (its ``prior``)."""
 
 WAITING_WARNING = "effort counts vary between repetitions"
 """The start of the warning on the time model of a call path whose counts differ between
@@ -155,7 +157,7 @@ class EffortModels:
         priors: the effort priors by call path.
         blackbox: the classic time model of every call path, for comparison.
         time_metric: the metric the priors constrained.
-        notes: call paths modeled classically, and why.
+        notes: call paths without an effort prior, and why.
         waiting: the call paths whose effort counts vary between repetitions of a point
             (busy waiting, :mod:`perfcast.effort.waiting`), with the largest variation;
             empty when every point was measured once.
@@ -169,7 +171,9 @@ class EffortModels:
     waiting: dict[str, VaryingCounts] = field(default_factory=dict)
 
 
-class EffortModeler:
+@document_options
+@dataclass(eq=False)
+class EffortModeler(Estimator):
     """Effort-prior modeling on top of a :class:`PMNFModeler`.
 
     The time coefficients are fitted by the time modeler itself (its relative weighting and
@@ -177,56 +181,51 @@ class EffortModeler:
     repetition (:data:`COEFFICIENT_AGGREGATION` says why). The black-box time models, which
     the report shows beside the constrained ones, keep the time modeler's own aggregation;
     :meth:`disagrees` compares the constrained fit with a black-box fit to the same points.
-
-    Args:
-        modeler: the time modeler (its exponent sets also bound the count models).
-        aggregation: how a point's repetitions are aggregated for the coefficient fit, one
-            of the time modeler's aggregations; ``None`` takes the time modeler's own.
-        time_metric: the metric the priors constrain.
-        ranks: the parameter counting MPI ranks (for the ``log2(p)`` latency terms).
-        disagreement_ratio, disagreement_gap: see :data:`DISAGREEMENT_RATIO` and
-            :data:`DISAGREEMENT_GAP`.
-        negative_terms: the policy for effort terms whose time coefficient comes out
-            negative, one of :data:`NEGATIVE_TERM_POLICIES`. The time modeler's own
-            ``positive_terms`` option governs its black-box search only.
-        repetition_tolerance: the relative spread of counts across repetitions above which
-            a call path is taken to wait busily (:data:`REPETITION_TOLERANCE`).
+    A modeler in the sense of :mod:`perfcast.modeling` (options below, checked when given;
+    the time modeler's options are also this one's as ``modeler__terms`` and so on).
     """
 
-    def __init__(
-        self,
-        modeler: PMNFModeler | None = None,
-        *,
-        time_metric: str = TIME_METRIC,
-        ranks: str = RANKS_PARAMETER,
-        disagreement_ratio: float = DISAGREEMENT_RATIO,
-        disagreement_gap: float = DISAGREEMENT_GAP,
-        negative_terms: str = DROP_LOWER,
-        aggregation: str | None = COEFFICIENT_AGGREGATION,
-        repetition_tolerance: float = REPETITION_TOLERANCE,
-    ):
-        if aggregation is not None and aggregation not in AGGREGATIONS:
-            raise InputError(
-                f"unknown aggregation {aggregation!r} for effort coefficients; choose one of "
-                f"{', '.join(AGGREGATIONS)}"
-            )
-        if negative_terms not in NEGATIVE_TERM_POLICIES:
-            raise InputError(
-                f"unknown policy for negative effort terms {negative_terms!r}; choose one of "
-                f"{', '.join(NEGATIVE_TERM_POLICIES)}"
-            )
-        if not repetition_tolerance >= 0:
-            raise InputError(
-                f"repetition_tolerance must be a relative spread >= 0, got {repetition_tolerance}"
-            )
-        self.negative_terms = negative_terms
-        self.repetition_tolerance = repetition_tolerance
-        self.modeler = modeler or PMNFModeler()
-        self.aggregation = aggregation or self.modeler.aggregation
-        self.time_metric = time_metric
-        self.ranks = ranks
-        self.disagreement_ratio = disagreement_ratio
-        self.disagreement_gap = disagreement_gap
+    modeler: PMNFModeler = option(  # noqa: RUF009 (option() is a field specifier)
+        default_factory=PMNFModeler,
+        doc="the time modeler (its exponent sets also bound the count models).",
+    )
+    _: KW_ONLY
+    time_metric: str = option(TIME_METRIC, doc="the metric the priors constrain.")
+    ranks: str = option(
+        RANKS_PARAMETER, doc="the parameter counting MPI ranks (for the ``log2(p)`` latency terms)."
+    )
+    disagreement_ratio: float = option(
+        DISAGREEMENT_RATIO, minimum=1, doc="see :data:`DISAGREEMENT_RATIO`."
+    )
+    disagreement_gap: float = option(
+        DISAGREEMENT_GAP, minimum=0, doc="see :data:`DISAGREEMENT_GAP`."
+    )
+    negative_terms: str = option(
+        DROP_LOWER,
+        choices=NEGATIVE_TERM_POLICIES,
+        doc="the policy for effort terms whose time coefficient comes out negative "
+        "(:data:`NEGATIVE_TERM_POLICIES`). The time modeler's own ``positive_terms`` option "
+        "governs its black-box search only.",
+    )
+    aggregation: str | None = option(
+        COEFFICIENT_AGGREGATION,
+        choices=AGGREGATIONS,
+        optional=True,
+        doc="how a point's repetitions are aggregated for the coefficient fit, one of the "
+        "time modeler's aggregations; ``None`` takes the time modeler's own "
+        "(:attr:`coefficient_aggregation`).",
+    )
+    repetition_tolerance: float = option(
+        REPETITION_TOLERANCE,
+        minimum=0,
+        doc="the relative spread of counts across repetitions above which a call path is "
+        "taken to wait busily (:data:`REPETITION_TOLERANCE`).",
+    )
+
+    @property
+    def coefficient_aggregation(self) -> str:
+        """The aggregation of the coefficient fit: ``aggregation``, or the time modeler's."""
+        return self.aggregation or self.modeler.aggregation
 
     def counter_modeler(self) -> CountModeler:
         """The count modeler, in the time modeler's search space (exponent sets)."""
@@ -297,65 +296,87 @@ class EffortModeler:
 
         Where the prior does not match the time (:meth:`disagrees`) or the measured visits
         use a parameter the counts do not, the prior conflicts with the measurements: the
-        black-box time model is kept instead, with a warning that gives both fits
-        (:func:`~perfcast.modeling.prior_conflicts.resolve_conflict`) -- unless every
-        parameter the black-box model adds is in ``unreachable[callpath]`` (parameters
-        taint analysis proves the code cannot read: contention, not work), where the
-        effort model stays, with the same warning. Time models also carry a warning where
-        the counts vary between repetitions (busy waiting)."""
+        black-box time model is kept instead, with a finding that gives both fits
+        (:func:`~perfcast.modeling.prior_fit.fit_under_priors`) -- unless every parameter
+        the black-box model adds is in ``unreachable[callpath]`` (parameters taint
+        analysis proves the code cannot read: contention, not work), where the effort
+        model stays, with the same finding. Time models also get a finding where the
+        counts vary between repetitions (busy waiting). With other prior sources, the
+        composition does the same (:func:`perfcast.priors.fit_with_priors`)."""
         priors, counter_models, notes = self.derive(experiment)
-        waiting = varying_counts(experiment, COUNTER_METRICS, self.repetition_tolerance)
-        models = counter_models  # the counts are modeled once, without the noise test
         measured = experiment.data[METRIC].unique()
         others = [str(m) for m in measured if m not in COUNTER_METRICS]
-        blackbox = ModelSet(experiment.parameters)
+        free = ModelSet(experiment.parameters)
         if others:
-            for model in self.modeler.fit(experiment.restricted(metrics=others)):
-                models.add(model)
-                if model.metric == self.time_metric:
-                    blackbox.add(model)
-        comparable = self._comparable_blackbox(experiment, priors, blackbox)
-        for model in self.fit_with_priors(experiment, priors):
-            visits = _lookup(models, model.callpath, VISITS_METRIC)
-            model, _ = resolve_conflict(
-                model,
-                comparable[(model.callpath, model.metric)],
-                priors[model.callpath].prior,
-                source=PRIOR_SOURCE,
-                visits=visits,
-                unreachable=(unreachable or {}).get(model.callpath, ()),
-                ratio=self.disagreement_ratio,
-                gap=self.disagreement_gap,
-                label=DISAGREEMENT_WARNING,
+            free = self.modeler.fit(experiment.restricted(metrics=others))
+        constrained, conflicts = fit_under_priors(
+            self.modeler,
+            self,
+            experiment,
+            {(c, self.time_metric): entry.prior for c, entry in priors.items()},
+            free,
+            unreachable=unreachable,
+            labels={PRIOR_SOURCE: DISAGREEMENT_WARNING},
+        )
+        # the counts are modeled once, without the noise test
+        models = ModelSet(experiment.parameters, [*counter_models, *free, *constrained])
+        waiting = varying_counts(experiment, COUNTER_METRICS, self.repetition_tolerance)
+        findings = [c.finding() for c in conflicts] + self.waiting_findings(models, waiting)
+        blackbox = ModelSet(
+            experiment.parameters, (m for m in free if m.metric == self.time_metric)
+        )
+        return EffortModels(
+            models.with_findings(findings), priors, blackbox, self.time_metric, notes, waiting
+        )
+
+    def waiting_findings(
+        self, models: ModelSet, waiting: Mapping[str, VaryingCounts]
+    ) -> list[Finding]:
+        """A finding on the time model of every call path whose counts vary between
+        repetitions (:mod:`perfcast.effort.waiting`), saying which model carries the
+        waiting: the one under a prior, or the black-box one kept instead."""
+        findings = []
+        for callpath, found in waiting.items():
+            key = (callpath, self.time_metric)
+            if key not in models:
+                continue
+            carried = (
+                "the prior carries that waiting"
+                if models[key].prior is not None
+                else "the counts did not follow the time, so the black-box model is kept"
             )
-            if model.callpath in waiting:
-                carried = (
-                    "the prior carries that waiting"
-                    if model.prior is not None
-                    else "the counts did not follow the time, so the black-box model is kept"
+            findings.append(
+                Finding(
+                    PRIOR_SOURCE,
+                    callpath,
+                    self.time_metric,
+                    "waiting",
+                    f"{WAITING_WARNING} ({found.describe()}): busy waiting or "
+                    f"timing-dependent control flow; {carried}",
                 )
-                model.warnings.append(
-                    f"{WAITING_WARNING} ({waiting[model.callpath].describe()}): busy waiting "
-                    f"or timing-dependent control flow; {carried}"
-                )
-            models.add(model)
-        return EffortModels(models, priors, blackbox, self.time_metric, notes, waiting)
+            )
+        return findings
 
     def fit_with_priors(
-        self, experiment: Experiment, priors: dict[str, EffortPrior]
+        self, experiment: Experiment, priors: Mapping[str, Prior], metric: str | None = None
     ) -> list[Model]:
-        """Time models of the call paths in ``priors``, under those priors.
+        """Models of ``metric`` (default: the time metric) of the call paths in
+        ``priors``, under those fixed structures: coefficients only.
 
         :meth:`fit` derives the priors and calls this; calling it directly reuses priors
         already derived (:meth:`derive`), e.g. for many noisy copies of one campaign's time,
-        which share that campaign's counts.
+        which share that campaign's counts. Any fixed structure is fitted so (the static
+        model's too): the reasons for the aggregation hold whatever fixed the exponents.
 
         Terms whose coefficient comes out negative are treated by the ``negative_terms``
         policy (:data:`NEGATIVE_TERM_POLICIES`); a dropped term means a refit of the call
         path with the smaller structure, which shrinks every round, so this ends."""
+        metric = metric or self.time_metric
         # the fit sees every sign; the policy, not the modeler's search, decides
-        fitter = self.modeler.with_params(positive_terms=False, aggregation=self.aggregation)
-        pending = {callpath: entry.prior for callpath, entry in priors.items()}
+        fitter = self.modeler.with_params(
+            positive_terms=False, aggregation=self.coefficient_aggregation
+        )
+        pending = dict(priors)
         protected = {  # the terms "drop-lower" never drops
             callpath: leading_shapes(prior.structure or ())
             for callpath, prior in pending.items()
@@ -364,39 +385,44 @@ class EffortModeler:
         dropped: dict[str, list[str]] = {}
         fitted: list[Model] = []
         while pending:
-            timed = experiment.restricted(callpaths=list(pending), metrics=[self.time_metric])
+            timed = experiment.restricted(callpaths=list(pending), metrics=[metric])
             retry: dict[str, Prior] = {}
             for model in fitter.fit(timed, priors=pending):
                 negative = {_key(t.shape) for t in model.terms if t.coefficient < 0}
                 negative -= protected.get(model.callpath, set())
-                structure = pending[model.callpath].structure or ()
+                prior = pending[model.callpath]
                 if negative and self.negative_terms != KEEP:
-                    kept = [shape for shape in structure if _key(shape) not in negative]
-                    retry[model.callpath] = Prior.fixed(PRIOR_SOURCE, kept)
+                    kept = [s for s in prior.structure or () if _key(s) not in negative]
+                    retry[model.callpath] = Prior.fixed(prior.source, kept)
                     dropped.setdefault(model.callpath, []).extend(
                         " * ".join(f.text() for f in shape) for shape in sorted(negative)
                     )
                     continue
-                if model.callpath in dropped:
-                    model.prior = priors[model.callpath].describe()  # what was derived
-                    model.warnings.append(
-                        f"effort terms [{', '.join(dropped[model.callpath])}] dropped: their "
-                        "coefficients fitted to time came out negative (below the noise)"
+                if model.callpath in dropped:  # part of this fit: a fact of the model
+                    model = replace(
+                        model,
+                        prior=priors[model.callpath].describe(),  # what was derived
+                        warnings=(
+                            *model.warnings,
+                            f"{prior.source} terms [{', '.join(dropped[model.callpath])}] "
+                            f"dropped: their coefficients fitted to {metric} came out "
+                            "negative (below the noise)",
+                        ),
                     )
                 fitted.append(model)
             pending = retry
         return fitted
 
-    def _comparable_blackbox(
-        self, experiment: Experiment, priors: dict[str, EffortPrior], blackbox: ModelSet
+    def comparable_blackbox(
+        self, experiment: Experiment, callpaths: Sequence[str], metric: str, free: ModelSet
     ) -> ModelSet:
-        """Black-box time models of the call paths in ``priors`` fitted to the points the
-        coefficients are fitted to, for :meth:`disagrees`: ``blackbox`` itself when the
+        """Black-box models of ``metric`` of ``callpaths`` fitted to the points the
+        coefficients are fitted to, for :meth:`disagrees`: ``free`` itself when the
         aggregations agree, else a second black-box fit."""
-        if self.aggregation == self.modeler.aggregation or not priors:
-            return blackbox
-        timed = experiment.restricted(callpaths=list(priors), metrics=[self.time_metric])
-        return self.modeler.with_params(aggregation=self.aggregation).fit(timed)
+        if self.coefficient_aggregation == self.modeler.aggregation or not callpaths:
+            return free
+        timed = experiment.restricted(callpaths=list(callpaths), metrics=[metric])
+        return self.modeler.with_params(aggregation=self.coefficient_aggregation).fit(timed)
 
     def disagrees(self, constrained: Model, free: Model) -> bool:
         """Does the effort-prior model fit much worse than the black-box one?"""
@@ -436,18 +462,11 @@ def _counter_experiment(experiment: Experiment) -> Experiment | None:
 def _bytes_model(counters: ModelSet, callpath: str) -> Model | None:
     """The byte model ``B`` of an MPI call path: bytes sent, or received for a call path
     that sends nothing (see the module docstring)."""
-    sent = _lookup(counters, callpath, BYTES_SENT)
-    received = _lookup(counters, callpath, BYTES_RECEIVED)
+    sent = counters.get((callpath, BYTES_SENT))
+    received = counters.get((callpath, BYTES_RECEIVED))
     if sent is not None and not _is_zero(sent):
         return sent
     return received if received is not None else sent
-
-
-def _lookup(models: ModelSet, callpath: str, metric: str) -> Model | None:
-    try:
-        return models[(callpath, metric)]
-    except KeyError:
-        return None
 
 
 def _is_zero(model: Model) -> bool:

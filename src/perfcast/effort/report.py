@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from perfcast.columns import aligned
 from perfcast.effort.priors import EffortModels
 from perfcast.experiment.names import display_names
 
@@ -29,10 +30,9 @@ def render_effort(result: EffortModels, precision: int = 4) -> str:
             rows.append(("time (effort prior)", result.models[key].text(precision)))
         if key in result.blackbox:
             rows.append(("time (black-box)", result.blackbox[key].text(precision)))
-        width = max(len(label) for label, _ in rows)
-        lines += [f"  {label:<{width}}  {text}" for label, text in rows]
+        lines += aligned(rows, indent="  ")
         if key in result.models:
-            lines += [f"  warning: {w}" for w in result.models[key].warnings]
+            lines += [f"  warning: {w}" for w in result.models.notes(key)]
     if not result.priors:
         lines.append("(no call path has an effort prior)")
     if result.waiting:
@@ -50,8 +50,8 @@ def render_effort(result: EffortModels, precision: int = 4) -> str:
 
 def short_notes(notes: Sequence[str], callpaths: Iterable[str]) -> list[str]:
     """Notes that begin with the call path they are about (``CALLPATH: why``), that call
-    path shown as the blocks above show it. The notes stay whole in the result, where
-    :mod:`perfcast.effort.with_taint` reads the call path back."""
+    path shown as the blocks above show it. The notes stay whole in the result (``--full``
+    and the files keep full call paths)."""
     known = set(callpaths)
     about = [note.split(": ", 1)[0] for note in notes]
     names = display_names([c for c in about if c in known], REPORT_WIDTH)

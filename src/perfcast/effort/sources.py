@@ -18,14 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
-from perfcast.effort.priors import COUNTER_METRICS, TIME_METRIC
 from perfcast.errors import InputError
 from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment
-from perfcast.measure.profiles import MAX_SUFFIX
+from perfcast.experiment.metrics import COUNTER_METRICS, MAX_SUFFIX, TIME_METRIC
+
+if TYPE_CHECKING:  # pandas loads with Experiment.data, not on `perfcast model`'s path
+    import pandas as pd
 
 COUNTED_METRICS = (*COUNTER_METRICS, *(name + MAX_SUFFIX for name in COUNTER_METRICS))
 """The metrics taken from the counting campaign: the effort counters, as rank means and

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from perfcast.experiment.experiment import CALLPATH, METRIC, VALUE, Experiment
+
+if TYPE_CHECKING:  # pandas loads with Experiment.data, not on `perfcast model`'s path
+    import pandas as pd
 
 REPETITION_TOLERANCE = 1e-9
 """Largest relative spread of a call path's counts across the repetitions of one point,
@@ -82,6 +85,8 @@ def repetition_spreads(experiment: Experiment, metrics: Iterable[str]) -> pd.Dat
         columns ``callpath``, ``metric``, one per parameter, ``repetitions`` and ``spread``,
         one row per (call path, metric), sorted by call path and metric.
     """
+    import pandas as pd
+
     parameters = experiment.parameters
     columns = [CALLPATH, METRIC, *parameters, "repetitions", "spread"]
     data = experiment.data

@@ -59,7 +59,6 @@ import os
 import re
 import shlex
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -70,6 +69,7 @@ from pathlib import Path
 
 from perfcast.clang import CLANG_VERSION
 from perfcast.errors import InputError, PerfcastError
+from perfcast.inputs import read_text
 from perfcast.measure import binary, toolchain
 
 XRAY_COMPILE_FLAGS = (
@@ -266,30 +266,11 @@ def read_filter(path: Path) -> list[str]:
     function can have (:func:`function_name_problem`): they come from a file, and a
     malformed one is reported with its line rather than measured as nothing.
     """
-    try:
-        # a named pipe would block until a writer appears, a device may never end
-        if not stat.S_ISREG(path.stat().st_mode):
-            raise InputError(
-                "the filter is not a regular file (a directory, named pipe or device); "
-                "save the function names to a file and give that",
-                path=path,
-            )
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read the filter file: {exc.strerror}", path=path) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            f"cannot read the filter file: not UTF-8 text (byte 0x{data[exc.start]:02x}); "
-            "save it as UTF-8",
-            path=path,
-            line=data.count(b"\n", 0, exc.start) + 1,
-        ) from None
+    text = read_text(path, "filter file", "save the function names, one a line, as UTF-8 text")
     if text.lstrip().startswith("{"):
         # Imported here: only a link step with a profile pays for loading the taint stage.
         from perfcast.taint.filter import instrumented_functions
-        from perfcast.taint.profile import read_profile
+        from perfcast.taint.profile_model import read_profile
 
         try:
             names = instrumented_functions(read_profile(path))
@@ -311,7 +292,7 @@ def read_filter(path: Path) -> list[str]:
 def wrap(command: Sequence[str], options: BuildOptions = BuildOptions()) -> WrappedCommand:
     """The instrumented form of ``command`` (building the runtime if this is a link)."""
     invocation = parse_command(command)
-    clang = toolchain.find_clang()
+    clang = toolchain.find_xray_clang()
     argv = list(invocation.argv)
     env: dict[str, str] = {}
     if Path(invocation.argv[0]).name.startswith("mpi"):

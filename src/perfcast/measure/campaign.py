@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from perfcast.appspec import BUILD_PLACEHOLDER, AppSpec, expand
 from perfcast.errors import InputError, PerfcastError
+from perfcast.experiment.metrics import CPU_TIME_METRIC
 from perfcast.measure.design import ExperimentPlan, plan_from_spec
 from perfcast.measure.oversubscription import plan_note
 from perfcast.measure.runner import (
@@ -33,7 +35,6 @@ from perfcast.measure.runner import (
     Progress,
     execute,
 )
-from perfcast.measure.spec import BUILD_PLACEHOLDER, AppSpec, expand
 from perfcast.measure.store import (
     FAILED,
     CampaignStore,
@@ -160,7 +161,7 @@ def make_jobs(spec: AppSpec, plan: ExperimentPlan, scratch: Path, skip: set[str]
                 expect_profiles=spec.build is not None,
                 expect_counters=spec.build is not None and spec.build.counters,
                 expect_cpu_time=spec.build is not None
-                and any(metric.startswith("cpu_time") for metric in spec.metrics),
+                and any(metric.startswith(CPU_TIME_METRIC) for metric in spec.metrics),
                 mpirun_args=spec.run.mpirun_args,
             )
         )

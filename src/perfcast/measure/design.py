@@ -43,12 +43,13 @@ from pathlib import Path
 
 import numpy as np
 
+from perfcast.appspec import RANKS, AppSpec, Parameter, format_value
+from perfcast.columns import aligned
 from perfcast.errors import InputError, PerfcastError
-from perfcast.measure.spec import RANKS, AppSpec, Parameter, format_value
 from perfcast.measure.store import OK, CampaignStore
 from perfcast.taint.campaign import default_profile_path
 from perfcast.taint.interactions import Interactions, interactions
-from perfcast.taint.profile import read_profile
+from perfcast.taint.profile_model import read_profile
 
 EXTRAP_LINE_POINTS = 5
 """Points per parameter line that Extra-P's modelers ask for; fewer earns a note."""
@@ -172,12 +173,8 @@ class ExperimentPlan:
 
     def table(self) -> str:
         """The points as an aligned table, one row per point."""
-        header = list(self.parameters)
         rows = [[format_value(v) for v in point] for point in self.points]
-        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-        lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
-        lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-        return "\n".join(lines)
+        return "\n".join(aligned([self.parameters, *rows], right=range(len(self.parameters))))
 
 
 def plan_from_spec(

@@ -10,7 +10,9 @@ inherit it); once mpirun runs, the session id and the leader's start time are ad
 campaign resumed after perfcast itself was killed — even between starting mpirun and
 learning its process id — thus finds that run's processes (by session, and by token) and
 stops them before measuring the run again: an orphan left running would share the cores
-with the new run and inflate its time.
+with the new run and inflate its time. Processes are listed, read and signalled through
+psutil (its start times and pid-reuse checks, on Linux and macOS alike), not by parsing
+``/proc`` by hand.
 
 Fault injection: with ``PERFCAST_TEST_KILL_AFTER_SPAWN=1`` in its environment perfcast
 SIGKILLs itself right after starting the first mpirun, before it records the session —
@@ -39,8 +41,9 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+import psutil
 
 from perfcast.errors import PerfcastError
 from perfcast.measure.runner import PROFILE_DIR_VARIABLE, Backend, Job, finished_record
@@ -179,7 +182,7 @@ class LocalBackend(Backend):
             os.kill(os.getpid(), signal.SIGKILL)
         now = time.time()
         self._running.append(_Running(job, process, now, time.monotonic() + job.timeout))
-        return {**handle, "session": process.pid, "start_ticks": _start_ticks(process.pid)}
+        return {**handle, "session": process.pid, "start_time": _start_time(process.pid)}
 
     def running(self) -> int:
         return len(self._running)
@@ -259,66 +262,58 @@ def _kill_run(handle: Mapping[str, Any]) -> int:
     count = 0
     session = handle.get("session")
     if isinstance(session, int):
-        count += kill_session(session, signal.SIGKILL, since=handle.get("start_ticks"))
+        count += kill_session(session, signal.SIGKILL, since=handle.get("start_time"))
     token = handle.get("token")
     if isinstance(token, str):
         for pid in processes_with_token(token):
-            fields = _stat(pid)
-            if fields is not None:
-                count += kill_session(int(fields[3]), signal.SIGKILL, since=int(fields[19]))
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
+                process = psutil.Process(pid)
+                since = process.create_time()
+                count += kill_session(os.getsid(pid), signal.SIGKILL, since=since)
+                process.kill()
                 count += 1
     return count
 
 
 def processes_with_token(token: str) -> list[int]:
     """Live processes whose environment carries ``token`` as :data:`RUN_TOKEN_VARIABLE`."""
-    marker = f"{RUN_TOKEN_VARIABLE}={token}".encode()
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environment = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        fields = _stat(int(entry.name))
-        if fields is not None and fields[0] != "Z" and marker in environment.split(b"\0"):
-            found.append(int(entry.name))
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if process.environ().get(RUN_TOKEN_VARIABLE) == token and _live(process):
+                found.append(process.pid)
     return found
 
 
-def _stat(pid: int) -> list[str] | None:
-    """Fields of /proc/PID/stat after the command name (state first), or None."""
+def _live(process: psutil.Process) -> bool:
+    """Whether ``process`` still runs: a zombie has exited and only waits to be reaped."""
+    return process.status() != psutil.STATUS_ZOMBIE
+
+
+def _start_time(pid: int) -> float | None:
+    """When ``pid`` started (seconds since the epoch, as psutil counts), or None."""
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
         return None
-    return text[text.rfind(")") + 2 :].split()
 
 
-def _start_ticks(pid: int) -> int | None:
-    fields = _stat(pid)
-    return int(fields[19]) if fields else None
-
-
-def kill_session(session: int, sig: int, *, since: int | None = None) -> int:
+def kill_session(session: int, sig: int, *, since: float | None = None) -> int:
     """Send ``sig`` to every live process of a session; returns how many there were.
 
-    ``since`` (clock ticks after boot) skips processes that started before the session's
-    leader did — a recycled session id belongs to somebody else.
+    By session rather than psutil's ``children(recursive=True)``: ranks whose mpirun died
+    (perfcast killed, mpirun crashed) are re-parented to init and drop out of the process
+    tree, but keep mpirun's session. ``since`` (a start time, as :func:`_start_time`
+    gives) skips processes that started before the session's leader did — a recycled
+    session id belongs to somebody else.
     """
     count = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        fields = _stat(int(entry.name))
-        if fields is None or fields[0] == "Z" or int(fields[3]) != session:
-            continue
-        if since is not None and int(fields[19]) < since:
-            continue
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(int(entry.name), sig)
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
+            if os.getsid(process.pid) != session or not _live(process):
+                continue
+            if since is not None and process.create_time() < since:
+                continue
+            process.send_signal(sig)
             count += 1
     return count

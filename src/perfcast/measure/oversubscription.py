@@ -24,9 +24,10 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfcast.appspec import RANKS
 from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment, Metric
+from perfcast.experiment.metrics import CPU_TIME_METRIC
 from perfcast.experiment.names import display_names
-from perfcast.measure.spec import RANKS
 from perfcast.measure.store import OK, open_store
 from perfcast.modeling.provenance import SharedCores
 
@@ -125,7 +126,7 @@ def oversubscription(store_path: str | Path) -> Oversubscription | None:
 def is_wall_time(metric: Metric) -> bool:
     """Whether waiting for a core counts in ``metric``: every time in seconds but the
     thread CPU time (``cpu_time``, ``cpu_time_inclusive`` and their ``:max``)."""
-    return metric.unit == "s" and not metric.name.startswith("cpu_time")
+    return metric.unit == "s" and not metric.name.startswith(CPU_TIME_METRIC)
 
 
 def shared_core_models(

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import stat
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +41,18 @@ from pathlib import Path
 from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath
 from perfcast.experiment.experiment import Experiment, Metric, Row
+from perfcast.experiment.metrics import (
+    BYTES_RECEIVED,
+    BYTES_SENT,
+    COMPUTATION_METRIC,
+    CPU_TIME_METRIC,
+    INCLUSIVE_SUFFIX,
+    MAX_SUFFIX,
+    TIME_METRIC,
+    VISITS_METRIC,
+)
 from perfcast.experiment.names import name_list
+from perfcast.inputs import read_text
 
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, FORMAT_VERSION)
@@ -50,17 +60,16 @@ READABLE_VERSIONS = (1, FORMAT_VERSION)
 PROFILE_GLOB = "rank-*.pcprof"
 PARTIAL_GLOB = ".rank-*.pcprof.*.tmp"
 NANOSECONDS = 1e-9
-MAX_SUFFIX = ":max"
 
 METRICS = (
-    Metric("time", "s"),
-    Metric("time_inclusive", "s"),
-    Metric("cpu_time", "s"),
-    Metric("cpu_time_inclusive", "s"),
-    Metric("visits"),
-    Metric("basic_blocks"),
-    Metric("mpi_bytes_sent", "bytes"),
-    Metric("mpi_bytes_received", "bytes"),
+    Metric(TIME_METRIC, "s"),
+    Metric(TIME_METRIC + INCLUSIVE_SUFFIX, "s"),
+    Metric(CPU_TIME_METRIC, "s"),
+    Metric(CPU_TIME_METRIC + INCLUSIVE_SUFFIX, "s"),
+    Metric(VISITS_METRIC),
+    Metric(COMPUTATION_METRIC),
+    Metric(BYTES_SENT, "bytes"),
+    Metric(BYTES_RECEIVED, "bytes"),
 )
 """The per-rank quantities; each appears as ``name`` (mean over ranks) and ``name:max``."""
 
@@ -93,17 +102,17 @@ class CallPathRecord:
     def values(self) -> dict[str, float]:
         """This record's metric values, named as in :data:`METRICS`."""
         values = {
-            "time": self.exclusive_ns * NANOSECONDS,
-            "time_inclusive": self.inclusive_ns * NANOSECONDS,
-            "cpu_time": self.exclusive_cpu_ns * NANOSECONDS,
-            "cpu_time_inclusive": self.inclusive_cpu_ns * NANOSECONDS,
-            "visits": float(self.visits),
+            TIME_METRIC: self.exclusive_ns * NANOSECONDS,
+            TIME_METRIC + INCLUSIVE_SUFFIX: self.inclusive_ns * NANOSECONDS,
+            CPU_TIME_METRIC: self.exclusive_cpu_ns * NANOSECONDS,
+            CPU_TIME_METRIC + INCLUSIVE_SUFFIX: self.inclusive_cpu_ns * NANOSECONDS,
+            VISITS_METRIC: float(self.visits),
         }
         if self.mpi:
-            values["mpi_bytes_sent"] = float(sum(m.bytes_sent for m in self.mpi))
-            values["mpi_bytes_received"] = float(sum(m.bytes_received for m in self.mpi))
+            values[BYTES_SENT] = float(sum(m.bytes_sent for m in self.mpi))
+            values[BYTES_RECEIVED] = float(sum(m.bytes_received for m in self.mpi))
         else:
-            values["basic_blocks"] = float(self.basic_blocks)
+            values[COMPUTATION_METRIC] = float(self.basic_blocks)
         return values
 
 
@@ -127,38 +136,21 @@ class RankProfile:
     callpaths: dict[str, CallPathRecord]
 
 
+PROFILE_KIND = "perfcast profile"
+"""What a profile is called in errors; with :data:`PROFILE_HINT`, for
+:func:`perfcast.inputs.decode_text` on a profile kept in a campaign store."""
+PROFILE_HINT = "remove it and measure the run again (the runtime writes UTF-8 text files)"
+
+
 def read_rank_profile(path: str | Path) -> RankProfile:
     """Parse one ``rank-<r>.pcprof``; InputError (file and line) if it is not complete.
 
-    Anything but a regular file is refused before it is opened: a named pipe would block
-    the reader until a writer appears, and a device such as ``/dev/zero`` never ends.
+    Anything but a regular file is refused before it is opened
+    (:func:`perfcast.inputs.read_text`): a named pipe in the profile directory would block
+    the reader, a device such as ``/dev/zero`` never ends.
     """
     path = Path(path)
-    try:
-        if not stat.S_ISREG(path.stat().st_mode):
-            raise InputError(
-                "is not a regular file (a directory, named pipe or device), so not a profile "
-                "the runtime wrote; remove it from the profile directory",
-                path=path,
-            )
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read the profile: {exc.strerror}", path=path) from None
-    return parse_rank_profile(decode_profile(data, path), path)
-
-
-def decode_profile(data: bytes, source: str | Path) -> str:
-    """A profile's bytes as text; InputError naming ``source`` and the line of the first
-    byte that is not UTF-8 (the runtime writes ASCII plus function names from the ELF file)."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise InputError(
-            f"not a perfcast profile: byte 0x{data[exc.start]:02x} is not UTF-8 text",
-            path=source,
-            line=line,
-        ) from None
+    return parse_rank_profile(read_text(path, PROFILE_KIND, PROFILE_HINT), path)
 
 
 def parse_rank_profile(text: str, source: str | Path) -> RankProfile:
@@ -430,9 +422,9 @@ def _run_rows(profiles: Sequence[RankProfile], point: Sequence[float]) -> Iterat
         per_rank = [p.callpaths.get(callpath, empty) for p in profiles]
         is_mpi = any(r.mpi for r in per_rank)
         for metric in METRICS:
-            if metric.name == "basic_blocks" and (not counters or is_mpi):
+            if metric.name == COMPUTATION_METRIC and (not counters or is_mpi):
                 continue
-            if metric.name.startswith("cpu_time") and not cpu_time:
+            if metric.name.startswith(CPU_TIME_METRIC) and not cpu_time:
                 continue
             if metric.name.startswith("mpi_") and not is_mpi:
                 continue

@@ -302,6 +302,11 @@ class Progress:
 
     On a terminal the line updates in place; elsewhere a line is printed at most every
     :data:`PROGRESS_INTERVAL` seconds, and always at the end.
+
+    Hand-written rather than tqdm or ``rich.progress``, for the second case: a campaign
+    runs for hours under CI, ``nohup`` or a pipe, where tqdm writes every redraw into the
+    log as ``\\r``-separated text on one line and rich prints nothing until the campaign
+    ends; either would need this plain-line fallback beside it.
     """
 
     total: int

@@ -40,10 +40,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from perfcast.appspec import SlurmSpec
 from perfcast.errors import PerfcastError
 from perfcast.measure.local import KILL_GRACE, mpirun_command, runtime_settings
 from perfcast.measure.runner import PROFILE_DIR_VARIABLE, Backend, Job, finished_record
-from perfcast.measure.spec import SlurmSpec
 from perfcast.measure.store import InflightRun, RunRecord
 
 POLL_INTERVAL = 1.0

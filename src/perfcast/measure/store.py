@@ -230,20 +230,12 @@ class CampaignStore:
         if not path.is_file():
             raise InputError("no such campaign store", path=path)
         store = cls(path, _connect(path))
-        try:
+        with _closed_if_opening_fails(store):
             _check_is_store(store._db, path, allow_empty=False)
             _check_integrity(store._db, path)
             _configure(store._db)
             store.info()
             store._read_columns()
-        except SQLITE_ERRORS as exc:
-            store.close()
-            raise InputError(
-                f"not a perfcast campaign store ({sqlite_message(exc)})", path=path
-            ) from None
-        except BaseException:
-            store.close()
-            raise
         return store
 
     @classmethod
@@ -274,7 +266,7 @@ class CampaignStore:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         store = cls(path, _connect(path))
-        try:
+        with _closed_if_opening_fails(store):
             try:
                 _check_is_store(store._db, path, allow_empty=True)
                 damaged: list[str] | None = None
@@ -293,14 +285,6 @@ class CampaignStore:
                 store._db.execute("PRAGMA journal_mode=WAL")
                 store._initialise(name, parameters, metrics, spec_path, spec_text)
                 store._migrate()
-        except SQLITE_ERRORS as exc:
-            store.close()
-            raise InputError(
-                f"not a perfcast campaign store ({sqlite_message(exc)})", path=path
-            ) from None
-        except BaseException:
-            store.close()
-            raise
         return store
 
     def _initialise(
@@ -844,6 +828,22 @@ def disk_full_message(
         f"no space left on {file_system_of(path)}, which holds {what} {path}; {done}; free "
         "some space and continue with `perfcast measure --resume`"
     )
+
+
+@contextlib.contextmanager
+def _closed_if_opening_fails(store: CampaignStore) -> Iterator[None]:
+    """Close ``store`` when opening it fails half-way, so its connection and lock are not
+    left to the garbage collector; an SQLite error (the file is no store, or is damaged
+    past what the checks name) becomes an InputError naming the file."""
+    try:
+        yield
+    except BaseException as exc:
+        store.close()
+        if isinstance(exc, SQLITE_ERRORS):
+            raise InputError(
+                f"not a perfcast campaign store ({sqlite_message(exc)})", path=store.path
+            ) from None
+        raise
 
 
 @contextlib.contextmanager

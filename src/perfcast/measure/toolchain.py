@@ -18,8 +18,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from perfcast.clang import Clang, command_output
-from perfcast.clang import find_clang as clang_on_path
+from perfcast.clang import Clang, command_output, find_clang
 from perfcast.errors import PerfcastError
 
 MPI_HINT = "install Open MPI (apt-get install libopenmpi-dev openmpi-bin; scripts/setup.sh does)"
@@ -36,9 +35,9 @@ MPI_COMPILER_VARIABLES = {"c": ("OMPI_CC", "MPICH_CC"), "c++": ("OMPI_CXX", "MPI
 
 
 @functools.cache
-def find_clang() -> Clang:
+def find_xray_clang() -> Clang:
     """clang-16 with its XRay runtime, or a PerfcastError saying what to install."""
-    clang = clang_on_path()
+    clang = find_clang()
     clang.require_runtime("xray", "XRay")
     return clang
 
@@ -105,7 +104,7 @@ def cached_object(key_parts: list[str], name: str, build: Callable[[Path], None]
 
 def runtime_objects(*, mpi: bool) -> list[Path]:
     """The runtime's object files: the core, plus the PMPI layer for MPI programs."""
-    clang = find_clang()
+    clang = find_xray_clang()
     header = (RUNTIME_DIR / "perfcast_rt.h").read_text()
     core_source = RUNTIME_DIR / CORE_SOURCE
     core_key = [clang.version, *RUNTIME_CFLAGS, header, core_source.read_text()]
@@ -146,7 +145,7 @@ def filter_object(names: list[str]) -> Path:
     by a zero byte, and ``perfcast_embedded_filter_size`` the total; the runtime reads them
     as data.
     """
-    clang = find_clang()
+    clang = find_xray_clang()
     data = b"".join(name.encode() + b"\0" for name in names)
     values = ",".join(str(byte) for byte in data) or "0"
     source = (

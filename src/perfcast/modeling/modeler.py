@@ -50,23 +50,19 @@ are fitted.
 
 from __future__ import annotations
 
-import inspect
+import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from itertools import combinations, permutations, product
-from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from perfcast.errors import InputError
 from perfcast.experiment.experiment import (
     AGGREGATIONS,
-    CALLPATH,
-    METRIC,
-    VALUE,
     Experiment,
+    first_use_codes,
     point_label,
 )
 from perfcast.modeling.blas import serial_blas
@@ -81,8 +77,17 @@ from perfcast.modeling.fitting import (
     screen_subsets,
     selection_cost,
 )
+from perfcast.modeling.lines import batched_lines
 from perfcast.modeling.modelset import ModelSet
-from perfcast.modeling.noise import Cells, parameter_p_values
+from perfcast.modeling.noise import RepetitionGrid, parameter_p_values
+from perfcast.modeling.options import (
+    OPTION,
+    Estimator,
+    Flag,
+    OptionError,
+    document_options,
+    option,
+)
 from perfcast.modeling.pmnf import Factor, FitStatistics, Model, Term
 from perfcast.modeling.prior import Prior
 from perfcast.modeling.space import (
@@ -174,127 +179,173 @@ class _Group:
     warnings: list[list[str]] = field(default_factory=list)
 
 
-class PMNFModeler:
+MAX_SHAPE_COMBINATIONS = 50_000
+"""Combinations of ``terms`` shapes the per-parameter search may fit: it tries every
+combination on every line, so their number bounds its time. Extra-P's default space gives
+59 for one term, 1711 for two and 32509 for three (already tens of seconds per parameter);
+``terms=4`` would be 455126, minutes to hours."""
+
+
+@document_options
+@dataclass(eq=False)
+class PMNFModeler(Estimator):
     """Finds a PMNF model per (call path, metric) of an :class:`Experiment`.
 
-    Args:
-        space: exponent sets of the search (Extra-P's defaults).
-        terms: number of terms per parameter (``terms`` shapes summed; 1 = Extra-P's default).
-        criterion: ``"smape"`` or ``"rss"`` of leave-one-out predictions.
-        aggregation: how repetitions at a point are combined before fitting.
-        median_estimator: how ``aggregation="median"`` estimates a point's central value.
-            ``"huber"`` (default) is Huber's M-estimate with a scale pooled over all points
-            of the call path (the median absolute relative deviation of the repetitions
-            from their point's sample median): repetitions within ``HUBER_TUNING`` robust
-            standard deviations count like in the mean, farther ones (spikes from other
-            processes) are down-weighted. With five repetitions the mean's variance under
-            well-behaved noise is the lowest, the sample median's about 2.2 times higher
-            under uniform noise, and that variance is what confuses neighbouring
-            exponents; the pooled scale is what lets five repetitions tell a spike from
-            noise. ``"harrell-davis"`` is a Beta-weighted average of the sorted
-            repetitions (Harrell & Davis, 1982; 6 % weight each on the smallest and largest
-            of five, so a spike still shifts it), ``"sample"`` the middle value.
-        candidates: most shapes kept per parameter for the multi-parameter combination.
-        combinations: most shape combinations refitted per structure: a structure over
-            ``k`` parameters combines each one's best ``c`` candidates, ``c`` the largest
-            with ``c^k <= combinations`` (and ``c <= candidates``). A fixed budget rather
-            than a fixed ``c``: two parameters can afford five candidates each (25 fits),
-            three only three (27), and more candidates mostly help at high noise, where
-            the true shape ranks lower.
-        refine_structures: structures refitted with every candidate combination.
-        finalists: hypotheses per call path that pass screening (in-sample fit, generalised
-            cross-validation) on to exact leave-one-out validation, besides the constant.
-        parsimony: hypotheses whose screening score exceeds the best one's by less than
-            ``parsimony`` standard errors of the residual sum of squares that pure noise
-            leaves (estimated from the repetitions' pooled robust spread) count as equally
-            good, and the one with the fewest terms is selected: the one-standard-error
-            rule at the default 1. An extra term always fits some of the noise, and
-            generalised cross-validation's penalty for it is small with few points per
-            parameter. Only the number of terms counts, not how unusual a shape is: on
-            truths drawn uniformly from the search space, preferring fewer logarithms or
-            simpler fractions helps only when the truths favour them (see
-            ``docs/architecture.md``). ``0`` selects the best-screened hypothesis.
-        max_terms: largest number of product terms in a structure besides the constant
-            (default: the number of significant parameters, the paper's ``n = m + 1``).
-        significance: level of the per-parameter noise F-test; ``None`` disables it.
-        weighting: ``"relative"`` fits relative residuals (multiplicative noise),
-            ``"none"`` plain least squares.
-        positive_terms: reject hypotheses with a negative term coefficient. Costs are sums
-            of positive contributions; a negative term is almost always noise being fitted.
-            Disable for quantities that can fall (or use negative exponents).
-        min_points: fewest distinct values of a parameter that can support a model of it.
-        beyond_space: where the data leave the space, look beyond it: negative exponents
-            (:data:`~perfcast.modeling.space.FALLING_EXPONENTS`) for a parameter along which
-            a call path's metric falls on average over the design's lines (strong scaling,
-            ``n^4/p``), unless the space has negative exponents of its own; exponents above
-            the largest (:data:`~perfcast.modeling.space.STEEPER_STEPS`) where the space's
-            steepest shape ranks first (miniFE's ``nx^4``). Other call paths rank the
-            space's shapes only, so typical weak-scaling models are unchanged. ``False`` is
-            Extra-P's search (``--scaling weak``).
+    A modeler in the sense of :mod:`perfcast.modeling`: its options below are its
+    constructor's parameters (the search space positional, the rest by keyword), checked
+    when given and kept as given; ``fit(experiment, priors)`` returns a :class:`ModelSet`
+    and leaves the modeler unchanged, so one modeler fits many experiments.
     """
 
-    def __init__(
-        self,
-        space: SearchSpace | None = None,
-        *,
-        terms: int = 1,
-        criterion: str = "smape",
-        aggregation: str = "median",
-        median_estimator: str = "huber",
-        candidates: int = 5,
-        combinations: int = 27,
-        refine_structures: int = 3,
-        finalists: int = 1,
-        parsimony: float = 1.0,
-        max_terms: int | None = None,
-        significance: float | None = 0.001,
-        weighting: str = "relative",
-        positive_terms: bool = True,
-        min_points: int = 3,
-        beyond_space: bool = True,
-    ):
-        if criterion not in CRITERIA:
-            raise InputError(f"unknown criterion {criterion!r}; choose one of {sorted(CRITERIA)}")
-        if aggregation not in AGGREGATIONS:
-            raise InputError(f"unknown aggregation {aggregation!r}; choose one of {AGGREGATIONS}")
-        if median_estimator not in MEDIAN_ESTIMATORS:
-            raise InputError(
-                f"unknown median estimator {median_estimator!r}; choose one of {MEDIAN_ESTIMATORS}"
-            )
-        if weighting not in WEIGHTINGS:
-            raise InputError(f"unknown weighting {weighting!r}; choose one of {WEIGHTINGS}")
-        if min(terms, candidates, combinations, refine_structures, finalists) < 1 or min_points < 2:
-            raise InputError(
-                "terms, candidates, combinations, refine_structures and finalists must be >= 1, "
-                "min_points >= 2"
-            )
-        if not parsimony >= 0:
-            raise InputError(f"parsimony must be >= 0, got {parsimony!r}")
-        self.space = space or SearchSpace()
-        self.terms = terms
-        self.criterion = criterion
-        self.aggregation = aggregation
-        self.median_estimator = median_estimator
-        self.candidates = candidates
-        self.combinations = combinations
-        self.refine_structures = refine_structures
-        self.finalists = finalists
-        self.parsimony = parsimony
-        self.max_terms = max_terms
-        self.significance = significance
-        self.weighting = weighting
-        self.positive_terms = positive_terms
-        self.min_points = min_points
-        self.beyond_space = beyond_space
+    space: SearchSpace = option(  # noqa: RUF009 (option() is a field specifier)
+        default_factory=SearchSpace, doc="exponent sets of the search (Extra-P's defaults)."
+    )
+    _: KW_ONLY
+    terms: int = option(
+        1,
+        minimum=1,
+        doc="number of terms per parameter (``terms`` shapes summed; 1 = Extra-P's default); "
+        "at most :data:`MAX_SHAPE_COMBINATIONS` combinations of that many shapes.",
+        flag=Flag("--terms", type=int, help="terms per parameter (default {default})"),
+    )
+    criterion: str = option(
+        "smape",
+        choices=tuple(sorted(CRITERIA)),
+        doc='``"smape"`` or ``"rss"`` of leave-one-out predictions.',
+        flag=Flag("--criterion"),
+    )
+    aggregation: str = option(
+        "median",
+        choices=AGGREGATIONS,
+        doc="how repetitions at a point are combined before fitting.",
+        flag=Flag("--aggregate"),
+    )
+    median_estimator: str = option(
+        "huber",
+        choices=MEDIAN_ESTIMATORS,
+        doc='how ``aggregation="median"`` estimates a point\'s central value. ``"huber"`` '
+        "(default) is Huber's M-estimate with a scale pooled over all points of the call "
+        "path (the median absolute relative deviation of the repetitions from their "
+        "point's sample median): repetitions within ``HUBER_TUNING`` robust standard "
+        "deviations count like in the mean, farther ones (spikes from other processes) are "
+        "down-weighted. With five repetitions the mean's variance under well-behaved noise "
+        "is the lowest, the sample median's about 2.2 times higher under uniform noise, and "
+        "that variance is what confuses neighbouring exponents; the pooled scale is what "
+        'lets five repetitions tell a spike from noise. ``"harrell-davis"`` is a '
+        "Beta-weighted average of the sorted repetitions (Harrell & Davis, 1982; 6 % weight "
+        "each on the smallest and largest of five, so a spike still shifts it), "
+        '``"sample"`` the middle value.',
+        flag=Flag(
+            "--median-estimator",
+            help="how --aggregate median estimates a point's centre: huber (default: starts "
+            "at the sample median, counts calm repetitions fully and down-weights spikes), "
+            "harrell-davis (Beta-weighted order statistics) or sample (the middle value)",
+        ),
+    )
+    candidates: int = option(
+        5,
+        minimum=1,
+        doc="most shapes kept per parameter for the multi-parameter combination.",
+        flag=Flag("--candidates", type=int, help="shapes kept per parameter (default {default})"),
+    )
+    combinations: int = option(
+        27,
+        minimum=1,
+        doc="most shape combinations refitted per structure: a structure over ``k`` "
+        "parameters combines each one's best ``c`` candidates, ``c`` the largest with "
+        "``c^k <= combinations`` (and ``c <= candidates``). A fixed budget rather than a "
+        "fixed ``c``: two parameters can afford five candidates each (25 fits), three only "
+        "three (27), and more candidates mostly help at high noise, where the true shape "
+        "ranks lower.",
+    )
+    refine_structures: int = option(
+        3, minimum=1, doc="structures refitted with every candidate combination."
+    )
+    finalists: int = option(
+        1,
+        minimum=1,
+        doc="hypotheses per call path that pass screening (in-sample fit, generalised "
+        "cross-validation) on to exact leave-one-out validation, besides the constant.",
+    )
+    parsimony: float = option(
+        1.0,
+        minimum=0,
+        doc="hypotheses whose screening score exceeds the best one's by less than "
+        "``parsimony`` standard errors of the residual sum of squares that pure noise leaves "
+        "(estimated from the repetitions' pooled robust spread) count as equally good, and "
+        "the one with the fewest terms is selected: the one-standard-error rule at the "
+        "default 1. An extra term always fits some of the noise, and generalised "
+        "cross-validation's penalty for it is small with few points per parameter. Only the "
+        "number of terms counts, not how unusual a shape is: on truths drawn uniformly from "
+        "the search space, preferring fewer logarithms or simpler fractions helps only when "
+        "the truths favour them (see ``docs/architecture.md``). ``0`` selects the "
+        "best-screened hypothesis.",
+    )
+    max_terms: int | None = option(
+        None,
+        kind=int,
+        minimum=1,
+        optional=True,
+        doc="largest number of product terms in a structure besides the constant (``None``: "
+        "the number of significant parameters, the paper's ``n = m + 1``).",
+    )
+    significance: float | None = option(
+        0.001,
+        minimum=0,
+        below=1,
+        optional=True,
+        doc="level of the per-parameter noise F-test; ``0`` or ``None`` disables it.",
+        flag=Flag(
+            "--significance",
+            type=float,
+            help="level of the per-parameter noise test; 0 disables it (default {default})",
+        ),
+    )
+    positive_terms: bool = option(
+        True,
+        doc="reject hypotheses with a negative term coefficient. Costs are sums of positive "
+        "contributions; a negative term is almost always noise being fitted. Disable for "
+        "quantities that can fall (or use negative exponents).",
+        flag=Flag(
+            "--allow-negative-terms",
+            const=False,
+            help="accept hypotheses with negative term coefficients",
+        ),
+    )
+    weighting: str = option(
+        "relative",
+        choices=WEIGHTINGS,
+        doc='``"relative"`` fits relative residuals (multiplicative noise), ``"none"`` plain '
+        "least squares.",
+        flag=Flag("--unweighted", const="none", help="plain instead of relative least squares"),
+    )
+    min_points: int = option(
+        3, minimum=2, doc="fewest distinct values of a parameter that can support a model of it."
+    )
+    beyond_space: bool = option(
+        True,
+        doc="where the data leave the space, look beyond it: negative exponents "
+        "(:data:`~perfcast.modeling.space.FALLING_EXPONENTS`) for a parameter along which a "
+        "call path's metric falls on average over the design's lines (strong scaling, "
+        "``n^4/p``), unless the space has negative exponents of its own; exponents above "
+        "the largest (:data:`~perfcast.modeling.space.STEEPER_STEPS`) where the space's "
+        "steepest shape ranks first (miniFE's ``nx^4``). Other call paths rank the space's "
+        "shapes only, so typical weak-scaling models are unchanged. ``False`` is Extra-P's "
+        "search (``--scaling weak``).",
+    )
 
-    def get_params(self) -> dict[str, Any]:
-        """The constructor's settings, scikit-learn style, so variants can be derived safely."""
-        names = inspect.signature(type(self).__init__).parameters
-        return {name: getattr(self, name) for name in names if name != "self"}
-
-    def with_params(self, **changes: Any) -> PMNFModeler:
-        """A copy configured like this modeler except for ``changes`` (constructor options)."""
-        return type(self)(**{**self.get_params(), **changes})
+    def _check_together(self) -> None:
+        """The per-parameter search fits every combination of ``terms`` shapes on every
+        line: their number bounds its time (:data:`MAX_SHAPE_COMBINATIONS`)."""
+        shapes = len(self.space.shapes)
+        count = math.comb(shapes, self.terms)
+        if count > MAX_SHAPE_COMBINATIONS:
+            raise OptionError(
+                "terms",
+                f"{OPTION} {self.terms}: {count} combinations of the {shapes} shapes per "
+                f"parameter, more than the limit of {MAX_SHAPE_COMBINATIONS}; use fewer "
+                "terms or fewer exponents",
+            )
 
     # -- public API --------------------------------------------------------------------------
 
@@ -318,8 +369,10 @@ class PMNFModeler:
         where = f" in {experiment.source}" if experiment.source else ""
         if not experiment.parameters:
             raise InputError(f"the experiment{where} has no parameters to model")
-        for name in experiment.parameters:
-            values = np.unique(experiment.data[name].to_numpy(dtype=float))
+        for name, measured in zip(
+            experiment.parameters, experiment.columns.coordinates, strict=True
+        ):
+            values = np.unique(measured)
             if len(values) < self.min_points:
                 raise InputError(
                     f"parameter {name!r}{where} has {len(values)} distinct value(s) "
@@ -338,27 +391,21 @@ class PMNFModeler:
 
     def _groups(self, experiment: Experiment, priors: Mapping[str, Prior]) -> Iterable[_Group]:
         params = experiment.parameters
-        data = experiment.data
-        # Integer codes instead of pandas group-bys: on large experiments (10^6 rows) the
-        # group-bys cost more than the whole search.
-        callpaths, callpath_names = pd.factorize(data[CALLPATH])
-        metrics, metric_names = pd.factorize(data[METRIC])
-        key_codes, pairs = pd.factorize(callpaths * len(metric_names) + metrics)
+        table = experiment.columns
+        # The experiment's integer codes instead of group-bys: on large experiments
+        # (10^6 rows) pandas group-bys cost more than the whole search.
+        n_metrics = len(table.metrics)
+        key_codes, pairs = first_use_codes(table.callpath * n_metrics + table.metric)
         key_index = [
             (
-                str(callpath_names[int(pair) // len(metric_names)]),
-                str(metric_names[int(pair) % len(metric_names)]),
+                str(table.callpaths[int(pair) // n_metrics]),
+                str(table.metrics[int(pair) % n_metrics]),
             )
-            for pair in np.asarray(pairs)
+            for pair in pairs
         ]
-        point = np.zeros(len(data), dtype=np.int64)
-        for name in params:
-            codes, values = pd.factorize(data[name], sort=True)
-            point = point * len(values) + codes
-        cells, first_row, point_codes = np.unique(point, return_index=True, return_inverse=True)
-        coords = data[params].to_numpy(dtype=float)[first_row]
-        n_keys, n_points = len(key_index), len(cells)
-        raw = data[VALUE].to_numpy(dtype=float)
+        point_codes, coords = table.points()
+        n_keys, n_points = len(key_index), len(coords)
+        raw = table.value
         reps = _occurrence(key_codes * n_points + point_codes)
         repetitions = np.full((n_keys, n_points, int(reps.max()) + 1), np.nan)
         repetitions[key_codes, point_codes, reps] = raw
@@ -496,10 +543,10 @@ class _GroupSearch:
     def _significant(self, usable: list[str]) -> np.ndarray:
         """(K, len(usable)): parameters whose effect exceeds the noise (untestable = yes)."""
         mask = np.ones((len(self.group.keys), len(usable)), dtype=bool)
-        if self.modeler.significance is None or not usable:
+        if not self.modeler.significance or not usable:  # 0 or None: no test
             return mask
         columns = [self.parameters.index(name) for name in usable]
-        cells = Cells(self.group.coordinates[:, columns], self.group.repetitions)
+        cells = RepetitionGrid(self.group.coordinates[:, columns], self.group.repetitions)
         return mask & ~(parameter_p_values(cells) >= self.modeler.significance)
 
     def _rank_shapes(self, name: str) -> None:
@@ -872,7 +919,7 @@ class _GroupSearch:
         else:
             constant = float(coefficients[0])
         ignored = [p for p in self.parameters if p not in active and p in self.basis]
-        if not terms and ignored and self.modeler.significance is not None and len(active) == 0:
+        if not terms and ignored and self.modeler.significance and len(active) == 0:
             warnings.append("variation is within the measurement noise: constant model")
         prior = self.group.prior
         statistics = FitStatistics(
@@ -893,7 +940,7 @@ class _GroupSearch:
             terms=terms,
             statistics=statistics,
             prior=None if prior is None else prior.describe(),
-            warnings=warnings,
+            warnings=tuple(warnings),
         )
 
     def _repetition_warnings(self, row: int, statistics: FitStatistics) -> list[str]:
@@ -989,21 +1036,11 @@ def _shape_basis(shapes: Sequence[tuple[Factor, ...]], x: np.ndarray) -> np.ndar
 def _lines(
     coordinates: np.ndarray, index: int, values: np.ndarray, min_points: int
 ) -> Iterable[tuple[np.ndarray, np.ndarray]]:
-    """Lines of the design along parameter ``index``, batched by identical x-vectors:
+    """Lines of the design along parameter ``index`` with at least ``min_points`` points,
+    batched by identical x-vectors (:func:`~perfcast.modeling.lines.batched_lines`):
     yields (x sorted, values (K, lines, len(x)))."""
-    others = np.delete(coordinates, index, axis=1)
-    _, line_of = np.unique(others, axis=0, return_inverse=True)
-    line_of = line_of.reshape(-1)
-    batches: dict[bytes, tuple[np.ndarray, list[np.ndarray]]] = {}
-    for line in np.unique(line_of):
-        members = np.flatnonzero(line_of == line)
-        members = members[np.argsort(coordinates[members, index], kind="stable")]
-        if len(members) < min_points:
-            continue
-        x = coordinates[members, index]
-        batches.setdefault(x.tobytes(), (x, []))[1].append(members)
-    for x, member_lists in batches.values():
-        yield x, np.stack([values[:, members] for members in member_lists], axis=1)
+    for x, members in batched_lines(coordinates, index, lambda x: len(x) >= min_points):
+        yield x, values[:, members]
 
 
 def existence_note(parameters: Sequence[str], coordinates: np.ndarray, present: np.ndarray) -> str:
@@ -1124,7 +1161,7 @@ def _occurrence(codes: np.ndarray) -> np.ndarray:
 def _harrell_davis_median(repetitions: np.ndarray) -> np.ndarray:
     """The Harrell-Davis median of each cell's repetitions (NaN where a cell has none):
     sorted values weighted by the Beta((c+1)/2, (c+1)/2) mass of each order statistic."""
-    from scipy.special import betainc  # deferred like scipy.stats in noise.py
+    from scipy.special import betainc  # deferred like fdtrc in noise.py
 
     ordered = np.sort(repetitions, axis=2)  # NaN padding sorts last
     count = np.sum(~np.isnan(repetitions), axis=2)

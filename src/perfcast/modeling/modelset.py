@@ -1,18 +1,26 @@
 """A set of models, one per (call path, metric): what `perfcast model` writes and
-`perfcast predict` reads."""
+`perfcast predict` reads.
+
+Beside the models the set holds the findings of the stages after the fit
+(:mod:`perfcast.modeling.findings`). In the model file they are the optional ``"findings"``
+list, each with its stage; a file without it (written before findings existed, when later
+stages appended their warnings to the models) loads with those warnings on its models.
+"""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
 from perfcast.errors import InputError
+from perfcast.inputs import JsonChecker, read_json
 from perfcast.modeling import provenance as _provenance
+from perfcast.modeling.findings import Finding, unique
 from perfcast.modeling.pmnf import ArrayLike, Model
 from perfcast.modeling.provenance import Provenance
 from perfcast.outputs import OutputKind, PathLike, json_with, write_output
@@ -21,18 +29,33 @@ FORMAT_VERSION = 1
 MODEL_FILE = OutputKind("a perfcast model file", json_with('"perfcast_models"'))
 
 
+FINDINGS_KEY = "findings"
+
+
+_WRITE_ONE = "write one with `perfcast model FILE -o models.json`"
+
+
 class ModelSet:
-    """Models over the same parameters, addressable by (call path, metric)."""
+    """Models over the same parameters, addressable by (call path, metric), and the
+    findings of the stages that judged them.
+
+    The models are immutable facts; a stage that replaces models or adds findings returns
+    a new set (:meth:`with_models`, :meth:`with_findings`). :meth:`add` is for the code
+    that builds a set, before anyone else sees it."""
 
     def __init__(
         self,
         parameters: Sequence[str],
-        models: Sequence[Model] = (),
+        models: Iterable[Model] = (),
         provenance: Provenance | None = None,
+        findings: Iterable[Finding] = (),
     ):
         self.parameters = list(parameters)
         self.provenance = provenance
         """What is known of the measurements behind the models (None: nothing)."""
+        self.findings = unique(findings)
+        """What the stages after the fit said about the models, each once, in order."""
+        self._index: dict[tuple[str, str | None], list[int]] | None = None
         self._models: dict[tuple[str, str], Model] = {}
         for model in models:
             self.add(model)
@@ -40,8 +63,44 @@ class ModelSet:
     def add(self, model: Model) -> None:
         self._models[(model.callpath, model.metric)] = model
 
+    def with_models(self, models: Iterable[Model]) -> ModelSet:
+        """A new set with ``models`` in place of those of the same (call path, metric)."""
+        replaced = dict(self._models)
+        replaced.update(((m.callpath, m.metric), m) for m in models)
+        return ModelSet(self.parameters, replaced.values(), self.provenance, self.findings)
+
+    def with_findings(self, findings: Iterable[Finding]) -> ModelSet:
+        """A new set with ``findings`` added; those it already holds are not repeated."""
+        return ModelSet(
+            self.parameters, self._models.values(), self.provenance, (*self.findings, *findings)
+        )
+
+    def findings_by_model(self) -> dict[tuple[str, str], list[Finding]]:
+        """(call path, metric) -> the findings that concern that model (a finding without
+        a metric concerns every model of its call path), in their order; one pass."""
+        return {key: found for key in self._models if (found := self.findings_of(key))}
+
+    def findings_of(self, key: tuple[str, str]) -> list[Finding]:
+        """The findings on the (call path, metric) model, in their order: those naming its
+        metric and those on its whole call path, from an index built once per set."""
+        if self._index is None:
+            index: dict[tuple[str, str | None], list[int]] = {}
+            for position, finding in enumerate(self.findings):
+                index.setdefault((finding.callpath, finding.metric), []).append(position)
+            self._index = index
+        positions = self._index.get(key, []) + self._index.get((key[0], None), [])
+        return [self.findings[i] for i in sorted(positions)]
+
+    def notes(self, key: tuple[str, str]) -> list[str]:
+        """The (call path, metric) model's own warnings, then every finding on it with its
+        stage: all a reader must know before trusting the model."""
+        return [*self._models[key].warnings, *(f.text() for f in self.findings_of(key))]
+
     def __getitem__(self, key: tuple[str, str]) -> Model:
         return self._models[key]
+
+    def get(self, key: tuple[str, str], default: Model | None = None) -> Model | None:
+        return self._models.get(key, default)
 
     def __contains__(self, key: object) -> bool:
         return key in self._models
@@ -74,39 +133,35 @@ class ModelSet:
             "parameters": self.parameters,
             "models": [m.to_json() for m in self],
         }
+        if self.findings:
+            data[FINDINGS_KEY] = [f.to_json() for f in self.findings]
         if self.provenance is not None:
             data[_provenance.KEY] = self.provenance.to_json()
         return data
 
+    def to_text(self) -> str:
+        """The model file's JSON, indented, with each model (and finding) on one line: the
+        file reads and diffs model by model, and it is written by Python's C encoder, which
+        runs only without indentation (fully indented, 1,000 models took a third as long to
+        write as to fit)."""
+        members = []
+        for key, value in self.to_json().items():
+            if isinstance(value, list) and value and isinstance(value[0], dict):
+                records = ",\n".join(f"    {json.dumps(record)}" for record in value)
+                members.append(f"  {json.dumps(key)}: [\n{records}\n  ]")
+            else:  # indented two more: JSON strings hold no raw newline to shift
+                nested = json.dumps(value, indent=2).replace("\n", "\n  ")
+                members.append(f"  {json.dumps(key)}: {nested}")
+        return "{\n" + ",\n".join(members) + "\n}"
+
     def save(self, path: str | Path, inputs: Sequence[PathLike] = ()) -> None:
         """Write the JSON atomically; never over one of ``inputs`` or a file that is not
         an earlier model file (:func:`perfcast.outputs.write_output`)."""
-        write_output(path, json.dumps(self.to_json(), indent=2) + "\n", MODEL_FILE, inputs)
+        write_output(path, self.to_text() + "\n", MODEL_FILE, inputs)
 
     @classmethod
     def load(cls, path: str | Path) -> ModelSet:
-        try:
-            data = json.loads(Path(path).read_bytes().decode("utf-8"))
-        except FileNotFoundError:
-            raise InputError(
-                "no such model file; create one with `perfcast model FILE -o models.json`",
-                path=path,
-            ) from None
-        except OSError as exc:
-            raise InputError(f"cannot read the model file: {exc.strerror}", path=path) from None
-        except UnicodeDecodeError as exc:
-            raise InputError(
-                f"not a model file: not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
-                f"offset {exc.start}); write one with `perfcast model FILE -o models.json`",
-                path=path,
-            ) from None
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not valid JSON ({exc.msg})", path=path, line=exc.lineno) from None
-        except ValueError as exc:  # an integer of more than 4300 digits
-            reason = str(exc).split(";")[0]  # not Python's advice on raising the limit
-            raise InputError(f"not a model file: {reason}", path=path) from None
-        except RecursionError:
-            raise InputError("not a model file: JSON nested too deeply", path=path) from None
+        data = read_json(Path(path), "model file", _WRITE_ONE)
         if not isinstance(data, dict) or "perfcast_models" not in data:
             raise InputError("not a perfcast model file (no 'perfcast_models' key)", path=path)
         _check_model_file(data, path)
@@ -117,7 +172,14 @@ class ModelSet:
         provenance = None
         if _provenance.KEY in data:
             provenance = Provenance.from_json(data[_provenance.KEY], path)
-        return cls(data["parameters"], models, provenance)
+        raw = data.get(FINDINGS_KEY, [])
+        if not isinstance(raw, list):
+            raise InputError(f"{FINDINGS_KEY!r} must be a list", path=path)
+        findings = [
+            Finding.from_json(entry, f"{FINDINGS_KEY}[{index}]", path)
+            for index, entry in enumerate(raw)
+        ]
+        return cls(data["parameters"], models, provenance, findings)
 
 
 MAX_EXPONENT = 64
@@ -133,20 +195,9 @@ def _check_model_file(data: dict, path: str | Path) -> None:
     _ModelFileCheck(path).file(data)
 
 
-class _ModelFileCheck:
+class _ModelFileCheck(JsonChecker):
     def __init__(self, path: str | Path):
-        self.path = path
-
-    def fail(self, where: str, what: str) -> InputError:
-        return InputError(
-            f"{where} must be {what}; write the file again with `perfcast model FILE -o FILE`",
-            path=self.path,
-        )
-
-    def field(self, table: dict, key: str, where: str) -> object:
-        if key not in table:
-            raise InputError(f"{where} has no {key!r}", path=self.path)
-        return table[key]
+        super().__init__(path, "write the file again with `perfcast model FILE -o FILE`")
 
     def number(self, value: object, where: str, *, finite: bool = True) -> None:
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -159,34 +210,28 @@ class _ModelFileCheck:
             raise self.fail(where, f"a finite number, not {value}")
 
     def file(self, data: dict) -> None:
-        parameters = self.field(data, "parameters", "the model file")
+        parameters = self.required(data, "parameters", "the model file")
         if (
             not isinstance(parameters, list)
             or not all(isinstance(p, str) and p.strip() and p.isprintable() for p in parameters)
             or len(set(parameters)) != len(parameters)
         ):
             raise self.fail("parameters", "a list of distinct parameter names, each one line")
-        models = self.field(data, "models", "the model file")
+        models = self.required(data, "models", "the model file")
         if not isinstance(models, list):
             raise self.fail("models", "a list")
         for index, model in enumerate(models):
             self.model(model, f"models[{index}]", parameters)
 
-    def model(self, model: object, where: str, parameters: list[str]) -> None:
-        if not isinstance(model, dict):
-            raise self.fail(where, "a JSON object")
+    def model(self, value: object, where: str, parameters: list[str]) -> None:
+        model = self.table(value, where)
         for key in ("callpath", "metric"):
-            if not isinstance(self.field(model, key, where), str):
-                raise self.fail(f"{where}.{key}", "a string")
-        self.number(self.field(model, "constant", where), f"{where}.constant")
+            self.text(self.required(model, key, where), f"{where}.{key}")
+        self.number(self.required(model, "constant", where), f"{where}.constant")
         if model.get("prior") is not None and not isinstance(model["prior"], str):
             raise self.fail(f"{where}.prior", "a string or null")
-        warnings = model.get("warnings", [])
-        if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
-            raise self.fail(f"{where}.warnings", "a list of strings")
-        statistics = model.get("statistics", {})
-        if not isinstance(statistics, dict):
-            raise self.fail(f"{where}.statistics", "a JSON object")
+        self.texts(model.get("warnings", []), f"{where}.warnings")
+        statistics = self.table(model.get("statistics", {}), f"{where}.statistics")
         for key in ("rss", "smape", "adjusted_r2", "cv_error", "points"):
             if key in statistics:  # nan: not computed (too few points)
                 self.number(statistics[key], f"{where}.statistics.{key}", finite=False)
@@ -196,9 +241,8 @@ class _ModelFileCheck:
         for index, term in enumerate(terms):
             self.term(term, f"{where}.terms[{index}]", parameters)
 
-    def term(self, term: object, where: str, parameters: list[str]) -> None:
-        if not isinstance(term, dict):
-            raise self.fail(where, "a JSON object")
+    def term(self, value: object, where: str, parameters: list[str]) -> None:
+        term = self.table(value, where)
         self.number(term.get("coefficient"), f"{where}.coefficient")
         factors = term.get("factors")
         if not isinstance(factors, list) or not factors:
@@ -206,9 +250,8 @@ class _ModelFileCheck:
         for index, factor in enumerate(factors):
             self.factor(factor, f"{where}.factors[{index}]", parameters)
 
-    def factor(self, factor: object, where: str, parameters: list[str]) -> None:
-        if not isinstance(factor, dict):
-            raise self.fail(where, "a JSON object")
+    def factor(self, value: object, where: str, parameters: list[str]) -> None:
+        factor = self.table(value, where)
         if factor.get("parameter") not in parameters:
             raise self.fail(f"{where}.parameter", f"one of the file's parameters {parameters}")
         exponent = factor.get("exponent")

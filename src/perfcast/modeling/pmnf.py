@@ -186,9 +186,14 @@ class FitStatistics:
         )
 
 
-@dataclass
+@dataclass(frozen=True)
 class Model:
-    """A fitted PMNF function for one (call path, metric)."""
+    """A fitted PMNF function for one (call path, metric): a fact, never changed.
+
+    ``prior`` describes the prior it was fitted under, ``warnings`` what the fit itself
+    found (too few repetitions, a poor fit, a constant model for noise). What later stages
+    say about it is a :class:`~perfcast.modeling.findings.Finding` in its model set, so a
+    stage run twice cannot repeat itself and every statement names who made it."""
 
     callpath: str
     metric: str
@@ -196,7 +201,7 @@ class Model:
     terms: tuple[Term, ...] = ()
     statistics: FitStatistics = field(default_factory=FitStatistics)
     prior: str | None = None
-    warnings: list[str] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()
 
     @property
     def parameters(self) -> tuple[str, ...]:
@@ -326,7 +331,7 @@ class Model:
             terms=tuple(Term.from_json(t) for t in data.get("terms", [])),
             statistics=FitStatistics.from_json(data.get("statistics", {})),
             prior=data.get("prior"),
-            warnings=list(data.get("warnings", [])),
+            warnings=tuple(data.get("warnings", [])),
         )
 
 

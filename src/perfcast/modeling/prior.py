@@ -9,10 +9,11 @@ coefficients alone are fitted to time), communication laws (also a fixed structu
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from perfcast.errors import InputError
-from perfcast.modeling.pmnf import Factor
+from perfcast.modeling.findings import Finding
+from perfcast.modeling.pmnf import Factor, Model
 
 TermShape = tuple[Factor, ...]
 
@@ -90,3 +91,58 @@ class Prior:
 
 Priors = Mapping[str, Prior]
 """Priors keyed by call path; call paths without an entry are modeled black-box."""
+
+
+PriorKey = tuple[str, str]
+"""(call path, metric): a prior constrains the models of the metrics its evidence speaks
+for (effort counts and static counts: time; taint: every measured metric)."""
+
+
+@dataclass(frozen=True)
+class DerivedPriors:
+    """What one prior source derived from an experiment: the input of the composition
+    (:func:`perfcast.priors.compose`).
+
+    Attributes:
+        source: the source's name ("taint", "effort", "static").
+        priors: (call path, metric) -> prior; keys without an entry are unconstrained.
+        findings: what the source found while deriving.
+        notes: what the user must know about the derivation (call paths it could not
+            match, inputs it lacks), printed once, not attached to models.
+        models: exact models the source made of its own inputs (effort counts), reported
+            as they are and never refitted.
+        unreachable: call path -> parameters its code provably cannot read (taint): a
+            free model using only these beyond the prior measured contention, not work.
+        evidence: (call path, metric) -> the parameters the source's evidence depends on,
+            where narrower than its prior (a communication law adds a ``log2(p)`` latency
+            the byte counts never measured).
+        caveats: why this source's evidence may use a parameter another source rules out,
+            for the finding that says so.
+        exact_metrics: metrics this source knows exactly (effort counts and their maxima
+            over ranks): no other prior restricts them, no contention is suspected in them.
+        conflict_label: how the warning of a conflict of this source's prior with the
+            measurements starts (default ``<source> prior conflicts with the measurements``).
+        advisory: the priors are compared with the other sources' but never fitted
+            (``--taint-mode check``: flags only).
+    """
+
+    source: str
+    priors: Mapping[PriorKey, Prior] = field(default_factory=dict)
+    findings: tuple[Finding, ...] = ()
+    notes: tuple[str, ...] = ()
+    models: tuple[Model, ...] = ()
+    unreachable: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    evidence: Mapping[PriorKey, frozenset[str]] = field(default_factory=dict)
+    caveats: tuple[str, ...] = ()
+    exact_metrics: frozenset[str] = frozenset()
+    conflict_label: str | None = None
+    advisory: bool = False
+
+    def evidence_of(self, key: PriorKey) -> frozenset[str]:
+        """The parameters the evidence behind ``key``'s prior depends on."""
+        if key in self.evidence:
+            return self.evidence[key]
+        prior = self.priors[key]
+        if prior.structure is not None:
+            return frozenset(f.parameter for shape in prior.structure for f in shape)
+        return prior.parameters if prior.parameters is not None else frozenset()

@@ -22,15 +22,17 @@ A conflict keeps the free model, with a warning naming the prior model and both 
 unless the free model's extra parameters are all ones the code provably cannot depend on
 (``unreachable``: taint analysis found no loop and no branch that reads them): then the
 measured dependency is contention or noise (paper C1) and the prior model, the code's own
-work, is kept -- with the same warning, so the conflict is never silent either way.
+work, is kept -- with the same warning, so the conflict is never silent either way. The
+warning is a :class:`~perfcast.modeling.findings.Finding` of stage ``"conflict"``; the two
+models stay as they were fitted.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from perfcast.modeling.findings import Finding
 from perfcast.modeling.pmnf import Model
 from perfcast.modeling.prior import Prior
 
@@ -39,8 +41,6 @@ CONFLICT_RATIO = 2.0
 
 CONFLICT_GAP = 5.0
 """... and by this many percentage points for the fits to conflict (module docstring)."""
-
-VISITS_METRIC = "visits"
 
 
 def allowed_parameters(prior: Prior) -> frozenset[str] | None:
@@ -59,19 +59,35 @@ def fits_much_worse(
     return bool(ours > ratio * theirs and ours - theirs > gap)
 
 
-@dataclass
+CONFLICT_KIND = "prior-conflict"
+
+
+@dataclass(frozen=True)
 class PriorConflict:
     """One (call path, metric) whose prior disagrees with its measurements."""
 
     callpath: str
     metric: str
-    source: str  # "taint" or "effort"
+    source: str  # the prior's source: "taint", "effort", "static" or a composition
     constrained: Model
     free: Model
-    reasons: list[str]
+    reasons: tuple[str, ...]
     kept_prior: bool  # True: the free model's extra dependence is contention or noise
+    label: str | None = None  # how the warning starts (default: "<source> prior conflicts ...")
 
-    def warning(self, label: str | None = None) -> str:
+    def finding(self) -> Finding:
+        """The conflict as the record the model set keeps (stage ``"conflict"``)."""
+        return Finding(
+            "conflict",
+            self.callpath,
+            self.metric,
+            CONFLICT_KIND,
+            self.warning(),
+            {"source": self.source, "kept": "prior" if self.kept_prior else "black-box"},
+        )
+
+    def warning(self) -> str:
+        label = self.label
         kept = (
             f"the {self.source}-prior model is kept: the black-box model's extra dependence "
             "is one the code cannot have (contention or noise)"
@@ -112,8 +128,9 @@ def resolve_conflict(
         label: how the warning starts (default ``<source> prior conflicts with the
             measurements``).
 
-    Returns ``(constrained, None)`` without a conflict; else the kept model (a copy of
-    ``free``, or ``constrained``) carrying the conflict's warning.
+    Returns ``(constrained, None)`` without a conflict; else the kept model (``free``, or
+    ``constrained``), unchanged, and the conflict (:meth:`PriorConflict.finding` is what the
+    model set records).
     """
     allowed = allowed_parameters(prior)
     reasons = []
@@ -136,15 +153,21 @@ def resolve_conflict(
     extra = {p for p in free.parameters if allowed is not None and p not in allowed}
     kept_prior = bool(extra) and not refuted_by_visits and extra <= set(unreachable)
     conflict = PriorConflict(
-        constrained.callpath, constrained.metric, source, constrained, free, reasons, kept_prior
+        constrained.callpath,
+        constrained.metric,
+        source,
+        constrained,
+        free,
+        tuple(reasons),
+        kept_prior,
+        label,
     )
-    kept = constrained if kept_prior else copy.deepcopy(free)
-    kept.warnings.append(conflict.warning(label))
-    return kept, conflict
+    return (constrained if kept_prior else free), conflict
 
 
 __all__ = [
     "CONFLICT_GAP",
+    "CONFLICT_KIND",
     "CONFLICT_RATIO",
     "PriorConflict",
     "allowed_parameters",

@@ -9,6 +9,7 @@ parameters instead of being hand-listed, bounded by ``max_terms``.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -17,6 +18,14 @@ from typing import TypeVar
 
 import numpy as np
 
+from perfcast.modeling.options import (
+    OPTION,
+    Flag,
+    OptionError,
+    Options,
+    document_options,
+    option,
+)
 from perfcast.modeling.pmnf import Factor, fraction
 
 _EXTRAP_EXPONENTS = "0 1/4 1/3 1/2 2/3 3/4 4/5 1 5/4 4/3 3/2 5/3 7/4 2 9/4 7/3 5/2 8/3 11/4 3"
@@ -39,38 +48,101 @@ Family = tuple[frozenset[str], ...]
 """A term structure: one parameter subset per product term."""
 
 
+MAX_SEARCH_EXPONENT = 16
+"""The largest exponent (polynomial, in absolute value, or logarithmic) a search space may
+hold. Extra-P's largest is 3; ``x^16`` of a parameter at 10^6 is already 10^96, and a few
+steps more overflow a double, so larger exponents fit nothing and only fill the fits with
+infinities."""
+
+
+def _beyond_limit(exponents: tuple[Fraction | int, ...]) -> str | None:
+    """The problem of exponents beyond :data:`MAX_SEARCH_EXPONENT`, or ``None``."""
+    largest = max((abs(Fraction(e)) for e in exponents), default=Fraction(0))
+    if largest <= MAX_SEARCH_EXPONENT:
+        return None
+    digits = len(str(int(largest)))
+    shown = str(largest) if digits <= 12 else f"a {digits}-digit number"
+    return f"{OPTION}: {shown} is beyond the largest usable exponent {MAX_SEARCH_EXPONENT}"
+
+
+def parse_exponents(text: str) -> tuple[Fraction, ...]:
+    """``"-1,0,1/2,2"`` (the command line's spelling) as exponents."""
+    return tuple(_split(text, fraction))
+
+
+def parse_log_exponents(text: str) -> tuple[int, ...]:
+    """``"0,1,2"`` as logarithm exponents."""
+    return tuple(_split(text, int))
+
+
+@document_options
 @dataclass(frozen=True)
-class SearchSpace:
+class SearchSpace(Options):
     """Exponent sets of the PMNF search.
 
     Negative exponents (``-1``, ``-1/2``) model strong scaling, where cost per rank falls
     with ``p``; they are allowed as long as the measured values of a parameter are positive.
+    The sets are kept sorted and without repeats.
     """
 
-    exponents: tuple[Fraction, ...] = DEFAULT_EXPONENTS
-    log_exponents: tuple[int, ...] = DEFAULT_LOG_EXPONENTS
+    exponents: tuple[Fraction, ...] = option(
+        DEFAULT_EXPONENTS,
+        doc="polynomial exponents ``i`` of the shapes ``x^i log2(x)^j`` (Extra-P's set I).",
+        check=_beyond_limit,
+        parse=parse_exponents,
+        flag=Flag(
+            "--exponents",
+            help="polynomial exponents, e.g. '0,1/2,1,2,3'; negative ones as "
+            "--exponents=-1,0,1 or --exponents '-1,0,1'",
+        ),
+    )
+    log_exponents: tuple[int, ...] = option(
+        DEFAULT_LOG_EXPONENTS,
+        doc="logarithm exponents ``j``, non-negative integers (Extra-P's set J).",
+        check=_beyond_limit,
+        parse=parse_log_exponents,
+        flag=Flag("--log-exponents", help="logarithm exponents, e.g. '0,1,2'"),
+    )
     _shapes: tuple[tuple[Fraction, int], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        exps = tuple(sorted({fraction(e) for e in self.exponents}))
-        logs = tuple(sorted({int(j) for j in self.log_exponents}))
+        try:
+            exps = tuple(sorted({fraction(e) for e in self.exponents}))
+        except (TypeError, ValueError, ArithmeticError):
+            raise OptionError(
+                "exponents", f"{OPTION} must be numbers or fractions, not {self.exponents!r}"
+            ) from None
+        try:
+            logs = tuple(sorted({operator.index(j) for j in self.log_exponents}))
+        except TypeError:
+            logs = (-1,)  # not integers: refused below
         if any(j < 0 for j in logs):
-            raise ValueError("log exponents must be non-negative integers")
+            raise OptionError(
+                "log_exponents",
+                f"{OPTION} must be non-negative integers, not {self.log_exponents!r}",
+            )
         object.__setattr__(self, "exponents", exps)
         object.__setattr__(self, "log_exponents", logs)
-        shapes = tuple((i, j) for i in exps for j in logs if (i, j) != (0, 0))
-        if not shapes:
-            raise ValueError("the search space has no non-constant term shape")
+        super().__post_init__()
+        shapes = tuple((i, j) for i in exps for j in self.log_exponents if (i, j) != (0, 0))
         object.__setattr__(self, "_shapes", shapes)
+
+    def _check_together(self) -> None:
+        if all(e == 0 for e in self.exponents) and all(j == 0 for j in self.log_exponents):
+            raise OptionError(
+                "exponents", f"{OPTION}: the search space has no shape but the constant"
+            )
 
     @classmethod
     def from_strings(
         cls, exponents: str | None = None, log_exponents: str | None = None
     ) -> SearchSpace:
         """Parse ``"0,1/2,1,2"`` and ``"0,1"`` (the CLI's spelling)."""
-        exps = DEFAULT_EXPONENTS if exponents is None else _split(exponents, fraction)
-        logs = DEFAULT_LOG_EXPONENTS if log_exponents is None else _split(log_exponents, int)
-        return cls(tuple(exps), tuple(logs))
+        exps = DEFAULT_EXPONENTS if exponents is None else parse_exponents(exponents)
+        logs = (
+            DEFAULT_LOG_EXPONENTS if log_exponents is None else parse_log_exponents(log_exponents)
+        )
+        return cls(exps, logs)
 
     @property
     def shapes(self) -> tuple[tuple[Fraction, int], ...]:

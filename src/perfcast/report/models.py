@@ -6,7 +6,6 @@ switching tools find what they know, plus the prior and warnings perfcast adds.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from perfcast.modeling.modelset import ModelSet
@@ -20,6 +19,7 @@ def _text(models: ModelSet) -> str:
     by_callpath: dict[str, list[Model]] = {}
     for model in models:
         by_callpath.setdefault(model.callpath, []).append(model)
+    findings = models.findings_by_model()
     lines: list[str] = []
     for callpath, group in by_callpath.items():
         lines.append(f"Callpath: {callpath}")
@@ -35,11 +35,13 @@ def _text(models: ModelSet) -> str:
             if model.prior:
                 lines.append(f"    Prior: {model.prior}")
             lines.extend(f"    Warning: {w}" for w in model.warnings)
+            found = findings.get((callpath, model.metric), [])
+            lines.extend(f"    Warning: {f.text()}" for f in found)
     return "\n".join(lines)
 
 
 def _json(models: ModelSet) -> str:
-    return json.dumps(models.to_json(), indent=2)
+    return models.to_text()
 
 
 def _python(models: ModelSet) -> str:

@@ -16,6 +16,7 @@ flag shows it. Values are model values, so the two rankings and the models agree
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -23,9 +24,10 @@ import numpy as np
 
 from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath, split_callpath
+from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, MAX_SUFFIX, TIME_METRIC
 from perfcast.experiment.names import display_names
 from perfcast.modeling.modelset import ModelSet
-from perfcast.modeling.pmnf import Model
+from perfcast.modeling.pmnf import Factor, Model
 
 TARGET_FACTOR = 4.0
 """Default target: every parameter at this many times its largest measured value, far
@@ -44,9 +46,6 @@ OTHER_WARNING_TEXTS = 5
 
 CALLPATH_WIDTH = 100
 """Call paths longer than this are shortened (function names, middle frames elided)."""
-
-MAX_SUFFIX = ":max"
-INCLUSIVE_SUFFIX = "_inclusive"
 
 
 def metric_kind(metric: str) -> str:
@@ -78,37 +77,16 @@ def default_target(largest: Mapping[str, float]) -> dict[str, float]:
     return {p: TARGET_FACTOR * v for p, v in largest.items()}
 
 
-def parse_point(text: str, parameters: Sequence[str], flag: str = "--at") -> dict[str, float]:
-    """``p=4096,size=30`` as a point; parameters it leaves out stay absent. InputError
-    naming ``flag`` if an item is not ``NAME=NUMBER`` or names an unknown parameter."""
-    point: dict[str, float] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, equals, value = item.partition("=")
-        name = name.strip()
-        if not equals or name not in parameters:
-            raise InputError(
-                f"{flag} {text!r}: {item!r} is not NAME=VALUE over the parameters "
-                f"{', '.join(parameters)} (e.g. {flag} {parameters[0]}=4096)"
-                if parameters
-                else f"{flag} needs parameters, and the models have none"
-            )
-        try:
-            point[name] = float(value)
-        except ValueError:
-            raise InputError(f"{flag} {text!r}: {value.strip()!r} is not a number") from None
-    return point
-
-
 def summarised_metrics(models: ModelSet, requested: Sequence[str] | None = None) -> list[str]:
     """The metrics the summary ranks: those asked for, else the first time metric (its own
     exclusive time if there is one), else the first metric."""
     present = models.metrics
     if requested:
         return [m for m in dict.fromkeys(requested) if m in present]
-    for candidate in ("time", "time_inclusive"):
+    for candidate in (TIME_METRIC, TIME_METRIC + INCLUSIVE_SUFFIX):
         if candidate in present:
             return [candidate]
-    timed = [m for m in present if "time" in m and metric_kind(m) == "exclusive"]
+    timed = [m for m in present if TIME_METRIC in m and metric_kind(m) == "exclusive"]
     return (timed or present)[:1]
 
 
@@ -211,17 +189,60 @@ def _nearest_ancestors(callpaths: Sequence[str]) -> dict[str, str | None]:
     return ancestors
 
 
+def _values_at(
+    models: Sequence[Model], largest: Mapping[str, float], target: Mapping[str, float]
+) -> list[tuple[float, float]]:
+    """Each model's value at the largest measured point and at the target.
+
+    Models share few distinct factors (a few dozen over 100,000 call paths), so each factor
+    is evaluated once and a model costs a few float operations, taken in the order of
+    :meth:`Model.evaluate` so the values are the same; ``evaluate`` per model took 100 us,
+    10 s for 100,000 call paths. A model with a factor outside its domain or a value beyond
+    floating point goes through ``evaluate``, which raises the error that names it."""
+    both = {p: np.array([largest[p], target[p]]) for p in largest}
+    factors: dict[Factor, tuple[float, float] | None] = {}
+
+    def factor_values(factor: Factor) -> tuple[float, float] | None:
+        if factor not in factors:
+            point = both[factor.parameter]
+            defined = bool(factor.defined_at(point).all())
+            factors[factor] = tuple(factor.evaluate(point).tolist()) if defined else None
+        return factors[factor]
+
+    def shared(model: Model) -> tuple[float, float] | None:
+        at_largest = at_target = model.constant
+        for term in model.terms:
+            basis_largest = basis_target = 1.0
+            for factor in term.factors:
+                value = factor_values(factor)
+                if value is None:
+                    return None
+                basis_largest *= value[0]
+                basis_target *= value[1]
+            at_largest += term.coefficient * basis_largest
+            at_target += term.coefficient * basis_target
+        if math.isfinite(at_largest) and math.isfinite(at_target):
+            return float(at_largest), float(at_target)
+        return None
+
+    values = []
+    for model in models:
+        pair = shared(model)
+        if pair is None:
+            first, second = np.broadcast_to(model.evaluate(both), 2).tolist()
+            pair = (first, second)
+        values.append(pair)
+    return values
+
+
 def _summarise_metric(
     models: Sequence[Model], metric: str, largest: Mapping[str, float], target: Mapping[str, float]
 ) -> _MetricSummary:
     """Values at both points plus exclusive/inclusive values over the modeled call tree:
     one pass from the leaves up, so linear in the call paths."""
     kind = metric_kind(metric)
-    both = {p: np.array([largest[p], target[p]]) for p in largest}  # one evaluation each
-    costs = [
-        _Cost(m.callpath, m, *(float(v) for v in np.broadcast_to(m.evaluate(both), 2)))
-        for m in models
-    ]
+    values = _values_at(models, largest, target)
+    costs = [_Cost(m.callpath, m, *pair) for m, pair in zip(models, values, strict=True)]
     by_path = {c.callpath: c for c in costs}
     ancestors = _nearest_ancestors(list(by_path))
     deepest_first = sorted(costs, key=lambda c: -len(split_callpath(c.callpath)))
@@ -381,8 +402,10 @@ def _warnings(models: ModelSet, listed: Mapping[str, None], names: Mapping[str, 
     not listed are counted per text."""
     all_metrics = models.metrics
     by_text: dict[str, dict[str, list[str]]] = {}
+    findings = models.findings_by_model()  # a later stage's finding shows its stage
     for model in models:
-        for warning in model.warnings:
+        found = findings.get((model.callpath, model.metric), [])
+        for warning in [*model.warnings, *(f.text() for f in found)]:
             by_text.setdefault(warning, {}).setdefault(model.callpath, []).append(model.metric)
     shown = {t: {c: ms for c, ms in paths.items() if c in listed} for t, paths in by_text.items()}
     lines = []

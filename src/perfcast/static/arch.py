@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 
 from perfcast.errors import InputError
+from perfcast.lazy import optional_module
 
 DEFAULT_ARCHITECTURE = Path(__file__).with_name("x86_64.yaml")
 OTHER = "other"
@@ -69,23 +70,13 @@ class Architecture:
         }
 
 
-def _yaml():
-    try:
-        import yaml
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise InputError(
-            "reading architecture files needs PyYAML: pip install 'perfcast[static]'"
-        ) from exc
-    return yaml
-
-
 @cache
 def load_architecture(path: str | Path = DEFAULT_ARCHITECTURE) -> Architecture:
     """Read and validate an architecture description file."""
     path = Path(path)
     if not path.is_file():
         raise InputError("architecture file not found", path=path)
-    yaml = _yaml()
+    yaml = optional_module("yaml", "reading architecture files needs PyYAML")
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:

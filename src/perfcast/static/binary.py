@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfcast.errors import InputError, PerfcastError
+from perfcast.errors import InputError
+from perfcast.lazy import optional_module
 
 FunctionKey = tuple[str, int]  # (absolute source file, declaration line)
 
@@ -93,26 +94,6 @@ class BinaryFunction:
     def instructions(self) -> Iterator[Instruction]:
         for start in sorted(self.blocks):
             yield from self.blocks[start].instructions
-
-
-def _elftools():
-    try:
-        from elftools.elf.elffile import ELFFile
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise PerfcastError(
-            "perfcast static needs pyelftools: pip install 'perfcast[static]'"
-        ) from exc
-    return ELFFile
-
-
-def _capstone():
-    try:
-        import capstone
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise PerfcastError(
-            "perfcast static needs capstone: pip install 'perfcast[static]'"
-        ) from exc
-    return capstone
 
 
 @dataclass
@@ -284,8 +265,8 @@ def _declaration(die, files: dict[int, str]) -> FunctionKey | None:
 
 def load_binary(path: str | Path) -> tuple[list[BinaryFunction], list[str]]:
     """Decode every function that has debug information into basic blocks."""
-    ELFFile = _elftools()
-    capstone = _capstone()
+    ELFFile = optional_module("elftools.elf.elffile", "perfcast static needs pyelftools").ELFFile
+    capstone = optional_module("capstone", "perfcast static needs capstone")
     path = Path(path)
     if not path.is_file():
         raise InputError("binary not found", path=path)

@@ -15,18 +15,17 @@ from fractions import Fraction
 from functools import cached_property
 
 from perfcast.errors import PerfcastError
+from perfcast.lazy import optional_module
 from perfcast.static import expressions as ex
 from perfcast.static.source import Construct, SourceFunction
 
 
 def _isl():
-    try:
-        import islpy
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise PerfcastError(
-            "perfcast static needs isl with barvinok: pip install 'perfcast[static]' "
-            "(islpy-barvinok, GPL)"
-        ) from exc
+    islpy = optional_module(
+        "islpy",
+        "perfcast static needs isl with barvinok",
+        "pip install 'perfcast[static]' (islpy-barvinok, GPL)",
+    )
     if not hasattr(islpy.Set, "card"):
         raise PerfcastError("islpy has no barvinok counting: install islpy-barvinok, not islpy")
     return islpy

@@ -100,17 +100,12 @@ class FlowSystem:
         return True
 
     def value(self, row: Row) -> Combination | None:
-        """The combination ``sum(row[e] * x_e)`` equals, or None if not yet determined."""
-        total: Combination = {}
-        remaining = dict(row)
-        for variable in [v for v in remaining if v in self.pivots]:
-            factor = remaining.get(variable)
-            if not factor:
-                continue
-            pivot_row, pivot_rhs = self.pivots[variable]
-            _axpy(remaining, -factor, pivot_row)
-            _axpy(total, factor, pivot_rhs)
-        return None if remaining else self._substitute(total)
+        """The combination ``sum(row[e] * x_e)`` equals, or None if not yet determined.
+
+        Reducing the equation ``row . x = 0`` by the pivots leaves ``remaining . x =
+        -value``: with nothing remaining, the value is known (exact, in fractions)."""
+        remaining, negated = self._reduce(row, {})
+        return None if remaining else {k: -v for k, v in self._substitute(negated).items()}
 
     def free_variables(self, variables: range) -> list[int]:
         """Variables no accepted equation pins down (yet)."""

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from perfcast.errors import InputError, PerfcastError
+from perfcast.errors import InputError
+from perfcast.lazy import optional_module
 from perfcast.static import expressions as ex
 
 ANNOTATION_KEYS = frozenset({"lp_init", "lp_cond", "lp_iters", "br_ratio", "skip"})
@@ -189,19 +190,9 @@ def finds_mpi_header(flags: Sequence[str]) -> bool:
     return any((Path(d) / "mpi.h").is_file() for d in directories)
 
 
-def _cindex():
-    try:
-        import clang.cindex as cindex
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise PerfcastError(
-            "perfcast static needs libclang: pip install 'perfcast[static]'"
-        ) from exc
-    return cindex
-
-
 def parse_source(path: str | Path, flags: Sequence[str] = ()) -> SourceProgram:
     """Parse a C or C++ file into functions with their construct trees."""
-    cindex = _cindex()
+    cindex = optional_module("clang.cindex", "perfcast static needs libclang")
     path = Path(path).resolve()
     if not path.is_file():
         raise InputError("source file not found", path=path)

@@ -19,6 +19,7 @@ from fractions import Fraction
 import numpy as np
 
 from perfcast.errors import InputError
+from perfcast.experiment.metrics import TIME_METRIC
 from perfcast.modeling.pmnf import Factor, Model, Term, fraction
 from perfcast.modeling.space import DEFAULT_EXPONENTS, DEFAULT_LOG_EXPONENTS
 
@@ -100,7 +101,7 @@ def pmnf_function(
     constant: float,
     terms: Sequence[tuple[float, Mapping[str, tuple[Fraction | str | int, int]]]],
     *,
-    metric: str = "time",
+    metric: str = TIME_METRIC,
 ) -> Model:
     """A specified truth, e.g. ``3 + 2*p^(1/2)*log2(p) * n``::
 
@@ -131,7 +132,7 @@ def random_function(
     *,
     structure: Structure | str = Structure.MIXED,
     space: FunctionSpace | None = None,
-    metric: str = "time",
+    metric: str = TIME_METRIC,
 ) -> Model:
     """A random truth over the parameters of ``reference``, every parameter with a
     non-constant shape; term weights hold at ``reference`` (see :class:`FunctionSpace`).

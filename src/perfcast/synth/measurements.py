@@ -24,6 +24,7 @@ from perfcast.experiment.experiment import (
     Experiment,
     Metric,
 )
+from perfcast.experiment.metrics import TIME_METRIC
 from perfcast.modeling.pmnf import Model
 from perfcast.synth.functions import FunctionSpace, Structure, random_function
 
@@ -50,9 +51,10 @@ def default_grid(n_parameters: int) -> dict[str, tuple[float, ...]]:
     return dict(itertools.islice(PAPER_GRIDS.items(), n_parameters))
 
 
-def full_factorial(grid: Mapping[str, Sequence[float]]) -> np.ndarray:
+def grid_points(grid: Mapping[str, Sequence[float]]) -> np.ndarray:
     """All combinations of the grid's values, shape (n_points, n_parameters), parameters in
-    the grid's order and the last parameter varying fastest."""
+    the grid's order and the last parameter varying fastest. (A campaign's full design of
+    run points and repetitions is :func:`perfcast.measure.design.full_factorial`.)"""
     if not grid:
         raise InputError("the grid has no parameter")
     for name, values in grid.items():
@@ -110,7 +112,7 @@ def sample(
         unknown = [p for p in truth.parameters if p not in grid]
         if unknown:
             raise InputError(f"function {truth.callpath!r} uses parameters {unknown} not in grid")
-    points = full_factorial(grid)
+    points = grid_points(grid)
     columns = {p: points[:, k] for k, p in enumerate(parameters)}
     values = np.stack([np.broadcast_to(t.evaluate(columns), len(points)) for t in truths])
     n_truths, n_points = values.shape
@@ -152,7 +154,7 @@ def generate(
     repetitions: int = DEFAULT_REPETITIONS,
     structure: Structure | str = Structure.MIXED,
     space: FunctionSpace | None = None,
-    metric: str = "time",
+    metric: str = TIME_METRIC,
 ) -> SyntheticBenchmark:
     """``n_callpaths`` random truths over ``grid`` (default: :func:`default_grid`), balanced
     at the grid's largest point and sampled without noise. Call paths are

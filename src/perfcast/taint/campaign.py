@@ -27,12 +27,12 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
+from perfcast.appspec import RANKS, AppSpec, expand
 from perfcast.errors import InputError
-from perfcast.measure.spec import RANKS, AppSpec, expand, format_value
 from perfcast.taint.driver import TaintOptions, taint_program
 from perfcast.taint.params import ArgvParameter
+from perfcast.taint.profile_model import TaintProfile, TaintRun
 
 MIN_TAINT_RANKS = 2
 """Ranks of the taint run when the design offers that many: with one rank, neighbour
@@ -42,7 +42,7 @@ TAINT_TIMEOUT_FACTOR = 20.0
 """The taint run may take this many times ``[run] timeout``: DataFlowSanitizer slows
 programs down 3-18x (toolchain facts)."""
 
-PROFILE_SUFFIX = ".taint.json"
+TAINT_PROFILE_SUFFIX = ".taint.json"
 
 TAINT_ENVIRONMENT = (
     "PERFCAST_TAINT_OUT",
@@ -58,7 +58,7 @@ _FLAG_VALUE = re.compile(r"^(-{1,2}[A-Za-z0-9][A-Za-z0-9_-]*)=\{([A-Za-z_][A-Za-
 
 def default_profile_path(spec: AppSpec) -> Path:
     """Where the campaign's taint profile lives: ``<store stem>.taint.json`` beside the store."""
-    return spec.store.with_name(spec.store.stem + PROFILE_SUFFIX)
+    return spec.store.with_name(spec.store.stem + TAINT_PROFILE_SUFFIX)
 
 
 @dataclass
@@ -138,26 +138,11 @@ def taint_point(spec: AppSpec, override: Mapping[str, float] | None = None) -> d
     return point
 
 
-def parse_point(text: str) -> dict[str, float]:
-    """``size=16,p=2`` -> ``{"size": 16, "p": 2}``."""
-    point: dict[str, float] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, sep, value = item.partition("=")
-        try:
-            number = float(value)
-        except ValueError:
-            number = float("nan")
-        if not sep or not name.strip() or number != number:
-            raise InputError(f"taint point {text!r}: expected NAME=VALUE[,NAME=VALUE...]")
-        point[name.strip()] = int(number) if number.is_integer() else number
-    return point
-
-
 @dataclass
 class CampaignTaint:
     """What :func:`taint_campaign` did: the profile and how it was obtained."""
 
-    profile: dict[str, Any]
+    profile: TaintProfile
     point: dict[str, float]
     compile_command: list[str]
     run_command: str
@@ -256,14 +241,13 @@ def taint_campaign(
         profile = taint_program(
             command, run, bindings.parameters, cwd=spec.directory, options=options
         )
-    profile["run"] = {
-        "spec": str(spec.path),
-        "point": {name: chosen[name] for name in names},
-        "command": expand(spec.run.command, chosen),
-    }
-    profile["warnings"].extend(bindings.notes)
+    profile = replace(
+        profile,
+        run=TaintRun(
+            expand(spec.run.command, chosen),
+            spec=str(spec.path),
+            point={name: chosen[name] for name in names},
+        ),
+        warnings=(*profile.warnings, *bindings.notes),
+    )
     return CampaignTaint(profile, chosen, command, run, bindings)
-
-
-def describe_point(point: Mapping[str, float]) -> str:
-    return ", ".join(f"{name}={format_value(value)}" for name, value in point.items())

@@ -7,9 +7,8 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from perfcast.errors import PerfcastError
 from perfcast.taint.build import RuntimeBuilder
@@ -18,6 +17,7 @@ from perfcast.taint.instrument import Instrumenter
 from perfcast.taint.libdb import LibraryDatabase
 from perfcast.taint.params import ArgvParameter
 from perfcast.taint.profile import ProfileBuilder
+from perfcast.taint.profile_model import TaintProfile, TaintRun
 from perfcast.taint.runner import LABELS, BatchRunner
 from perfcast.taint.toolchain import find_toolchain
 
@@ -49,8 +49,8 @@ def taint_program(
     cwd: Path | None = None,
     options: TaintOptions | None = None,
     database: LibraryDatabase | None = None,
-) -> dict[str, Any]:
-    """Taint-analyse one program and return its profile (a JSON-ready dict).
+) -> TaintProfile:
+    """Taint-analyse one program and return its profile.
 
     ``compile_command`` builds the program as the user would (``["mpicc", "app.c", "-o",
     "app"]``); it is rewritten to build the instrumented program under the same name, which
@@ -101,8 +101,7 @@ def taint_program(
         if "MPI_Comm_size" in rewritten.library_calls:
             sources.setdefault(database.implicit_process_parameter, "MPI_Comm_size")
         profile = ProfileBuilder(rewritten.sitemap, records, database).build(batches, sources)
-        profile["run"] = {"command": run_command}
-        return profile
+        return replace(profile, run=TaintRun(run_command))
     finally:
         if temporary:
             shutil.rmtree(work, ignore_errors=True)

@@ -18,44 +18,25 @@ Library routines (MPI) are not listed: the PMPI wrappers measure them regardless
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from perfcast.errors import InputError
 from perfcast.outputs import OutputKind, write_output
-from perfcast.taint.profile import FORMAT
+from perfcast.taint.profile_model import TaintProfile
 
 HEADER = "# perfcast taint: functions whose cost can depend on a parameter\n"
 
 
-def _check(profile: Mapping[str, Any]) -> None:
-    if profile.get("format") != FORMAT:
-        raise InputError(
-            f"not a perfcast taint profile (format {profile.get('format')!r}, expected {FORMAT!r})"
-        )
-
-
-def _names(profile: Mapping[str, Any], key: str) -> list[str]:
-    """The list of function names under ``key``; InputError naming the key if it is not one
-    (the profile is a file, and ``perfcast build --filter`` compiles its names in)."""
-    names = profile.get(key, [])
-    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
-        raise InputError(f"the taint profile's {key!r} must be a list of function names")
-    return names
-
-
-def relevant_functions(profile: Mapping[str, Any]) -> list[str]:
+def relevant_functions(profile: TaintProfile) -> list[str]:
     """Functions of the program whose cost depends on a parameter in the taint run."""
-    _check(profile)
-    if "relevant" not in profile:
+    if profile.relevant is None:
         raise InputError("the taint profile has no 'relevant' list of functions")
-    return list(_names(profile, "relevant"))
+    return list(profile.relevant)
 
 
-def instrumented_functions(profile: Mapping[str, Any]) -> list[str]:
+def instrumented_functions(profile: TaintProfile) -> list[str]:
     """What to measure: the relevant functions and those the taint run never reached."""
-    return sorted({*relevant_functions(profile), *_names(profile, "not_executed")})
+    return sorted({*relevant_functions(profile), *profile.not_executed})
 
 
 FILTER_FILE = OutputKind(
@@ -64,7 +45,7 @@ FILTER_FILE = OutputKind(
 """A filter file replaces only an earlier one (it starts with :data:`HEADER`)."""
 
 
-def write_filter(profile: Mapping[str, Any], path: Path) -> None:
+def write_filter(profile: TaintProfile, path: Path) -> None:
     """The filter file of ``perfcast build --filter``: one function name per line."""
     names = "".join(f"{name}\n" for name in instrumented_functions(profile))
     write_output(path, HEADER + names, FILTER_FILE)

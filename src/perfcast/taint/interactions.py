@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any
+
+from perfcast.taint.profile_model import CONSTANT, TaintProfile
 
 Pair = frozenset[str]
 
@@ -42,19 +43,19 @@ class Interactions:
         return self.products.get(frozenset((first, second)), ())
 
 
-def interactions(profile: Mapping[str, Any]) -> Interactions:
+def interactions(profile: TaintProfile) -> Interactions:
     """The :class:`Interactions` of a taint profile (user functions and library routines)."""
     products: dict[Pair, list[str]] = {}
     used: set[str] = set()
     terms: set[frozenset[str]] = set()
-    for name, function in profile["functions"].items():
-        for term in function["terms"]:
+    for name, function in profile.functions.items():
+        for term in function.terms - CONSTANT:
             used.update(term)
-            terms.add(frozenset(term))
+            terms.add(term)
             for pair in combinations(sorted(term), 2):
                 products.setdefault(frozenset(pair), []).append(name)
     return Interactions(
-        marked=frozenset(profile.get("parameters", {})),
+        marked=frozenset(profile.parameters),
         used=frozenset(used),
         terms=frozenset(t for t in terms if not any(t < other for other in terms)),
         products={pair: tuple(sorted(names)) for pair, names in products.items()},

@@ -1,4 +1,5 @@
-"""From run-time records to the taint profile (format: README.md in this package).
+"""From run-time records to the taint profile (format: README.md in this package; the typed
+profile and its reader: :mod:`perfcast.taint.profile_model`).
 
 The dependency of a call path is built over its loop-nest tree (paper section 4.2): a loop
 multiplies the labels of its exit conditions with everything inside it, items in sequence
@@ -11,48 +12,30 @@ allows, the second allows too).
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field, replace
 
-from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath
 from perfcast.taint.libdb import LibraryDatabase
+from perfcast.taint.profile_model import (
+    CONSTANT,
+    Branch,
+    CallpathProfile,
+    Dependency,
+    FunctionProfile,
+    LibraryUse,
+    Loop,
+    ParameterCoverage,
+    TaintProfile,
+    Term,
+    absorb,
+    add,
+    multiply,
+    parameters_of,
+)
 from perfcast.taint.records import Context, ContextRecord, RunRecords
 from perfcast.taint.sitemap import Function, SiteMap
-
-FORMAT = "perfcast-taint-profile/1"
-
-Term = frozenset[str]
-Dependency = frozenset[Term]
-CONSTANT: Dependency = frozenset({frozenset()})
-
-
-def absorb(terms: Iterable[Term]) -> Dependency:
-    unique = set(terms)
-    kept = {t for t in unique if not any(t < other for other in unique)}
-    return frozenset(kept or {frozenset()})
-
-
-def add(*parts: Dependency) -> Dependency:
-    return absorb(t for part in parts for t in part)
-
-
-def multiply(labels: Term, inner: Dependency) -> Dependency:
-    return absorb(labels | t for t in inner)
-
-
-def render(dependency: Dependency) -> str:
-    """``size*p + iters``; ``1`` for a constant."""
-    terms = sorted((sorted(t) for t in dependency if t), key=lambda t: (-len(t), t))
-    return " + ".join("*".join(t) for t in terms) or "1"
-
-
-def terms_json(dependency: Dependency) -> list[list[str]]:
-    return sorted((sorted(t) for t in dependency if t), key=lambda t: (-len(t), t))
 
 
 @dataclass
@@ -108,26 +91,26 @@ class ProfileBuilder:
 
         return scope(None)
 
-    def _loop_tree(self, function: Function, labels: dict[int, set[str]]) -> list[dict[str, Any]]:
-        def subtree(parent: int | None) -> list[dict[str, Any]]:
-            return [
-                {
-                    "line": loop.line,
-                    "kind": loop.kind,
-                    "params": sorted(labels.get(loop.index, ())),
-                    "executed": (
+    def _loop_tree(self, function: Function, labels: dict[int, set[str]]) -> tuple[Loop, ...]:
+        def subtree(parent: int | None) -> tuple[Loop, ...]:
+            return tuple(
+                Loop(
+                    line=loop.line,
+                    kind=loop.kind,
+                    params=tuple(sorted(labels.get(loop.index, ()))),
+                    executed=(
                         loop.index in labels if function.loop_labels_sites(loop.index) else None
                     ),
-                    "constant_bounds": loop.constant,
-                    "loops": subtree(loop.index),
-                }
+                    constant_bounds=loop.constant,
+                    loops=subtree(loop.index),
+                )
                 for loop in function.loops
                 if loop.parent == parent
-            ]
+            )
 
         return subtree(None)
 
-    def _branches(self, function: Function, record: ContextRecord) -> list[dict[str, Any]]:
+    def _branches(self, function: Function, record: ContextRecord) -> list[Branch]:
         lines = {loop.index: loop.line for loop in function.loops}
         out = []
         for site in function.sites:
@@ -135,15 +118,15 @@ class ProfileBuilder:
             if site.kind != "branch" or observed is None or not observed.labels:
                 continue
             out.append(
-                {
-                    "line": site.line,
-                    "params": sorted(observed.labels),
-                    "in_loop": site.loop is not None,
-                    "exits_loops_at": sorted(lines[i] for i in site.exits),
-                    "evaluated": observed.count,
-                    "taken": observed.taken,
-                    "calls": site.calls,
-                }
+                Branch(
+                    line=site.line,
+                    params=tuple(sorted(observed.labels)),
+                    in_loop=site.loop is not None,
+                    exits_loops_at=tuple(sorted(lines[i] for i in site.exits)),
+                    evaluated=observed.count,
+                    taken=observed.taken,
+                    calls=tuple(site.calls),
+                )
             )
         return out
 
@@ -164,50 +147,30 @@ class ProfileBuilder:
     def _path(self, context: Context) -> str:
         return join_callpath(self.functions[fid].name for fid, _ in context)
 
-    def build(self, batches: list[list[str]], sources: dict[str, str]) -> dict[str, Any]:
-        per_path: dict[str, dict[str, Any]] = {}
+    def build(self, batches: list[list[str]], sources: dict[str, str]) -> TaintProfile:
+        per_path: dict[str, _PathState] = {}
         function_paths: dict[str, list[str]] = defaultdict(list)
-        library: dict[str, dict[str, Any]] = {}
-        warnings: list[str] = []
+        library: dict[str, _RoutineState] = {}
         recursive: set[str] = set()
 
         def visit(node: _Node, visits: Dependency) -> None:
             path = self._path(node.context)
             name = node.function.name
             labels = self._loop_labels(node.function, node.record)
-            inclusive = self._dependency(node, inclusive=True)
-            exclusive = self._dependency(node, inclusive=False)
-            entry = per_path.get(path)
             if node.record.recursive:
                 recursive.add(name)
-            if entry is None:
-                entry = per_path[path] = {
-                    "function": name,
-                    "dep": inclusive,
-                    "exc": exclusive,
-                    "labels": labels,
-                    "branches": self._branches(node.function, node.record),
-                    "mpi": {},
-                    "visits": visits,
-                }
+            state = per_path.get(path)
+            if state is None:
+                state = per_path[path] = _PathState(
+                    branches=self._branches(node.function, node.record)
+                )
                 function_paths[name].append(path)
-            else:
-                entry["dep"] = add(entry["dep"], inclusive)
-                entry["exc"] = add(entry["exc"], exclusive)
-                entry["visits"] = add(entry["visits"], visits)
-                for loop, found in labels.items():
-                    entry["labels"].setdefault(loop, set()).update(found)
-            for (routine, call_loop), call in node.record.calls.items():
-                params = self._call_params(routine, call.labels)
-                mpi = entry["mpi"].setdefault(routine, {"params": set(), "calls": 0})
-                mpi["params"] |= params
-                mpi["calls"] += call.count
-                lib = library.setdefault(routine, {"params": set(), "callpaths": {}, "visits": {}})
-                lib["params"] |= params
-                lib_path = join_callpath([path, routine])
-                lib["callpaths"].setdefault(lib_path, set()).update(params)
-                called = multiply(_enclosing_labels(node.function, labels, call_loop), visits)
-                lib["visits"][lib_path] = add(lib["visits"].get(lib_path, frozenset()), called)
+            state.dep = add(state.dep, self._dependency(node, inclusive=True))
+            state.exc = add(state.exc, self._dependency(node, inclusive=False))
+            state.visits = add(state.visits, visits)
+            for loop, found in labels.items():
+                state.labels[loop] |= found
+            self._library_calls(node, path, labels, visits, state, library)
             for child in node.children:
                 site = child.context[-1][1]
                 visit(child, multiply(_enclosing_labels(node.function, labels, site), visits))
@@ -215,138 +178,198 @@ class ProfileBuilder:
         for root in self._tree():
             visit(root, CONSTANT)
 
-        functions: dict[str, Any] = {}
-        executed = set(function_paths)
+        functions: dict[str, FunctionProfile] = {}
         for function in self.sitemap.functions:
-            if function.name not in executed:
-                continue
-            paths = function_paths[function.name]
-            entries = [per_path[p] for p in paths]
-            dep = add(*(e["dep"] for e in entries))
-            exc = add(*(e["exc"] for e in entries))
-            merged_labels: dict[int, set[str]] = defaultdict(set)
-            for e in entries:
-                for loop, found in e["labels"].items():
-                    merged_labels[loop] |= found
-            functions[function.name] = {
-                "file": function.file,
-                "line": function.line,
-                "params": sorted(set().union(*dep)),
-                "dependency": render(dep),
-                "terms": terms_json(dep),
-                "exclusive_dependency": render(exc),
-                "exclusive_terms": terms_json(exc),
-                "loops": self._loop_tree(function, merged_labels),
-                "branches": _merge_branches(e["branches"] for e in entries),
-                "mpi": _mpi_json(entries),
-                "recursive": function.name in recursive,
-                "callpaths": {
-                    p: {
-                        "params": sorted(set().union(*per_path[p]["dep"])),
-                        "dependency": render(per_path[p]["dep"]),
-                        "terms": terms_json(per_path[p]["dep"]),
-                        "exclusive_dependency": render(per_path[p]["exc"]),
-                        "exclusive_terms": terms_json(per_path[p]["exc"]),
-                        "loops": self._loop_tree(function, per_path[p]["labels"]),
-                        "mpi": _mpi_json([per_path[p]]),
-                        "visits": render(per_path[p]["visits"]),
-                        "visits_terms": terms_json(per_path[p]["visits"]),
-                    }
-                    for p in paths
-                },
-            }
-        for routine, lib in sorted(library.items()):
-            term = frozenset(lib["params"])
-            functions[routine] = {
-                "file": None,
-                "line": None,
-                "library": self.database.library,
-                "params": sorted(term),
-                "dependency": render(absorb([term])),
-                "terms": terms_json(absorb([term])),
-                "exclusive_dependency": render(absorb([term])),
-                "exclusive_terms": terms_json(absorb([term])),
-                "loops": [],
-                "branches": [],
-                "mpi": {},
-                "recursive": False,
-                "callpaths": {
-                    p: {
-                        "params": sorted(params),
-                        "dependency": render(absorb([frozenset(params)])),
-                        "terms": terms_json(absorb([frozenset(params)])),
-                        "visits": render(lib["visits"][p]),
-                        "visits_terms": terms_json(lib["visits"][p]),
-                    }
-                    for p, params in sorted(lib["callpaths"].items())
-                },
-            }
+            paths = function_paths.get(function.name)
+            if paths is not None:
+                functions[function.name] = self._function(
+                    function, {p: per_path[p] for p in paths}, function.name in recursive
+                )
+        for routine, routine_state in sorted(library.items()):
+            functions[routine] = self._routine(routine_state)
         parameters = self._coverage(functions, batches, sources)
-        unused = sorted(n for n, c in parameters.items() if not c["loops"] and not c["mpi"])
-        for name in unused:
-            warnings.append(
-                f"parameter {name} reaches no loop condition and no MPI call in this run: "
-                "it does not change the cost of any function; leave it out of the model"
-            )
-        for name in sorted(recursive):
-            warnings.append(
-                f"{name} is recursive: its dependency over-approximates (recursion depth is "
-                "not a loop the analysis sees)"
-            )
+        unused = sorted(n for n, c in parameters.items() if not c.loops and not c.mpi)
+        warnings = [
+            f"parameter {name} reaches no loop condition and no MPI call in this run: "
+            "it does not change the cost of any function; leave it out of the model"
+            for name in unused
+        ] + [
+            f"{name} is recursive: its dependency over-approximates (recursion depth is "
+            "not a loop the analysis sees)"
+            for name in sorted(recursive)
+        ]
         user = [f for f in self.sitemap.functions if f.name in functions]
-        return {
-            "format": FORMAT,
-            "parameters": parameters,
-            "functions": functions,
-            "pruned": sorted({f.name for f in self.sitemap.functions if f.pruned}),
-            "constant": sorted(f.name for f in user if functions[f.name]["dependency"] == "1"),
-            "not_executed": sorted(
-                {f.name for f in self.sitemap.functions if not f.pruned} - executed
+        return TaintProfile(
+            parameters=parameters,
+            functions=functions,
+            pruned=tuple(sorted({f.name for f in self.sitemap.functions if f.pruned})),
+            constant=tuple(sorted(f.name for f in user if functions[f.name].terms == CONSTANT)),
+            not_executed=tuple(
+                sorted(
+                    {f.name for f in self.sitemap.functions if not f.pruned} - set(function_paths)
+                )
             ),
-            "relevant": sorted(f.name for f in user if functions[f.name]["dependency"] != "1"),
-            "unused_parameters": unused,
-            "batches": batches,
-            "processes": self.records.processes,
-            "warnings": warnings,
-        }
+            relevant=tuple(sorted(f.name for f in user if functions[f.name].terms != CONSTANT)),
+            unused_parameters=tuple(unused),
+            batches=tuple(tuple(batch) for batch in batches),
+            processes=self.records.processes,
+            warnings=tuple(warnings),
+        )
+
+    def _library_calls(
+        self,
+        node: _Node,
+        path: str,
+        labels: dict[int, set[str]],
+        visits: Dependency,
+        state: _PathState,
+        library: dict[str, _RoutineState],
+    ) -> None:
+        """Account the library calls a context makes: in its call path's entry (the routine
+        and its parameters) and in the routine's (one call path per caller, with visits)."""
+        for (routine, call_loop), call in node.record.calls.items():
+            params = self._call_params(routine, call.labels)
+            state.mpi[routine].add(params, call.count)
+            routine_state = library.setdefault(routine, _RoutineState())
+            routine_state.params |= params
+            lib_path = join_callpath([path, routine])
+            routine_state.callpaths[lib_path] |= params
+            called = multiply(_enclosing_labels(node.function, labels, call_loop), visits)
+            routine_state.visits[lib_path] = add(routine_state.visits[lib_path], called)
+
+    def _function(
+        self, function: Function, paths: dict[str, _PathState], recursive: bool
+    ) -> FunctionProfile:
+        """A function of the program: its call paths, and their union for the function."""
+        merged_labels: dict[int, set[str]] = defaultdict(set)
+        for state in paths.values():
+            for loop, found in state.labels.items():
+                merged_labels[loop] |= found
+        return FunctionProfile(
+            file=function.file,
+            line=function.line,
+            terms=add(*(state.dep for state in paths.values())),
+            exclusive_terms=add(*(state.exc for state in paths.values())),
+            loops=self._loop_tree(function, merged_labels),
+            branches=_merge_branches(state.branches for state in paths.values()),
+            mpi=_library_uses(paths.values()),
+            recursive=recursive,
+            callpaths={
+                path: CallpathProfile(
+                    terms=state.dep,
+                    exclusive_terms=state.exc,
+                    visits=state.visits,
+                    loops=self._loop_tree(function, state.labels),
+                    mpi=_library_uses([state]),
+                )
+                for path, state in paths.items()
+            },
+        )
+
+    def _routine(self, state: _RoutineState) -> FunctionProfile:
+        """A library routine: its cost law's parameters, per call path and merged."""
+        merged = absorb([frozenset(state.params)])
+        return FunctionProfile(
+            file=None,
+            line=None,
+            library=self.database.library,
+            terms=merged,
+            exclusive_terms=merged,
+            callpaths={
+                path: CallpathProfile(
+                    terms=absorb([frozenset(params)]),
+                    exclusive_terms=absorb([frozenset(params)]),
+                    visits=state.visits[path],
+                )
+                for path, params in sorted(state.callpaths.items())
+            },
+        )
 
     def _coverage(
-        self, functions: dict[str, Any], batches: list[list[str]], sources: dict[str, str]
-    ) -> dict[str, dict[str, Any]]:
+        self,
+        functions: dict[str, FunctionProfile],
+        batches: list[list[str]],
+        sources: dict[str, str],
+    ) -> dict[str, ParameterCoverage]:
         names = [n for batch in batches for n in batch]
         implicit = self.database.implicit_process_parameter
-        if implicit not in names and any(
-            implicit in entry["params"] for entry in functions.values() if entry["file"] is None
-        ):  # p enters through a collective's cost law even if MPI_Comm_size is never called
+        if implicit not in names and _library_parameters(functions) & {implicit}:
+            # p enters through a collective's cost law even if MPI_Comm_size is never called
             names.append(implicit)
             sources = {implicit: f"{self.database.library} library database", **sources}
-        coverage: dict[str, dict[str, Any]] = {
-            n: {
-                "source": sources.get(n, "perfcast_register"),
-                "loops": 0,
-                "functions": 0,
-                "branches": 0,
-                "mpi": [],
-            }
-            for n in names
-        }
+        loops: dict[str, int] = dict.fromkeys(names, 0)
+        owners: dict[str, int] = dict.fromkeys(names, 0)
+        branches: dict[str, int] = dict.fromkeys(names, 0)
+        mpi: dict[str, list[str]] = {n: [] for n in names}
         for name, entry in functions.items():
-            if entry["file"] is None:
-                for param in entry["params"]:
-                    if param in coverage:
-                        coverage[param]["mpi"].append(name)
+            if entry.is_library:
+                for param in set(parameters_of(entry.terms)) & set(mpi):
+                    mpi[param].append(name)
                 continue
             direct: set[str] = set()
-            for loop in _walk(entry["loops"]):
-                for param in loop["params"]:
-                    coverage[param]["loops"] += 1
+            for loop in (inner for top in entry.loops for inner in top.walk()):
+                for param in loop.params:
+                    loops[param] += 1
                     direct.add(param)
             for param in direct:
-                coverage[param]["functions"] += 1
-            for branch in entry["branches"]:
-                for param in branch["params"]:
-                    coverage[param]["branches"] += 1
-        return coverage
+                owners[param] += 1
+            for branch in entry.branches:
+                for param in branch.params:
+                    branches[param] += 1
+        return {
+            n: ParameterCoverage(
+                source=sources.get(n, "perfcast_register"),
+                loops=loops[n],
+                functions=owners[n],
+                branches=branches[n],
+                mpi=tuple(mpi[n]),
+            )
+            for n in names
+        }
+
+
+@dataclass
+class _Uses:
+    """Calls to one library routine, accumulated over contexts."""
+
+    params: set[str] = field(default_factory=set)
+    calls: int = 0
+
+    def add(self, params: Iterable[str], calls: int) -> None:
+        self.params |= set(params)
+        self.calls += calls
+
+
+@dataclass
+class _PathState:
+    """One call path's dependencies, accumulated over the contexts that print as it."""
+
+    branches: list[Branch]
+    dep: Dependency = CONSTANT
+    exc: Dependency = CONSTANT
+    visits: Dependency = CONSTANT
+    labels: defaultdict[int, set[str]] = field(default_factory=lambda: defaultdict(set))
+    mpi: defaultdict[str, _Uses] = field(default_factory=lambda: defaultdict(_Uses))
+
+
+@dataclass
+class _RoutineState:
+    """A library routine's parameters, per call path and merged, and its visits."""
+
+    params: set[str] = field(default_factory=set)
+    callpaths: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    visits: defaultdict[str, Dependency] = field(default_factory=lambda: defaultdict(frozenset))
+
+
+def _library_parameters(functions: dict[str, FunctionProfile]) -> set[str]:
+    """The parameters the library routines' cost laws name."""
+    return {
+        name
+        for entry in functions.values()
+        if entry.is_library
+        for term in entry.terms
+        for name in term
+    }
 
 
 def _enclosing_labels(function: Function, labels: dict[int, set[str]], loop: int) -> Term:
@@ -361,163 +384,32 @@ def _enclosing_labels(function: Function, labels: dict[int, set[str]], loop: int
     return frozenset(found)
 
 
-def _walk(loops: list[dict[str, Any]]) -> Iterable[dict[str, Any]]:
-    for loop in loops:
-        yield loop
-        yield from _walk(loop["loops"])
-
-
-def _merge_branches(lists: Iterable[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def _merge_branches(lists: Iterable[list[Branch]]) -> tuple[Branch, ...]:
     """One entry per branch line: labels united, counts added over call paths."""
-    merged: dict[int, dict[str, Any]] = {}
+    merged: dict[int, Branch] = {}
     for branches in lists:
         for branch in branches:
-            target = merged.get(branch["line"])
-            if target is None:
-                merged[branch["line"]] = dict(branch)
-                continue
-            target["params"] = sorted(set(target["params"]) | set(branch["params"]))
-            target["calls"] = sorted(set(target["calls"]) | set(branch["calls"]))
-            target["evaluated"] += branch["evaluated"]
-            target["taken"] += branch["taken"]
-    return [merged[line] for line in sorted(merged)]
-
-
-def _mpi_json(entries: list[dict[str, Any]]) -> dict[str, Any]:
-    merged: dict[str, dict[str, Any]] = {}
-    for e in entries:
-        for routine, info in e["mpi"].items():
-            target = merged.setdefault(routine, {"params": set(), "calls": 0})
-            target["params"] |= info["params"]
-            target["calls"] += info["calls"]
-    return {
-        r: {"params": sorted(v["params"]), "calls": v["calls"]} for r, v in sorted(merged.items())
-    }
-
-
-def read_profile(path: Path) -> dict[str, Any]:
-    """A taint profile from its JSON file; InputError naming the file when it is not one.
-
-    Everything the commands later read from it (functions, their terms and call paths,
-    branches, the name lists) is checked here, so a damaged or hand-edited profile is
-    refused with the key at fault instead of failing deep inside design, build or model.
-    """
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read the taint profile: {exc.strerror}", path=path) from None
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            f"not a taint profile: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
-            f"{exc.start}); write one with perfcast taint",
-            path=path,
-        ) from None
-    try:
-        profile = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg}", path=path, line=exc.lineno) from None
-    except ValueError as exc:  # an integer of more than 4300 digits
-        reason = str(exc).split(";")[0]  # not Python's advice on raising the limit
-        raise InputError(f"not a taint profile: {reason}", path=path) from None
-    except RecursionError:
-        raise InputError(
-            "not a taint profile: JSON nested too deeply; write one with perfcast taint",
-            path=path,
-        ) from None
-    if not isinstance(profile, dict) or profile.get("format") != FORMAT:
-        found = profile.get("format") if isinstance(profile, dict) else type(profile).__name__
-        raise InputError(
-            f"not a perfcast taint profile (format {found!r}, expected {FORMAT!r}); write one "
-            "with perfcast taint",
-            path=path,
-        )
-    _ProfileCheck(path).profile(profile)
-    return profile
-
-
-class _ProfileCheck:
-    """The shape of a profile's JSON, each error naming the key (``functions["main"].terms``)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def fail(self, where: str, what: str) -> InputError:
-        return InputError(
-            f"{where} must be {what}; write the profile again with perfcast taint",
-            path=self.path,
-        )
-
-    def table(self, value: Any, where: str) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise self.fail(where, "a JSON object")
-        return value
-
-    def required(self, table: dict[str, Any], key: str, where: str) -> Any:
-        if key not in table:
-            raise InputError(
-                f"{where} has no {key!r}; write the profile again with perfcast taint",
-                path=self.path,
+            target = merged.get(branch.line)
+            merged[branch.line] = (
+                branch
+                if target is None
+                else replace(
+                    target,
+                    params=tuple(sorted({*target.params, *branch.params})),
+                    calls=tuple(sorted({*target.calls, *branch.calls})),
+                    evaluated=target.evaluated + branch.evaluated,
+                    taken=target.taken + branch.taken,
+                )
             )
-        return table[key]
+    return tuple(merged[line] for line in sorted(merged))
 
-    def names(self, value: Any, where: str) -> None:
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.fail(where, "a list of names")
 
-    def terms(self, value: Any, where: str) -> None:
-        if not isinstance(value, list) or not all(
-            isinstance(term, list) and all(isinstance(n, str) for n in term) for term in value
-        ):
-            raise self.fail(where, "a list of parameter products (lists of parameter names)")
-
-    def optional_terms(self, entry: dict[str, Any], where: str) -> None:
-        for key in ("exclusive_terms", "visits_terms"):
-            if key in entry:
-                self.terms(entry[key], f"{where}.{key}")
-
-    def profile(self, profile: dict[str, Any]) -> None:
-        if "parameters" in profile:
-            self.table(profile["parameters"], "parameters")
-        for key in ("relevant", "not_executed", "pruned", "constant", "warnings"):
-            if key in profile:
-                self.names(profile[key], key)
-        functions = self.table(self.required(profile, "functions", "the profile"), "functions")
-        for name, function in functions.items():
-            self.function(function, f"functions[{json.dumps(name)}]")
-
-    def function(self, function: Any, where: str) -> None:
-        self.table(function, where)
-        self.terms(self.required(function, "terms", where), f"{where}.terms")
-        self.optional_terms(function, where)
-        if function.get("file") is not None and not isinstance(function["file"], str):
-            raise self.fail(f"{where}.file", "a file name or null")
-        if "params" in function:
-            self.names(function["params"], f"{where}.params")
-        if "dependency" in function and not isinstance(function["dependency"], str):
-            raise self.fail(f"{where}.dependency", "a string")
-        callpaths = self.required(function, "callpaths", where)
-        for callpath, entry in self.table(callpaths, f"{where}.callpaths").items():
-            inner = f"{where}.callpaths[{json.dumps(callpath)}]"
-            self.table(entry, inner)
-            self.terms(self.required(entry, "terms", inner), f"{inner}.terms")
-            self.optional_terms(entry, inner)
-        branches = function.get("branches", [])
-        if not isinstance(branches, list):
-            raise self.fail(f"{where}.branches", "a list")
-        for index, branch in enumerate(branches):
-            self.branch(branch, f"{where}.branches[{index}]")
-
-    def branch(self, branch: Any, where: str) -> None:
-        self.table(branch, where)
-        self.names(self.required(branch, "params", where), f"{where}.params")
-        line = self.required(branch, "line", where)
-        if not isinstance(line, int) or isinstance(line, bool):
-            raise self.fail(f"{where}.line", "a line number")
-        for key in ("evaluated", "taken"):
-            value = branch.get(key, 0)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise self.fail(f"{where}.{key}", "a count")
-        if not isinstance(branch.get("exits_loops_at", []), list):
-            raise self.fail(f"{where}.exits_loops_at", "a list of line numbers")
-        if "calls" in branch:
-            self.names(branch["calls"], f"{where}.calls")
+def _library_uses(states: Iterable[_PathState]) -> dict[str, LibraryUse]:
+    merged: defaultdict[str, _Uses] = defaultdict(_Uses)
+    for state in states:
+        for routine, uses in state.mpi.items():
+            merged[routine].add(uses.params, uses.calls)
+    return {
+        routine: LibraryUse(params=tuple(sorted(uses.params)), calls=uses.calls)
+        for routine, uses in sorted(merged.items())
+    }

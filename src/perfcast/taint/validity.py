@@ -17,34 +17,40 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath, split_callpath
 from perfcast.experiment.experiment import Experiment
 from perfcast.experiment.names import name_list
+from perfcast.modeling.findings import Finding
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.prior import Prior
-from perfcast.modeling.prior_conflicts import VISITS_METRIC, PriorConflict, resolve_conflict
 from perfcast.taint.priors import (
     SOURCE,
-    callpath_terms,
     function_priors_from_profile,
     prior_from_terms,
     priors_from_profile,
+)
+from perfcast.taint.profile_model import (
+    Branch,
+    CallpathProfile,
+    FunctionProfile,
+    TaintProfile,
+    add,
 )
 
 _QUALIFIERS = re.compile(r"\)(?:\s*(?:const|volatile|&&|&))*\s*$")
 
 
-def function_name(frame: str) -> str:
+def without_arguments(frame: str) -> str:
     """A frame without its argument list and trailing qualifiers.
 
     ``sweep(double*, int)`` -> ``sweep``; ``Grid::cells() const`` -> ``Grid::cells``;
     ``operator()(int)`` -> ``operator()``. Why: runtimes print frames with or without
-    argument lists, and C functions have none in the profile.
+    argument lists, and C functions have none in the profile. Template arguments stay, unlike
+    in :func:`perfcast.experiment.names.function_name`, which shortens them for display.
     """
     text = _QUALIFIERS.sub(")", frame.strip())
     if not text.endswith(")"):
@@ -60,7 +66,7 @@ def function_name(frame: str) -> str:
 
 def normalise_callpath(callpath: str) -> str:
     """A call path with every frame reduced to its function name."""
-    return join_callpath(function_name(frame) for frame in split_callpath(callpath))
+    return join_callpath(without_arguments(frame) for frame in split_callpath(callpath))
 
 
 @dataclass
@@ -113,7 +119,7 @@ class TaintMatch:
 
 
 def match_profile(
-    profile: Mapping[str, Any], experiment: Experiment, *, inclusive: bool = True
+    profile: TaintProfile, experiment: Experiment, *, inclusive: bool = True
 ) -> TaintMatch:
     """Priors for the experiment's call paths: by full call path, else by function name.
 
@@ -121,9 +127,7 @@ def match_profile(
         InputError: the experiment has parameters the taint run did not mark -- the priors
             would exclude them from every model, so the profile cannot be used as is.
     """
-    parameters = experiment.parameters
-    by_path = priors_from_profile(profile, parameters=parameters, inclusive=inclusive)
-    known = list(profile.get("parameters", {}))
+    known = list(profile.parameters)
     unmarked = [p for p in experiment.parameters if p not in known]
     if unmarked:
         raise InputError(
@@ -131,109 +135,129 @@ def match_profile(
             f"has {known}); mark them (perfcast taint --param NAME=argv:N or "
             "perfcast_register) and run perfcast taint again"
         )
-    match = TaintMatch(dropped_parameters=[p for p in known if p not in experiment.parameters])
-    by_function = function_priors_from_profile(profile, parameters=parameters, inclusive=inclusive)
-    path_owner: dict[str, list[str]] = {}
-    normalised: dict[str, list[str]] = {}
-    entries: dict[str, Mapping[str, Any]] = {}
-    for name, function in profile["functions"].items():
-        for callpath, entry in function["callpaths"].items():
-            path_owner.setdefault(callpath, []).append(name)
-            normalised.setdefault(normalise_callpath(callpath), []).append(callpath)
-            entries[callpath] = entry
+    matcher = _Matcher(profile, experiment, inclusive=inclusive)
+    for callpath in experiment.callpaths:
+        matcher.match(callpath)
+    return matcher.result
 
-    # Exclusive metrics of a measured path include callees the measurement does not show
-    # (inlined by the compiler, or left out by an instrumentation filter); library routines
-    # are measured by their wrappers, never inside the caller.
-    library_paths = {
-        c
-        for function in profile["functions"].values()
-        if function.get("file") is None
-        for c in function["callpaths"]
-    }
-    seen = {normalise_callpath(c) for c in experiment.callpaths}
-    children: dict[str, list[str]] = {}
-    for callpath in entries:
-        frames = split_callpath(callpath)
-        if len(frames) > 1:
-            children.setdefault(join_callpath(frames[:-1]), []).append(callpath)
 
-    def hidden_children(path: str) -> list[str]:
+class _Matcher:
+    """Pairs measured call paths with the profile's entries (:func:`match_profile`).
+
+    Tried in turn: the exact call path, the call path with argument lists dropped
+    (``main->sweep`` for ``main->sweep(double*, int)``), the function its last frame names,
+    and for a function the static pre-pass pruned (no entry: constant per call), the visits
+    its caller's loops give it.
+    """
+
+    def __init__(self, profile: TaintProfile, experiment: Experiment, *, inclusive: bool):
+        self.profile = profile
+        self.inclusive = inclusive
+        self.parameters = experiment.parameters
+        self.by_path = priors_from_profile(profile, parameters=self.parameters, inclusive=inclusive)
+        self.by_function = function_priors_from_profile(
+            profile, parameters=self.parameters, inclusive=inclusive
+        )
+        self.result = TaintMatch(
+            dropped_parameters=[p for p in profile.parameters if p not in self.parameters]
+        )
+        self.entries: dict[str, CallpathProfile] = {}
+        self.owners: dict[str, list[str]] = {}
+        self.normalised: dict[str, list[str]] = {}
+        self.children: dict[str, list[str]] = {}
+        self.names: dict[str, list[str]] = {}
+        for name, function in profile.functions.items():
+            self.names.setdefault(without_arguments(name), []).append(name)
+            for callpath, entry in function.callpaths.items():
+                self.entries[callpath] = entry
+                self.owners.setdefault(callpath, []).append(name)
+                self.normalised.setdefault(normalise_callpath(callpath), []).append(callpath)
+                frames = split_callpath(callpath)
+                if len(frames) > 1:
+                    self.children.setdefault(join_callpath(frames[:-1]), []).append(callpath)
+        # library routines are measured by their wrappers, never inside the caller
+        self.library_paths = {
+            c for f in profile.functions.values() if f.is_library for c in f.callpaths
+        }
+        self.seen = {normalise_callpath(c) for c in experiment.callpaths}
+        self.constant = {without_arguments(n) for n in [*profile.pruned, *profile.constant]}
+
+    def match(self, callpath: str) -> None:
+        candidates = (
+            [callpath]
+            if callpath in self.by_path
+            else self.normalised.get(normalise_callpath(callpath), [])
+        )
+        if len(candidates) == 1:
+            self.by_callpath(callpath, candidates[0])
+        elif candidates:  # overloads print alike once argument lists are gone
+            self.by_owners(callpath, sorted({o for c in candidates for o in self.owners[c]}))
+        elif owners := self.names.get(without_arguments(split_callpath(callpath)[-1]), []):
+            self.by_owners(callpath, owners)
+        else:
+            self.by_caller(callpath)
+
+    def by_callpath(self, callpath: str, found: str) -> None:
+        """The profile has the call path. An exclusive metric of it includes the callees the
+        measurement does not show (inlined, or left out by an instrumentation filter)."""
+        self.result.priors[callpath] = self.by_path[found]
+        self.result.functions[callpath] = self.owners[found]
+        hidden = self.hidden_children(found)
+        if not self.inclusive and hidden:
+            total = add(*(self.entries[c].total(inclusive=False) for c in [found, *hidden]))
+            self.result.priors[callpath] = prior_from_terms(total, self.parameters)
+            self.result.absorbed[callpath] = [split_callpath(c)[-1] for c in hidden]
+
+    def hidden_children(self, path: str) -> list[str]:
         """Profile call paths below ``path`` whose cost a measurement of ``path`` includes."""
         found = []
-        for child in children.get(path, []):
-            if normalise_callpath(child) not in seen and child not in library_paths:
-                found += [child, *hidden_children(child)]
+        for child in self.children.get(path, []):
+            if normalise_callpath(child) not in self.seen and child not in self.library_paths:
+                found += [child, *self.hidden_children(child)]
         return found
 
-    def caller_entry(callpath: str) -> Mapping[str, Any] | None:
-        """The profile's entry of the call path's caller, if it has exactly one."""
+    def by_owners(self, callpath: str, owners: list[str]) -> None:
+        """The profile has the function, not the call path: the loosest restriction every
+        candidate function allows."""
+        if len(owners) == 1:
+            self.result.priors[callpath] = self.by_function[owners[0]]
+        else:
+            total = add(
+                *(self.profile.functions[o].total(inclusive=self.inclusive) for o in owners)
+            )
+            self.result.priors[callpath] = prior_from_terms(total, self.parameters)
+        self.result.functions[callpath] = owners
+        self.result.by_function.append(callpath)
+
+    def by_caller(self, callpath: str) -> None:
+        """A function the profile has no entry for: if proved constant, it runs as often as
+        its caller's loops say (any of them: the call site is not known)."""
         frames = split_callpath(callpath)
+        caller = self.caller_entry(frames)
+        if without_arguments(frames[-1]) not in self.constant:
+            self.result.unmatched.append(callpath)
+        elif caller is not None:
+            visits = caller.total(inclusive=False)
+            self.result.priors[callpath] = prior_from_terms(visits, self.parameters)
+        elif len(frames) == 1:
+            self.result.priors[callpath] = Prior.constant(SOURCE)
+        else:
+            self.result.unmatched.append(callpath)
+
+    def caller_entry(self, frames: list[str]) -> CallpathProfile | None:
+        """The profile's entry of the call path's caller, if it has exactly one."""
         if len(frames) < 2:
             return None
         parent = join_callpath(frames[:-1])
-        found = [parent] if parent in entries else normalised.get(normalise_callpath(parent), [])
-        return entries[found[0]] if len(found) == 1 else None
-
-    names: dict[str, list[str]] = {}
-    for name in profile["functions"]:
-        names.setdefault(function_name(name), []).append(name)
-
-    # Functions the static pre-pass pruned have no entry: constant per call, but called as
-    # often as the caller's loops around the call say (any of them: the site is not known).
-    constant = {
-        function_name(n) for n in [*profile.get("pruned", []), *profile.get("constant", [])]
-    }
-    for callpath in experiment.callpaths:
-        candidates = (
-            [callpath] if callpath in by_path else normalised.get(normalise_callpath(callpath), [])
+        found = (
+            [parent]
+            if parent in self.entries
+            else self.normalised.get(normalise_callpath(parent), [])
         )
-        if len(candidates) == 1:
-            match.priors[callpath] = by_path[candidates[0]]
-            match.functions[callpath] = path_owner[candidates[0]]
-            hidden = hidden_children(candidates[0])
-            if not inclusive and hidden:
-                terms = [
-                    t
-                    for c in [candidates[0], *hidden]
-                    for t in callpath_terms(entries[c], inclusive=False)
-                ]
-                match.priors[callpath] = prior_from_terms(terms, parameters)
-                match.absorbed[callpath] = [split_callpath(c)[-1] for c in hidden]
-            continue
-        owners = names.get(function_name(split_callpath(callpath)[-1]), [])
-        if len(candidates) > 1:  # overloads print alike once argument lists are gone
-            owners = sorted({o for c in candidates for o in path_owner[c]})
-        if not owners:
-            caller = caller_entry(callpath)
-            if function_name(split_callpath(callpath)[-1]) in constant and caller is not None:
-                visits = callpath_terms(caller, inclusive=False)
-                match.priors[callpath] = prior_from_terms(visits, parameters)
-            elif (
-                function_name(split_callpath(callpath)[-1]) in constant
-                and len(split_callpath(callpath)) == 1
-            ):
-                match.priors[callpath] = Prior.constant(SOURCE)
-            else:
-                match.unmatched.append(callpath)
-            continue
-        if len(owners) == 1:
-            match.priors[callpath] = by_function[owners[0]]
-        else:  # the loosest restriction every candidate allows
-            functions = profile["functions"]
-            terms = [
-                t
-                for o in owners
-                for entry in functions[o]["callpaths"].values()
-                for t in callpath_terms(entry, inclusive=inclusive)
-            ]
-            match.priors[callpath] = prior_from_terms(terms, parameters)
-        match.functions[callpath] = owners
-        match.by_function.append(callpath)
-    return match
+        return self.entries[found[0]] if len(found) == 1 else None
 
 
-def branch_parameters(profile: Mapping[str, Any], callpath: str) -> frozenset[str]:
+def branch_parameters(profile: TaintProfile, callpath: str) -> frozenset[str]:
     """Parameters that decide a branch on the way to ``callpath``'s code.
 
     A branch decided by ``p`` lets ``p`` reach the code even where no loop bound depends on
@@ -243,25 +267,24 @@ def branch_parameters(profile: Mapping[str, Any], callpath: str) -> frozenset[st
     count set in branches, an implicit flow the taint labels of the call itself miss), and
     further up the branches that guard the call to the next frame.
     """
-    functions = profile.get("functions", {})
-    by_name: dict[str, list[Mapping[str, Any]]] = {}
-    for name, function in functions.items():
-        by_name.setdefault(function_name(name), []).append(function)
-    frames = [function_name(f) for f in split_callpath(callpath)]
+    by_name: dict[str, list[FunctionProfile]] = {}
+    for name, function in profile.functions.items():
+        by_name.setdefault(without_arguments(name), []).append(function)
+    frames = [without_arguments(f) for f in split_callpath(callpath)]
     found: set[str] = set()
     for index, frame in enumerate(frames):
         callee = frames[index + 1] if index + 1 < len(frames) else None
         near = index >= len(frames) - 2  # the function itself or its caller
         for function in by_name.get(frame, []):
-            for branch in function.get("branches", []):
-                guarded = {function_name(c) for c in branch.get("calls", [])}
+            for branch in function.branches:
+                guarded = {without_arguments(c) for c in branch.calls}
                 if near or callee in guarded:
-                    found |= set(branch.get("params", []))
+                    found.update(branch.params)
     return frozenset(found)
 
 
 def unreachable_parameters(
-    profile: Mapping[str, Any], match: TaintMatch, callpath: str, parameters: Iterable[str]
+    profile: TaintProfile, match: TaintMatch, callpath: str, parameters: Iterable[str]
 ) -> frozenset[str]:
     """Of ``parameters``, those the code of ``callpath`` provably cannot depend on: its
     taint prior rules them out (no loop bound) and no branch on the way decides by them.
@@ -274,7 +297,7 @@ def unreachable_parameters(
 
 
 def contention_warnings(
-    free: ModelSet, match: TaintMatch, profile: Mapping[str, Any] | None = None
+    free: ModelSet, match: TaintMatch, profile: TaintProfile | None = None
 ) -> dict[tuple[str, str], list[str]]:
     """Paper C1: parameters a prior-free model uses that the code cannot depend on.
 
@@ -303,7 +326,7 @@ def contention_warnings(
 
 
 def algorithm_switch_warnings(
-    profile: Mapping[str, Any], experiment: Experiment, match: TaintMatch
+    profile: TaintProfile, experiment: Experiment, match: TaintMatch
 ) -> dict[str, list[str]]:
     """Paper C2: parameter-decided branches that may switch algorithms across the range.
 
@@ -323,105 +346,97 @@ def algorithm_switch_warnings(
     it. The taint run saw one parameter value, so this flags *possible* switches only.
     """
     varying = {p for p in experiment.parameters if experiment.data[p].nunique(dropna=True) > 1}
-    functions = profile["functions"]
+    switches = {
+        name: _possible_switches(name, function, varying)
+        for name, function in profile.functions.items()
+    }
     by_name: dict[str, list[str]] = {}
-    for name in functions:
-        by_name.setdefault(function_name(name), []).append(name)
-
-    def switches(name: str) -> list[tuple[dict[str, Any], str, list[str]]]:
-        """(branch, where, parameters) of the possible switches in one function."""
-        function = functions[name]
-        found = []
-        for branch in function.get("branches", []):
-            if branch.get("exits_loops_at"):
-                continue
-            evaluated, taken = branch.get("evaluated", 0), branch.get("taken", 0)
-            if evaluated and 0 < taken < evaluated:
-                continue
-            parameters = [p for p in branch["params"] if p in varying]
-            if parameters:
-                where = f"{function.get('file') or name}:{branch['line']}"
-                found.append((branch, where, parameters))
-        return found
-
+    for name in profile.functions:
+        by_name.setdefault(without_arguments(name), []).append(name)
     warnings: dict[str, list[str]] = {}
 
-    def flag(callpath: str, text: str) -> None:
-        if text not in warnings.setdefault(callpath, []):
-            warnings[callpath].append(text)
+    def flag(callpath: str, texts: Iterable[str]) -> None:
+        listed = warnings.setdefault(callpath, [])
+        listed += [text for text in dict.fromkeys(texts) if text not in listed]
 
     for callpath, owners in match.functions.items():
-        for name in owners:
-            for _, where, parameters in switches(name):
-                for parameter in parameters:
-                    flag(
-                        callpath,
-                        f"possible algorithm switch on {parameter}: the branch at {where} "
-                        f"is decided by {parameter}",
-                    )
-    for callpath in experiment.callpaths:
-        frames = [function_name(f) for f in split_callpath(callpath)]
-        for caller, callee in itertools.pairwise(frames):
-            for name in by_name.get(caller, []):
-                for branch, where, parameters in switches(name):
-                    if callee not in {function_name(c) for c in branch.get("calls", [])}:
-                        continue
-                    for parameter in parameters:
-                        flag(
-                            callpath,
-                            f"possible algorithm switch on {parameter}: the branch at {where} "
-                            f"in {caller}, decided by {parameter}, selects whether {callee} "
-                            "runs",
-                        )
-    return warnings
-
-
-def resolve_taint_conflicts(
-    models: ModelSet, free: ModelSet, profile: Mapping[str, Any], match: TaintMatch
-) -> list[PriorConflict]:
-    """Where a taint-prior model conflicts with its measurements (its fit is much worse
-    than the black-box one, or the measured visits use a parameter it rules out), put the
-    better model in ``models`` (in place) and return the conflicts
-    (:mod:`perfcast.modeling.prior_conflicts`: thresholds and why).
-
-    The issue this guards against: a halo exchange whose neighbour count follows the
-    rank's position and ``p`` through branches got a constant taint prior (no loop reads
-    ``p``) and collapsed to a constant model, unnoticed. ``models`` were fitted under
-    ``match.priors``, ``free`` without priors.
-    """
-    conflicts = []
-    visits = {m.callpath: m for m in free if m.metric == VISITS_METRIC}
-    for model in list(models):
-        key = (model.callpath, model.metric)
-        prior = match.priors.get(model.callpath)
-        if prior is None or key not in free:
-            continue
-        kept, conflict = resolve_conflict(
-            model,
-            free[key],
-            prior,
-            source=SOURCE,
-            visits=visits.get(model.callpath),
-            unreachable=unreachable_parameters(
-                profile, match, model.callpath, free[key].parameters
+        flag(
+            callpath,
+            (
+                f"possible algorithm switch on {parameter}: the branch at {where} "
+                f"is decided by {parameter}"
+                for name in owners
+                for _, where, parameters in switches[name]
+                for parameter in parameters
             ),
         )
-        if conflict is not None:
-            models.add(kept)
-            conflicts.append(conflict)
-    return conflicts
+    for callpath in experiment.callpaths:
+        frames = [without_arguments(f) for f in split_callpath(callpath)]
+        flag(
+            callpath,
+            (
+                f"possible algorithm switch on {parameter}: the branch at {where} "
+                f"in {caller}, decided by {parameter}, selects whether {callee} runs"
+                for caller, callee in itertools.pairwise(frames)
+                for name in by_name.get(caller, [])
+                for branch, where, parameters in switches[name]
+                if callee in {without_arguments(c) for c in branch.calls}
+                for parameter in parameters
+            ),
+        )
+    return {callpath: texts for callpath, texts in warnings.items() if texts}
+
+
+def _possible_switches(
+    name: str, function: FunctionProfile, varying: set[str]
+) -> list[tuple[Branch, str, list[str]]]:
+    """(branch, where, parameters) of the possible switches in one function
+    (:func:`algorithm_switch_warnings`)."""
+    found = []
+    for branch in function.branches:
+        parameters = [p for p in branch.params if p in varying]
+        if parameters and branch.uniform and not branch.exits_loops_at:
+            found.append((branch, f"{function.file or name}:{branch.line}", parameters))
+    return found
+
+
+CONTENTION, ALGORITHM_SWITCH = "contention", "algorithm-switch"
+"""The kinds of the taint stage's findings (paper C1 and C2)."""
 
 
 def flag_models(
     models: ModelSet,
     free: ModelSet | None,
-    profile: Mapping[str, Any],
+    profile: TaintProfile,
     experiment: Experiment,
     match: TaintMatch,
-) -> None:
-    """Attach the C1 and C2 warnings to ``models`` (in place)."""
+) -> ModelSet:
+    """``models`` with :func:`validity_findings`; flagging a set twice gives the same set."""
+    return models.with_findings(validity_findings(models, free, profile, experiment, match))
+
+
+def validity_findings(
+    models: ModelSet,
+    free: ModelSet | None,
+    profile: TaintProfile,
+    experiment: Experiment,
+    match: TaintMatch,
+) -> list[Finding]:
+    """The C1 and C2 warnings on ``models`` as findings of stage ``"taint"``: contention
+    judged on the black-box models ``free`` (``None``: on ``models`` themselves)."""
     contention = contention_warnings(free if free is not None else models, match, profile)
     switches = algorithm_switch_warnings(profile, experiment, match)
-    for model in models:
-        model.warnings.extend(contention.get((model.callpath, model.metric), []))
-        model.warnings.extend(switches.get(model.callpath, []))
+    findings = [
+        Finding(SOURCE, callpath, metric, CONTENTION, text)
+        for (callpath, metric), texts in contention.items()
+        if (callpath, metric) in models
+        for text in texts
+    ]
+    callpaths = {model.callpath for model in models}
+    findings += [
+        Finding(SOURCE, callpath, None, ALGORITHM_SWITCH, text)
+        for callpath, texts in switches.items()
+        if callpath in callpaths
+        for text in texts
+    ]
+    return findings

@@ -4,7 +4,8 @@
 profile set), the extension and the first line; ``format=`` overrides the guess, and
 extra keyword options go to the reader (e.g. ``metrics=["time"]`` to read only that
 Cube metric). Each format is one module with a ``FORMAT`` entry; the table below registers
-them, and :data:`FORMATS` lists their names.
+the built-in ones, installed packages declare more (:mod:`.registry`; the campaign-store
+reader of :mod:`perfcast.measure.reader` is one), and :data:`FORMATS` lists their names.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import Any
 
 from perfcast.errors import InputError, PerfcastError
 from perfcast.experiment.experiment import Experiment
-from perfcast.experiment.io import cube, jsonfile, jsonlines, sqlite, talpas, text
+from perfcast.experiment.io import cube, jsonfile, jsonlines, talpas, text
 from perfcast.experiment.io.registry import (
     Format,
+    all_formats,
     detect_format,
     format_names,
     get_format,
@@ -24,11 +26,19 @@ from perfcast.experiment.io.registry import (
     require_regular_file,
 )
 
-for _module in (text, jsonfile, jsonlines, talpas, cube, sqlite):
+for _module in (text, jsonfile, jsonlines, talpas, cube):
     register(_module.FORMAT)
 
-FORMATS: tuple[str, ...] = format_names()
-"""Names of the registered formats, e.g. for a ``--format`` choice list."""
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    """``FORMATS``: the names of all formats, e.g. for a ``--format`` choice list.
+
+    Computed on first access (PEP 562) because it lists installed packages' declared
+    formats, and importing this package should not scan package metadata.
+    """
+    if name == "FORMATS":
+        return format_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def read_experiment(path: str | Path, format: str | None = None, **options: Any) -> Experiment:
@@ -52,7 +62,7 @@ def read_experiment(path: str | Path, format: str | None = None, **options: Any)
 def write_experiment(experiment: Experiment, path: str | Path, format: str | None = None) -> None:
     """Write an Experiment; the format defaults to the one the extension suggests."""
     path = Path(path)
-    writers = [get_format(name) for name in FORMATS if get_format(name).writer]
+    writers = [entry for entry in all_formats() if entry.writer]
     if format is None:
         matching = [f for f in writers if path.suffix.lower() in f.suffixes]
         if not matching:

@@ -25,16 +25,17 @@ import re
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-from pycubexr import CubexParser
-from pycubexr.utils.exceptions import MissingMetricError
 
 from perfcast.errors import InputError
 from perfcast.experiment.calltree import SEPARATOR
 from perfcast.experiment.experiment import CALLPATH, METRIC, REPETITION, VALUE, Experiment, Metric
 from perfcast.experiment.io.registry import Format
+
+if TYPE_CHECKING:  # imported where a Cube set is read: every other format's reading skips them
+    import pandas as pd
 
 SCALING = ("weak", "strong")
 
@@ -74,6 +75,8 @@ def read_cube(
     path: Path, *, metrics: Sequence[str] | None = None, scaling: str = "weak"
 ) -> Experiment:
     """Read a directory of Cube profiles: every metric, or only the ``metrics`` named."""
+    import pandas as pd
+
     if isinstance(metrics, str):
         metrics = (metrics,)
     if scaling not in SCALING:
@@ -180,6 +183,10 @@ def _read_profile(
 ) -> tuple[pd.DataFrame, dict[str, str], list[str]]:
     """Exclusive values of one profile: one row per (call path, metric, repetition),
     the units of the metrics read, and the names of all metrics the profile declares."""
+    import pandas as pd
+    from pycubexr import CubexParser
+    from pycubexr.utils.exceptions import MissingMetricError
+
     columns: dict[str, list[np.ndarray]] = {CALLPATH: [], METRIC: [], REPETITION: [], VALUE: []}
     units: dict[str, str] = {}
     declared: list[str] = []
@@ -230,6 +237,8 @@ def _fold_incomplete_callpaths(
 ) -> pd.DataFrame:
     """Move call paths not measured at every point into their nearest complete ancestor,
     then sum what lands on the same (call path, metric, point, repetition)."""
+    import pandas as pd
+
     points_per_series = (
         data.drop_duplicates([CALLPATH, METRIC, *parameters])
         .groupby([CALLPATH, METRIC], sort=False)

@@ -27,7 +27,7 @@ from perfcast.errors import InputError, PerfcastError
 from perfcast.experiment.experiment import Experiment, point_label
 from perfcast.experiment.io.jsonlines import read_jsonlines
 from perfcast.experiment.io.jsontext import JSONSyntaxError, decode, try_decode
-from perfcast.experiment.io.registry import Format, read_text
+from perfcast.experiment.io.registry import Format, read_utf8
 from perfcast.experiment.io.table import (
     Cells,
     MeasurementTable,
@@ -42,7 +42,7 @@ UNITS_KEY = "units"
 
 def read_json(path: Path) -> Experiment:
     """Read an Extra-P JSON file (current or legacy form)."""
-    text = read_text(path)
+    text = read_utf8(path)
     try:
         document = decode(text, path=path)
     except JSONSyntaxError:

@@ -1,23 +1,33 @@
 """The table of file formats, and how a path is matched to one of them.
 
-Each format module defines one :class:`Format` entry (``FORMAT``) and the package
-registers them in one table, so adding a format means one module and one line. A format
-may read, write, or both. Detection looks at what is cheap and telling: a directory, the
-file extension, then the first meaningful line of the file; table order breaks ties
-(``.txt`` is text before Talpas).
+Each format module defines one :class:`Format` entry (``FORMAT``). The formats of other
+tools' files are built in: this package registers them in one table, so adding one means
+one module and one line. Any installed package may add a format by naming its ``FORMAT``
+in the :data:`READERS_GROUP` entry-point group; perfcast's own campaign-store reader is
+declared that way (:mod:`perfcast.measure.reader`), so this package never imports the
+stage that writes those stores. Declared formats are listed from package metadata and
+imported only when a path is detected or one of them is asked for by name.
+
+A format may read, write, or both. Detection looks at what is cheap and telling: a
+directory, the file extension, then the first meaningful line of the file; table order
+(built-in formats, then declared ones by name) breaks ties (``.txt`` is text before Talpas).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
-import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from perfcast import inputs
 from perfcast.errors import InputError, PerfcastError
 from perfcast.experiment.experiment import Experiment
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 Reader = Callable[..., Experiment]
 """``reader(path, **options)``; options are the format's own keyword arguments."""
@@ -25,6 +35,10 @@ Writer = Callable[[Experiment, Path], None]
 
 HEAD_BYTES = 64 * 1024
 """How much of a file detection reads to find its first meaningful line."""
+
+READERS_GROUP = "perfcast.readers"
+"""Entry-point group of formats added by installed packages: ``name = "module:FORMAT"``,
+where ``FORMAT`` is a :class:`Format` called ``name``."""
 
 
 @dataclass(frozen=True)
@@ -58,35 +72,82 @@ _FORMATS: dict[str, Format] = {}
 
 
 def register(entry: Format) -> Format:
-    """Add a format to the table; earlier entries win ties in detection."""
+    """Add a built-in format to the table; earlier entries win ties in detection."""
     if entry.name in _FORMATS:
         raise ValueError(f"file format {entry.name!r} is registered twice")
     _FORMATS[entry.name] = entry
     return entry
 
 
+@functools.cache
+def _declared() -> dict[str, EntryPoint]:
+    """The formats installed packages declare, by name, read from metadata, not imported.
+
+    Read on first use, not at import: listing entry points scans every installed
+    package's metadata, which a command that reads no measurements need not pay for.
+    """
+    from importlib.metadata import entry_points
+
+    declared: dict[str, EntryPoint] = {}
+    for point in sorted(entry_points(group=READERS_GROUP), key=lambda point: point.name):
+        if point.name in _FORMATS or point.name in declared:
+            raise PerfcastError(
+                f"file format {point.name!r} is declared twice (entry point {point.value!r} "
+                f"in group {READERS_GROUP!r} of package "
+                f"{point.dist.name if point.dist else 'unknown'!r}); uninstall one of them"
+            )
+        declared[point.name] = point
+    return declared
+
+
+@functools.cache
+def _load(name: str) -> Format:
+    """Import a declared format's module and check that it names a Format called ``name``."""
+    point = _declared()[name]
+    try:
+        entry = point.load()
+    except (ImportError, AttributeError) as exc:
+        raise PerfcastError(
+            f"cannot load file format {name!r} from entry point {point.value!r} "
+            f"(group {READERS_GROUP!r}): {exc}; reinstall the package that declares it"
+        ) from exc
+    if not isinstance(entry, Format) or entry.name != name:
+        named = f"the {entry.name!r} format" if isinstance(entry, Format) else type(entry).__name__
+        raise PerfcastError(
+            f"entry point {point.value!r} (group {READERS_GROUP!r}) must name a Format "
+            f"called {name!r}, not {named}"
+        )
+    return entry
+
+
 def format_names() -> tuple[str, ...]:
-    return tuple(_FORMATS)
+    """Every format's name, built-in first, without importing any declared format."""
+    return (*_FORMATS, *_declared())
+
+
+def all_formats() -> list[Format]:
+    """Every format in detection order; declared formats are imported here."""
+    return [*_FORMATS.values(), *(_load(name) for name in _declared())]
 
 
 def get_format(name: str) -> Format:
-    try:
+    if name in _FORMATS:
         return _FORMATS[name]
-    except KeyError:
-        raise PerfcastError(
-            f"unknown file format {name!r}; choose one of {', '.join(_FORMATS)}"
-        ) from None
+    if name in _declared():
+        return _load(name)
+    raise PerfcastError(f"unknown file format {name!r}; choose one of {', '.join(format_names())}")
 
 
 def detect_format(path: Path) -> Format:
     """The format of an existing path: directory, then extension, then content."""
+    formats = all_formats()
     if path.is_dir():
-        for entry in _FORMATS.values():
+        for entry in formats:
             if entry.directory:
                 return entry
         raise InputError("is a directory, and no registered format reads directories", path=path)
-    by_suffix = [f for f in _FORMATS.values() if path.suffix.lower() in f.suffixes]
-    candidates = by_suffix or [f for f in _FORMATS.values() if not f.directory]
+    by_suffix = [f for f in formats if path.suffix.lower() in f.suffixes]
+    candidates = by_suffix or [f for f in formats if not f.directory]
     head = first_meaningful_line(path)
     for entry in candidates:
         if entry.sniff is not None and entry.sniff(head):
@@ -96,46 +157,29 @@ def detect_format(path: Path) -> Format:
         return by_suffix[0]
     raise InputError(
         f"cannot tell the file format from the name or the first line {head[:60]!r}; "
-        f"pass the format explicitly (one of {', '.join(_FORMATS)})",
+        f"pass the format explicitly (one of {', '.join(format_names())})",
         path=path,
     )
 
 
+MEASUREMENT_FILE = "measurement file"
+"""What a reader's input is called in errors (:mod:`perfcast.inputs`)."""
+SAVE_AS_TEXT = (
+    "save the measurements as UTF-8 text in a file (only Cube profile sets are directories)"
+)
+
+
 def require_regular_file(path: Path) -> None:
-    """Refuse anything but a regular file before it is opened.
-
-    Opening a named pipe blocks until a writer appears and a device may never end, so a
-    reader handed one would hang instead of answering; a directory is refused with the
-    one format that reads directories named.
-    """
-    try:
-        mode = path.stat().st_mode
-    except OSError as exc:
-        raise InputError(f"cannot read the file: {exc.strerror}", path=path) from None
-    if stat.S_ISDIR(mode):
-        raise InputError(
-            "is a directory; give a measurement file (only Cube profile sets are directories)",
-            path=path,
-        )
-    if not stat.S_ISREG(mode):
-        raise InputError(
-            "is not a regular file (a named pipe, socket or device); save the measurements "
-            "to a file and read that",
-            path=path,
-        )
+    """Refuse anything but a regular measurement file before it is opened, so a reader
+    handed a named pipe or device answers instead of hanging
+    (:func:`perfcast.inputs.require_regular_file`)."""
+    inputs.require_regular_file(path, MEASUREMENT_FILE, SAVE_AS_TEXT)
 
 
-def read_text(path: Path) -> str:
-    """A measurement file's text, decoded as UTF-8, or an InputError naming the file."""
-    require_regular_file(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read the file: {exc.strerror}", path=path) from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _not_utf8(exc, path, data.count(b"\n", 0, exc.start) + 1) from None
+def read_utf8(path: Path) -> str:
+    """A measurement file's text, decoded as UTF-8, or an InputError naming the file.
+    (:func:`perfcast.experiment.io.text.read_text` reads Extra-P's text format.)"""
+    return inputs.read_text(path, MEASUREMENT_FILE, SAVE_AS_TEXT)
 
 
 def read_lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -145,21 +189,9 @@ def read_lines(path: Path) -> Iterator[tuple[int, str]]:
     try:
         with open(path, "rb") as file:
             for number, raw in enumerate(file, start=1):
-                try:
-                    yield number, raw.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise _not_utf8(exc, path, number) from None
+                yield number, inputs.decode_text(raw, path, MEASUREMENT_FILE, SAVE_AS_TEXT, number)
     except OSError as exc:
-        raise InputError(f"cannot read the file: {exc.strerror}", path=path) from None
-
-
-def _not_utf8(error: UnicodeDecodeError, path: Path, line: int) -> InputError:
-    bad = error.object[error.start : error.start + 1].hex()
-    return InputError(
-        f"not a UTF-8 text file: byte 0x{bad} ({error.reason}); save the file as UTF-8",
-        path=path,
-        line=line,
-    )
+        raise InputError(f"cannot read the {MEASUREMENT_FILE}: {exc.strerror}", path=path) from None
 
 
 def first_meaningful_line(path: Path) -> str:
@@ -169,7 +201,7 @@ def first_meaningful_line(path: Path) -> str:
         with open(path, encoding="utf-8", errors="replace") as file:
             head = file.read(HEAD_BYTES)
     except OSError as exc:
-        raise InputError(f"cannot read the file: {exc.strerror}", path=path) from None
+        raise InputError(f"cannot read the {MEASUREMENT_FILE}: {exc.strerror}", path=path) from None
     for line in head.splitlines():
         line = line.strip()
         if line and not line.startswith("#"):

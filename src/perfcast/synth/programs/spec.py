@@ -60,8 +60,6 @@ RECEIVE_ONLY_OPERATIONS = frozenset({"recv"})
 """Operations that send nothing: their byte truth is the bytes *received* (as
 :class:`~perfcast.effort.EffortModeler` models them)."""
 
-BYTES_SENT = "mpi_bytes_sent"
-BYTES_RECEIVED = "mpi_bytes_received"
 ITERATIONS = "iterations"
 """Metric name of the computational truth: innermost loop iterations per call and rank."""
 ELEMENTS = "elements"

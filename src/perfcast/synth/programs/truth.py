@@ -17,12 +17,12 @@ from pathlib import Path
 
 from perfcast.effort.laws import CommunicationLaw, Law
 from perfcast.errors import InputError
+from perfcast.experiment.metrics import BYTES_RECEIVED, BYTES_SENT, TIME_METRIC
+from perfcast.inputs import read_json
 from perfcast.modeling.modelset import FORMAT_VERSION as MODELS_FORMAT_VERSION
 from perfcast.modeling.pmnf import Factor, Model, Term
 from perfcast.synth.programs.emit import render_program
 from perfcast.synth.programs.spec import (
-    BYTES_RECEIVED,
-    BYTES_SENT,
     ELEMENT_BYTES,
     ELEMENTS,
     RANK_SCALED_OPERATIONS,
@@ -37,7 +37,6 @@ from perfcast.synth.programs.spec import (
 TRUTH_FORMAT_VERSION = 2
 """Version 2: a loop nest is one term (coefficient, factors, outer scale), its iteration
 count rounded once; version 1 rounded every loop's trip count on its own."""
-TIME_METRIC = "time"
 TRUTH_SUFFIX = ".truth.json"
 
 
@@ -235,14 +234,7 @@ def _kernel_json(kernel: KernelSpec, truth: KernelTruth) -> dict:
 def read_spec(path: str | Path) -> ProgramSpec:
     """The program specification stored in a truth file."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(
-            "no such truth file; perfcast synth writes <name>.truth.json", path=path
-        ) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON ({exc.msg})", path=path, line=exc.lineno) from None
+    data = read_json(path, "truth file", "perfcast synth writes <name>.truth.json")
     if not isinstance(data, dict) or "perfcast_synth_truth" not in data:
         raise InputError(
             "not a perfcast synth truth file (no 'perfcast_synth_truth' key)", path=path

@@ -31,7 +31,7 @@ this object instead of its own command-line flags. The format::
     iterations = 20                       # a single value: fixed, not modeled
 
     [design]
-    kind = "full"                         # full | lines | cross | sparse (see design.py)
+    kind = "full"                         # full | lines | cross | sparse (see measure/design.py)
 
     [metrics]
     collect = ["time", "visits"]          # empty or absent: every metric
@@ -39,7 +39,7 @@ this object instead of its own command-line flags. The format::
 The run command is split into words as a shell would (quotes, backslashes) but never run by
 one; its placeholders are plain ``{name}``, without format specs or conversions. Numbers are
 finite and at most 2^53, and repetitions, retries and the size of the design are bounded
-(``MAX_*`` here and in design.py), so a typo is refused instead of planned.
+(``MAX_*`` here and in measure/design.py), so a typo is refused instead of planned.
 
 tomllib reports syntax errors with a line but gives no line numbers for keys, so
 :class:`KeyLines` finds them in the source text; every validation error names the file,
@@ -268,7 +268,14 @@ def _bracket_balance(text: str) -> int:
 
 
 class _Checker:
-    """Reads one table of the parsed TOML, remembering which keys were used."""
+    """Reads one table of the parsed TOML, remembering which keys were used.
+
+    Hand-written rather than a pydantic model: an error names the file, line and key in
+    the spec's own words (``perfcast.toml:6: run.timeout: must be a number, not a
+    string 'x'``) and most checks relate keys to each other (the command's placeholders
+    name parameters, ranges bound the design); pydantic would take over only the type
+    checks, and each of its errors would be translated back to a key and line here.
+    """
 
     def __init__(self, source: _Source, data: Any, path: tuple[str, ...]):
         self.source = source

@@ -1,4 +1,10 @@
-"""Campaign stores (``perfcast measure``'s SQLite file) as an Experiment.
+"""Campaign stores (``perfcast measure``'s SQLite file) as an Experiment: the ``sqlite`` format.
+
+The reader lives with the stage that writes the store and registers itself with the
+format table the way a third-party reader would: ``pyproject.toml`` declares
+:data:`FORMAT` in the ``perfcast.readers`` entry-point group
+(:data:`perfcast.experiment.io.registry.READERS_GROUP`). So the experiment package never
+imports the measure stage, and ``perfcast model store.sqlite`` still detects the format.
 
 Every successful run contributes its per-rank profiles, parsed straight from the blobs
 in the store (:mod:`perfcast.measure.profiles`: per call path, the mean and the maximum
@@ -26,14 +32,20 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from perfcast.errors import InputError
 from perfcast.experiment.experiment import METRIC, Experiment, Metric, Row
 from perfcast.experiment.io.registry import Format
-
-if TYPE_CHECKING:
-    from perfcast.measure.store import StoredRun
+from perfcast.experiment.metrics import base_metric
+from perfcast.inputs import decode_text
+from perfcast.measure.profiles import (
+    PROFILE_HINT,
+    PROFILE_KIND,
+    RankProfile,
+    combine_runs,
+    parse_rank_profile,
+)
+from perfcast.measure.store import OK, CampaignStore, StoredRun
 
 RUN_TIME = Metric("run_time", "s")
 """Wall time of a whole run, for programs that write no profiles."""
@@ -47,17 +59,6 @@ class MissingMetricWarning(UserWarning):
 
 def read_sqlite(path: str | Path) -> Experiment:
     """Read a campaign store's successful runs into an Experiment."""
-    # perfcast.measure builds Experiments, so importing it at module level would make the
-    # two packages import each other; the reader needs it only once a store is read.
-    from perfcast.measure.profiles import (
-        MAX_SUFFIX,
-        RankProfile,
-        combine_runs,
-        decode_profile,
-        parse_rank_profile,
-    )
-    from perfcast.measure.store import OK, CampaignStore
-
     path = Path(path)
     with CampaignStore.open(path) as store:
         info = store.info()
@@ -92,7 +93,11 @@ def read_sqlite(path: str | Path) -> Experiment:
             profiles = []
             for name, data in sorted(blobs.items()):
                 source = f"{path}[{run.key}]/{name}"
-                profiles.append(parse_rank_profile(decode_profile(data, source), source))
+                profiles.append(
+                    parse_rank_profile(
+                        decode_text(data, source, PROFILE_KIND, PROFILE_HINT), source
+                    )
+                )
             profiled.append((point, profiles))
     if profiled and unprofiled:
         _warn_lost_profiles(path, unprofiled)
@@ -110,9 +115,9 @@ def read_sqlite(path: str | Path) -> Experiment:
         keep = [
             m
             for m in experiment.metrics
-            if m in present and (m in wanted or m.split(MAX_SUFFIX)[0] in wanted)
+            if m in present and (m in wanted or base_metric(m) in wanted)
         ]
-        absent = [m for m in info.metrics if m.split(MAX_SUFFIX)[0] not in present]
+        absent = [m for m in info.metrics if base_metric(m) not in present]
         if absent:
             reading = "the others" if keep else f"all they have ({', '.join(sorted(present))})"
             warnings.warn(

@@ -1,0 +1,20 @@
+"""Priors as one stage of the pipeline: every source's priors composed in one place and
+fitted by one procedure (:func:`fit_with_priors`).
+
+This package sits above the sources (taint, effort, static) and the modeler; nothing below
+it imports it.
+"""
+
+from perfcast.priors.compose import PRECEDENCE, Composition, compose, intersect
+from perfcast.priors.pipeline import CheckingSource, PriorFit, PriorSource, fit_with_priors
+
+__all__ = [
+    "PRECEDENCE",
+    "CheckingSource",
+    "Composition",
+    "PriorFit",
+    "PriorSource",
+    "compose",
+    "fit_with_priors",
+    "intersect",
+]

@@ -1,0 +1,156 @@
+"""Priors as one stage: derive from every source, compose, fit, settle conflicts, check.
+
+:func:`fit_with_priors` is what ``perfcast model --priors taint,effort,static`` runs, in
+any combination:
+
+1. **Derive.** Each source (:class:`PriorSource`: the taint profile, the effort counters
+   in the experiment, the static model) turns its input into priors per (call path,
+   metric), with notes and findings; effort also models its counts exactly.
+2. **Compose** (:func:`perfcast.priors.compose`): restrictions intersect, a fixed
+   structure wins over a restriction, conflicts between sources become findings.
+3. **Fit.** Every measured metric black-box (only a model free to use every parameter
+   reveals a dependency the code lacks), then each composed prior
+   (:func:`~perfcast.modeling.prior_fit.fit_under_priors`: fixed structures by their
+   coefficients, restrictions by the modeler's search under them).
+4. **Conflicts.** A constrained model much worse than the black-box one, or contradicted
+   by the measured visits, gives way to it, with a finding (stage ``"conflict"``).
+5. **Checks.** Each source judges the final models (taint: contention and algorithm
+   switches; effort: busy waiting), as findings.
+
+The result is one :class:`~perfcast.modeling.modelset.ModelSet`: the models, immutable,
+and every finding with the stage that made it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from perfcast.effort.priors import EffortModeler
+from perfcast.experiment.experiment import Experiment
+from perfcast.modeling.findings import Finding
+from perfcast.modeling.modeler import PMNFModeler
+from perfcast.modeling.modelset import ModelSet
+from perfcast.modeling.prior import DerivedPriors
+from perfcast.modeling.prior_conflicts import PriorConflict
+from perfcast.modeling.prior_fit import FixedFit, fit_under_priors
+from perfcast.priors.compose import Composition, compose
+
+
+class PriorSource(Protocol):
+    """One source of priors: :class:`~perfcast.taint.source.TaintSource`,
+    :class:`~perfcast.effort.source.EffortSource`,
+    :class:`~perfcast.static.prior.StaticSource`."""
+
+    name: str
+
+    def derive(self, experiment: Experiment) -> DerivedPriors:
+        """Priors per (call path, metric), with notes and findings."""
+        ...
+
+
+class CheckingSource(PriorSource, Protocol):
+    """A source that also judges the final models."""
+
+    def check(
+        self,
+        models: ModelSet,
+        free: ModelSet,
+        experiment: Experiment,
+        proven: Mapping[str, frozenset[str]],
+    ) -> list[Finding]:
+        """Findings on ``models``; ``free`` are the black-box fits of the measured
+        metrics, ``proven`` the parameters exact evidence showed despite a restriction
+        (:attr:`Composition.ruled_out`)."""
+        ...
+
+
+@dataclass(frozen=True)
+class PriorFit:
+    """What :func:`fit_with_priors` returns.
+
+    Attributes:
+        models: the final models and every finding on them.
+        free: the black-box models of the measured metrics.
+        derived: what each source derived, in the order given.
+        composition: the composed priors and the sources' conflicts.
+        conflicts: the constrained models that conflicted with their measurements.
+    """
+
+    models: ModelSet
+    free: ModelSet
+    derived: tuple[DerivedPriors, ...]
+    composition: Composition
+    conflicts: tuple[PriorConflict, ...]
+
+    @property
+    def notes(self) -> list[str]:
+        """The sources' notes, each once."""
+        return list(dict.fromkeys(note for d in self.derived for note in d.notes))
+
+
+def fit_with_priors(
+    modeler: PMNFModeler,
+    experiment: Experiment,
+    sources: Sequence[PriorSource],
+    *,
+    fixed: FixedFit | None = None,
+) -> PriorFit:
+    """Model ``experiment`` under the composed priors of ``sources`` (module docstring).
+
+    Args:
+        modeler: the black-box modeler; also searches under restricting priors.
+        experiment: the measurements.
+        sources: the prior sources; none gives the black-box models alone.
+        fixed: fits the coefficients of fixed structures (default: an
+            :class:`~perfcast.effort.priors.EffortModeler` on ``modeler``: each point's
+            fastest repetition, the negative-term policy).
+    """
+    fixed = fixed or EffortModeler(modeler)
+    derived = tuple(source.derive(experiment) for source in sources)
+    exact = [model for d in derived for model in d.models]
+    modeled = {m.metric for m in exact}  # a source's own exact models are not refitted
+    exact_metrics = modeled | {m for d in derived for m in d.exact_metrics}
+    # no prior constrains a metric known exactly
+    composition = compose(
+        [
+            replace(d, priors={k: p for k, p in d.priors.items() if k[1] not in exact_metrics})
+            for d in derived
+        ]
+    )
+    measured = [m for m in experiment.metrics if m not in modeled]
+    free = ModelSet(experiment.parameters)
+    if measured:
+        free = modeler.fit(experiment.restricted(metrics=measured))
+    unreachable: dict[str, frozenset[str]] = {}
+    for d in derived:
+        for callpath, parameters in d.unreachable.items():
+            unreachable[callpath] = unreachable.get(callpath, frozenset()) | parameters
+    labels = {d.source: d.conflict_label for d in derived if d.conflict_label is not None}
+    constrained, conflicts = fit_under_priors(
+        modeler,
+        fixed,
+        experiment,
+        composition.priors,
+        free,
+        unreachable=unreachable,
+        labels=labels,
+    )
+    findings = [
+        *(f for d in derived for f in d.findings),
+        *composition.findings,
+        *(c.finding() for c in conflicts),
+    ]
+    models = ModelSet(experiment.parameters, [*exact, *free, *constrained], None, findings)
+    checked_free = ModelSet(free.parameters, (m for m in free if m.metric not in exact_metrics))
+    for source in sources:
+        check = getattr(source, "check", None)
+        if check is not None:
+            models = models.with_findings(
+                check(models, checked_free, experiment, composition.ruled_out)
+            )
+    return PriorFit(models, free, derived, composition, tuple(conflicts))
+
+
+__all__ = ["CheckingSource", "PriorFit", "PriorSource", "fit_with_priors"]
