@@ -2,6 +2,7 @@
 counting build for effort, as the effort-prior method measures) and modeled."""
 
 import functools
+import os
 import shutil
 import subprocess
 import sys
@@ -60,11 +61,15 @@ def test_demo_runs_from_an_installed_wheel_outside_the_checkout(tmp_path):
     environment = tmp_path / "venv"
     venv.create(environment, system_site_packages=True, with_pip=False)
     python = environment / "bin" / "python"
-    install = [*pip, "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)]
+    install = [*pip, "--python", str(python), "install", "--no-deps", "--no-index"]
+    install += ["--ignore-installed", str(wheel)]  # the checkout's editable install is visible
     subprocess.run(install, check=True, capture_output=True)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    run = functools.partial(subprocess.run, cwd=elsewhere, capture_output=True, text=True)
+    isolated = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    run = functools.partial(
+        subprocess.run, cwd=elsewhere, env=isolated, capture_output=True, text=True
+    )
     where = run([python, "-c", "import perfcast; print(perfcast.__file__)"], check=True)
     assert Path(where.stdout.strip()).is_relative_to(environment), where.stdout
     demo = run([environment / "bin" / "perfcast", "demo"], timeout=900)

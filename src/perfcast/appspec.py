@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from perfcast.errors import InputError
+from perfcast.inputs import read_text
 
 SPEC_NAME = "perfcast.toml"
 """The file name ``perfcast init`` writes and the commands look for by default."""
@@ -422,14 +423,7 @@ class _Source:
 def load_spec(path: str | Path) -> AppSpec:
     """Read and validate a ``perfcast.toml``; errors name the file, line and key."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(
-            f"no such file; write a starter one with `perfcast init {path}`", path=path
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the app spec: {exc}", path=path) from None
+    text = read_text(path, "app spec", f"write a starter one with `perfcast init {path}`")
     return parse_spec(text, path)
 
 

@@ -19,8 +19,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("input", type=Path, help="campaign store or any readable measurements")
     parser.add_argument("-o", "--output", type=Path, required=True, help="file to write")
-    parser.add_argument("--format", choices=FORMATS, help="input format (default: detect)")
-    parser.add_argument("--to", choices=FORMATS, help="output format (default: by extension)")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        metavar="FORMAT",
+        help="input format: %(choices)s (default: detect)",
+    )
+    parser.add_argument(
+        "--to",
+        choices=FORMATS,
+        metavar="FORMAT",
+        help="output format: %(choices)s (default: by extension)",
+    )
     parser.set_defaults(handler=run)
 
 

@@ -6,27 +6,19 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perfcast.effort import EffortModeler
-from perfcast.effort.laws import RANKS_PARAMETER
-from perfcast.effort.priors import COEFFICIENT_AGGREGATION
 from perfcast.effort.source import EffortSource
 from perfcast.effort.sources import combine_sources
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
-from perfcast.experiment.experiment import AGGREGATIONS, Experiment
+from perfcast.experiment.experiment import Experiment
 from perfcast.experiment.io import FORMATS
 from perfcast.experiment.io.registry import detect_format
-from perfcast.experiment.metrics import COUNTER_METRICS, TIME_METRIC, VISITS_METRIC
+from perfcast.experiment.metrics import COUNTER_METRICS, VISITS_METRIC
 from perfcast.experiment.names import name_list, select_callpaths
 from perfcast.experiment.points import parse_point
-from perfcast.measure.oversubscription import (
-    Oversubscription,
-    models_note,
-    oversubscription,
-    shared_core_models,
-)
-from perfcast.measure.reader import FORMAT as SQLITE_FORMAT
 from perfcast.modeling import PMNFModeler
 from perfcast.modeling.modelset import MODEL_FILE, ModelSet
 from perfcast.modeling.options import add_flags, from_arguments
@@ -42,10 +34,18 @@ from perfcast.report.summary import (
     describe_values,
     render_summary,
 )
-from perfcast.taint.profile_model import read_profile
-from perfcast.taint.source import TaintSource
+
+if TYPE_CHECKING:
+    from perfcast.measure.oversubscription import Oversubscription
 
 TAINT_MODES = ("prior", "check")
+EFFORT = "effort__"
+"""Where the effort modeler's flags store (its ``aggregation`` is not the search's)."""
+CAMPAIGN_STORE = "sqlite"
+"""The format name the measure stage registers its campaign-store reader under (the
+``perfcast.readers`` entry point): only such an input knows which runs shared cores, so
+only then is the measure stage imported (on a text file it would cost a tenth of the
+start-up)."""
 SUMMARY_STYLE = "summary"
 PRIOR_SOURCES = PRECEDENCE
 
@@ -57,7 +57,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "reads (text, JSON, JSON Lines, Talpas, Cube directories).",
     )
     parser.add_argument("input", type=Path, help="measurement file or Cube directory")
-    parser.add_argument("--format", choices=FORMATS, help="input format (default: detect)")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        metavar="FORMAT",  # argparse lists the choices only for help: no metadata scan
+        help="input format: %(choices)s (default: detect)",
+    )
     parser.add_argument("-o", "--output", type=Path, help="write the models as JSON here")
     parser.add_argument(
         "--style",
@@ -161,25 +166,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "with [build] counters = true and one repetition) and everything else from INPUT, "
         "measured with the light build: the counting build's time is about 3.4x native",
     )
-    effort.add_argument(
-        "--effort-aggregate",
-        choices=AGGREGATIONS,
-        default=COEFFICIENT_AGGREGATION,
-        help="how a point's repetitions are aggregated before the prior's coefficients are "
-        f"fitted (default {COEFFICIENT_AGGREGATION}: interference only adds time, and "
-        "under a prior the exponents cannot follow the minimum's noise)",
-    )
-    effort.add_argument(
-        "--time-metric",
-        default=TIME_METRIC,
-        help=f"the metric the effort and static priors constrain (default {TIME_METRIC})",
-    )
-    effort.add_argument(
-        "--ranks-parameter",
-        default=RANKS_PARAMETER,
-        help="the parameter counting MPI ranks, for the log2(p) latency of collectives "
-        f"(default {RANKS_PARAMETER})",
-    )
+    add_flags(effort, EffortModeler, dest_prefix=EFFORT, nested=False)
     parser.set_defaults(handler=run)
 
 
@@ -193,6 +180,7 @@ def search_modeler(args: argparse.Namespace) -> PMNFModeler:
 
 def run(args: argparse.Namespace) -> int:
     modeler = search_modeler(args)
+    effort = from_arguments(EffortModeler, args, dest_prefix=EFFORT, nested=False, modeler=modeler)
     args.priors = _chosen_priors(args)
     if args.effort_counts is not None and "effort" not in args.priors:
         raise InputError(
@@ -203,9 +191,9 @@ def run(args: argparse.Namespace) -> int:
     inputs = [path for path in given if path is not None]
     if args.output:  # before the fit: a refused -o must not cost its minutes
         check_target(args.output, MODEL_FILE, inputs)
-    experiment = _read_scaled(args)
+    experiment = _read_scaled(args, effort.ranks)
     if args.effort_counts is not None:
-        experiment = _with_counts_from(experiment, args)
+        experiment = _with_counts_from(experiment, args, effort.time_metric)
     target = parse_point(args.at, "--at", experiment.parameters) if args.at else None
     if args.top < 1:
         raise InputError(f"--top {args.top}: give the number of call paths to rank, 1 or more")
@@ -220,12 +208,15 @@ def run(args: argparse.Namespace) -> int:
     if not args.priors:
         models = modeler.fit(experiment)
     else:
-        models, report = _fit_with_priors(modeler, experiment, args)
+        models, report = _fit_with_priors(effort, experiment, args)
     models.provenance = _provenance(experiment, models, shared)
     _note_shared_core_models(models.provenance)
-    if args.output:
-        models.save(args.output, inputs)
-    print(_render(models, experiment, args, target))
+    written = models.save(args.output, inputs) if args.output else None
+    print(
+        written
+        if written is not None and _style(args) == "json"
+        else _render(models, experiment, args, target, effort)
+    )
     if report is not None:
         print()
         print(report)
@@ -249,14 +240,19 @@ def _modeled_metrics(args: argparse.Namespace, experiment: Experiment) -> list[s
     return [*args.metric, *(m for m in inputs if m not in args.metric)]
 
 
+def _style(args: argparse.Namespace) -> str:
+    return "text" if args.full and args.style == SUMMARY_STYLE else args.style
+
+
 def _render(
     models: ModelSet,
     experiment: Experiment,
     args: argparse.Namespace,
     target: dict[str, float] | None,
+    effort: EffortModeler,
 ) -> str:
     """The summary by default, every model with --full or another --style."""
-    style = "text" if args.full and args.style == SUMMARY_STYLE else args.style
+    style = _style(args)
     if style != SUMMARY_STYLE:
         return render_models(models, style)
     values_note = describe_values(
@@ -264,9 +260,9 @@ def _render(
         models.metrics,
         aggregation=args.aggregation,
         median_estimator=args.median_estimator,
-        effort_aggregation=args.effort_aggregate if "effort" in args.priors else None,
+        effort_aggregation=effort.coefficient_aggregation if "effort" in args.priors else None,
         scaling=args.scaling,
-        ranks_parameter=args.ranks_parameter,
+        ranks_parameter=effort.ranks,
     )
     if args.callpath:
         values_note.append(
@@ -284,20 +280,22 @@ def _render(
     )
 
 
-def _read_scaled(args: argparse.Namespace) -> Experiment:
+def _read_scaled(args: argparse.Namespace, ranks: str) -> Experiment:
     """The input as ``--scaling`` asks: a Cube set's processes summed by its reader, as
     Extra-P does, other formats' per-rank values multiplied by the number of ranks."""
     strong = args.scaling == "strong"
     if strong and (args.format or detect_format(args.input).name) == "cube":
         return read_experiment(args.input, args.format, scaling="strong")
     experiment = read_experiment(args.input, args.format)
-    return total_over_ranks(experiment, args.ranks_parameter) if strong else experiment
+    return total_over_ranks(experiment, ranks) if strong else experiment
 
 
-def _with_counts_from(experiment: Experiment, args: argparse.Namespace) -> Experiment:
+def _with_counts_from(
+    experiment: Experiment, args: argparse.Namespace, time_metric: str
+) -> Experiment:
     """``experiment``'s time with the counters of ``--effort-counts``; notes on stderr."""
     counts = read_experiment(args.effort_counts)
-    combined = combine_sources(experiment, counts, time_metric=args.time_metric)
+    combined = combine_sources(experiment, counts, time_metric=time_metric)
     for note in combined.notes:
         print(f"note: {note}", file=sys.stderr)
     return combined.experiment
@@ -306,8 +304,10 @@ def _with_counts_from(experiment: Experiment, args: argparse.Namespace) -> Exper
 def _note_shared_cores(args: argparse.Namespace) -> Oversubscription | None:
     """A campaign store knows which runs had more ranks than cores: their time is partly
     waiting for a core, which no model of the program should be taken to describe."""
-    if (args.format or detect_format(args.input).name) != SQLITE_FORMAT.name:
+    if (args.format or detect_format(args.input).name) != CAMPAIGN_STORE:
         return None
+    from perfcast.measure.oversubscription import oversubscription
+
     shared = oversubscription(args.input)
     if shared is not None:
         note = shared.describe(args.input, effort_priors="effort" in args.priors)
@@ -323,6 +323,8 @@ def _provenance(
     ranges = experiment.ranges()
     if shared is None:
         return Provenance(ranges)
+    from perfcast.measure.oversubscription import shared_core_models
+
     on_shared_cores = shared_core_models(experiment, shared)
     fitted = {(model.callpath, model.metric) for model in models}
     return Provenance(ranges, replace(on_shared_cores, models=on_shared_cores.models & fitted))
@@ -333,6 +335,8 @@ def _note_shared_core_models(provenance: Provenance) -> None:
     too, for `perfcast predict`)."""
     shared = provenance.shared_cores
     if shared is not None and shared.models:
+        from perfcast.measure.oversubscription import models_note
+
         print(f"note: {models_note(shared.models, shared)}", file=sys.stderr)
 
 
@@ -377,8 +381,11 @@ def _sources(args: argparse.Namespace, effort: EffortModeler) -> list[PriorSourc
             from perfcast.static.prior import StaticSource, parse_rename
 
             rename = parse_rename(args.static_rename or "", "--static-rename")
-            sources.append(StaticSource.read(args.static, metric=args.time_metric, rename=rename))
-        else:
+            sources.append(StaticSource.read(args.static, metric=effort.time_metric, rename=rename))
+        else:  # the taint stage, on demand
+            from perfcast.taint.profile_model import read_profile
+            from perfcast.taint.source import TaintSource
+
             sources.append(
                 TaintSource(
                     read_profile(args.taint),
@@ -391,19 +398,13 @@ def _sources(args: argparse.Namespace, effort: EffortModeler) -> list[PriorSourc
 
 
 def _fit_with_priors(
-    modeler: PMNFModeler, experiment: Experiment, args: argparse.Namespace
+    effort: EffortModeler, experiment: Experiment, args: argparse.Namespace
 ) -> tuple[ModelSet, str | None]:
     """The priors stage (:func:`perfcast.priors.fit_with_priors`); the models and the
     report of the priors (none for taint alone: its flags are in the summary's warnings).
     Notes the report does not show go to stderr, one line each."""
-    effort = EffortModeler(
-        modeler,
-        time_metric=args.time_metric,
-        ranks=args.ranks_parameter,
-        aggregation=args.effort_aggregate,
-    )
     sources = _sources(args, effort)
-    fit = fit_with_priors(modeler, experiment, sources, fixed=effort)
+    fit = fit_with_priors(effort.modeler, experiment, sources, fixed=effort)
     reported = {s.name for s in sources if hasattr(s, "report")}
     for derived in fit.derived:
         if derived.source not in reported:
@@ -423,4 +424,4 @@ def _fit_with_priors(
         )
     if args.priors == ("taint",):
         return fit.models, None
-    return fit.models, render_priors(fit, sources, args.time_metric)
+    return fit.models, render_priors(fit, sources, effort.time_metric)

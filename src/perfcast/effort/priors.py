@@ -59,7 +59,7 @@ from perfcast.experiment.metrics import (
 from perfcast.modeling.findings import Finding
 from perfcast.modeling.modeler import AGGREGATIONS, PMNFModeler
 from perfcast.modeling.modelset import ModelSet
-from perfcast.modeling.options import Estimator, document_options, option
+from perfcast.modeling.options import Estimator, Flag, document_options, option
 from perfcast.modeling.pmnf import Factor, Model
 from perfcast.modeling.prior import Prior
 from perfcast.modeling.prior_conflicts import (
@@ -190,9 +190,22 @@ class EffortModeler(Estimator):
         doc="the time modeler (its exponent sets also bound the count models).",
     )
     _: KW_ONLY
-    time_metric: str = option(TIME_METRIC, doc="the metric the priors constrain.")
+    time_metric: str = option(
+        TIME_METRIC,
+        doc="the metric the priors constrain.",
+        flag=Flag(
+            "--time-metric",
+            help="the metric the effort and static priors constrain (default {default})",
+        ),
+    )
     ranks: str = option(
-        RANKS_PARAMETER, doc="the parameter counting MPI ranks (for the ``log2(p)`` latency terms)."
+        RANKS_PARAMETER,
+        doc="the parameter counting MPI ranks (for the ``log2(p)`` latency terms).",
+        flag=Flag(
+            "--ranks-parameter",
+            help="the parameter counting MPI ranks, for the log2(p) latency of collectives "
+            "(default {default})",
+        ),
     )
     disagreement_ratio: float = option(
         DISAGREEMENT_RATIO, minimum=1, doc="see :data:`DISAGREEMENT_RATIO`."
@@ -214,6 +227,12 @@ class EffortModeler(Estimator):
         doc="how a point's repetitions are aggregated for the coefficient fit, one of the "
         "time modeler's aggregations; ``None`` takes the time modeler's own "
         "(:attr:`coefficient_aggregation`).",
+        flag=Flag(
+            "--effort-aggregate",
+            help="how a point's repetitions are aggregated before the prior's coefficients "
+            "are fitted (default {default}: interference only adds time, and under a prior "
+            "the exponents cannot follow the minimum's noise)",
+        ),
     )
     repetition_tolerance: float = option(
         REPETITION_TOLERANCE,

@@ -154,10 +154,13 @@ class ModelSet:
                 members.append(f"  {json.dumps(key)}: {nested}")
         return "{\n" + ",\n".join(members) + "\n}"
 
-    def save(self, path: str | Path, inputs: Sequence[PathLike] = ()) -> None:
+    def save(self, path: str | Path, inputs: Sequence[PathLike] = ()) -> str:
         """Write the JSON atomically; never over one of ``inputs`` or a file that is not
-        an earlier model file (:func:`perfcast.outputs.write_output`)."""
-        write_output(path, self.to_text() + "\n", MODEL_FILE, inputs)
+        an earlier model file (:func:`perfcast.outputs.write_output`). Returns the text
+        written (:meth:`to_text`), for a caller that also prints it."""
+        text = self.to_text()
+        write_output(path, text + "\n", MODEL_FILE, inputs)
+        return text
 
     @classmethod
     def load(cls, path: str | Path) -> ModelSet:

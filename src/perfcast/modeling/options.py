@@ -269,14 +269,17 @@ def document_options(cls: type[T]) -> type[T]:
     return cls
 
 
-def _flags(cls: type, prefix: str = "") -> Iterator[tuple[str, Any, Option, Flag]]:
+def _flags(
+    cls: type, prefix: str = "", *, nested: bool = True
+) -> Iterator[tuple[str, Any, Option, Flag]]:
     """(parameter path, default, declaration, flag) of every option of ``cls`` with a flag,
-    those of nested option objects (the search space) included, in declaration order."""
+    those of nested option objects (the search space) included unless ``nested`` is
+    False, in declaration order."""
     for declared, declaration in declared_options(cls):
         default = _default(declared)
         if declaration.flag is not None:
             yield prefix + declared.name, default, declaration, declaration.flag
-        if isinstance(default, Options):
+        if nested and isinstance(default, Options):
             yield from _flags(type(default), f"{prefix}{declared.name}__")
 
 
@@ -286,11 +289,20 @@ def _metavar(flag: Flag) -> str:
     return flag.spelling.lstrip("-").replace("-", "_").upper()
 
 
-def add_flags(group: argparse._ActionsContainer, cls: type[Options]) -> None:
+def add_flags(
+    group: argparse._ActionsContainer,
+    cls: type[Options],
+    *,
+    dest_prefix: str = "",
+    nested: bool = True,
+) -> None:
     """Add the flags of ``cls``'s options to ``group``; each stores under its parameter
-    path (``aggregation``, ``space__exponents``) for :func:`from_arguments`."""
-    for path, default, declaration, flag in _flags(cls):
-        arguments: dict[str, Any] = {"dest": path}
+    path (``aggregation``, ``space__exponents``) for :func:`from_arguments`, after
+    ``dest_prefix`` where two modelers' options share one parser (both have an
+    ``aggregation``). ``nested=False`` leaves out the options of nested option objects
+    (the effort modeler's time modeler has flags of its own)."""
+    for path, default, declaration, flag in _flags(cls, nested=nested):
+        arguments: dict[str, Any] = {"dest": dest_prefix + path}
         if flag.help is not None:
             arguments["help"] = flag.help.replace("{default}", f"{default}")
         if flag.const is not _NO_CONST:
@@ -304,15 +316,23 @@ def add_flags(group: argparse._ActionsContainer, cls: type[Options]) -> None:
         group.add_argument(flag.spelling, **arguments)
 
 
-def from_arguments(cls: type[T], namespace: argparse.Namespace, **fixed: Any) -> T:
-    """``cls`` configured by its flags as parsed into ``namespace`` (by :func:`add_flags`)
-    and by ``fixed`` options; a value the option does not take is an :class:`InputError`
-    naming the flag, raised before any input is read."""
+def from_arguments(
+    cls: type[T],
+    namespace: argparse.Namespace,
+    *,
+    dest_prefix: str = "",
+    nested: bool = True,
+    **fixed: Any,
+) -> T:
+    """``cls`` configured by its flags as parsed into ``namespace`` (by :func:`add_flags`,
+    with the same ``dest_prefix`` and ``nested``) and by ``fixed`` options; a value the
+    option does not take is an :class:`InputError` naming the flag, raised before any
+    input is read."""
     changes = dict(fixed)
     spellings = {}
-    for path, _, declaration, flag in _flags(cls):
+    for path, _, declaration, flag in _flags(cls, nested=nested):
         spellings[path] = flag.spelling
-        value = getattr(namespace, path)
+        value = getattr(namespace, dest_prefix + path)
         if declaration.parse is not None:
             if value is None:
                 continue

@@ -18,9 +18,9 @@ from perfcast.experiment.experiment import Experiment
 from perfcast.experiment.io import cube, jsonfile, jsonlines, talpas, text
 from perfcast.experiment.io.registry import (
     Format,
+    FormatNames,
     all_formats,
     detect_format,
-    format_names,
     get_format,
     register,
     require_regular_file,
@@ -30,15 +30,9 @@ for _module in (text, jsonfile, jsonlines, talpas, cube):
     register(_module.FORMAT)
 
 
-def __getattr__(name: str) -> tuple[str, ...]:
-    """``FORMATS``: the names of all formats, e.g. for a ``--format`` choice list.
-
-    Computed on first access (PEP 562) because it lists installed packages' declared
-    formats, and importing this package should not scan package metadata.
-    """
-    if name == "FORMATS":
-        return format_names()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+FORMATS = FormatNames()
+"""The names of all formats, built-in and declared, e.g. for a ``--format`` choice list;
+listed on first look (:class:`~perfcast.experiment.io.registry.FormatNames`)."""
 
 
 def read_experiment(path: str | Path, format: str | None = None, **options: Any) -> Experiment:
