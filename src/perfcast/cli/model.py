@@ -209,8 +209,9 @@ def run(args: argparse.Namespace) -> int:
         models = modeler.fit(experiment)
     else:
         models, report = _fit_with_priors(effort, experiment, args)
-    models.provenance = _provenance(experiment, models, shared)
-    _note_shared_core_models(models.provenance)
+    provenance = _provenance(experiment, models, shared)
+    models = models.with_provenance(provenance)
+    _note_shared_core_models(provenance)
     written = models.save(args.output, inputs) if args.output else None
     print(
         written

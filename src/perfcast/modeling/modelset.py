@@ -40,8 +40,8 @@ class ModelSet:
     findings of the stages that judged them.
 
     The models are immutable facts; a stage that replaces models or adds findings returns
-    a new set (:meth:`with_models`, :meth:`with_findings`). :meth:`add` is for the code
-    that builds a set, before anyone else sees it."""
+    a new set (:meth:`with_models`, :meth:`with_findings`, :meth:`with_provenance`).
+    :meth:`add` is for the code that builds a set, before anyone else sees it."""
 
     def __init__(
         self,
@@ -74,6 +74,10 @@ class ModelSet:
         return ModelSet(
             self.parameters, self._models.values(), self.provenance, (*self.findings, *findings)
         )
+
+    def with_provenance(self, provenance: Provenance | None) -> ModelSet:
+        """A new set whose models rest on measurements ``provenance`` describes."""
+        return ModelSet(self.parameters, self._models.values(), provenance, self.findings)
 
     def findings_by_model(self) -> dict[tuple[str, str], list[Finding]]:
         """(call path, metric) -> the findings that concern that model (a finding without
