@@ -10,6 +10,7 @@ APT_PACKAGES=(
   libopenmpi-dev openmpi-bin            # MPI programs and the PMPI profiling layer
   valgrind                              # exact instruction counts (ground truth)
   slurm-wlm munge                       # the Slurm campaign backend (and its test)
+  libsimgrid-dev                        # SimGrid/SMPI: smpirun replays traces on platforms
 )
 
 missing=()

@@ -48,6 +48,7 @@ INSTALL_HINTS = (
     (re.compile(r"clang"), "apt-get install clang-16 libclang-rt-16-dev llvm-16"),
     (re.compile(r"valgrind"), "apt-get install valgrind"),
     (re.compile(r"Slurm|slurm|munge"), "apt-get install slurm-wlm munge"),
+    (re.compile(r"SimGrid|smpirun"), "apt-get install libsimgrid-dev"),
     (re.compile(r"could not import|islpy|import-linter"), "pip install -e '.[dev,static,taint]'"),
     (re.compile(r"shared|Extra-P example data|LULESH"), f"check out the shared data at {SHARED}"),
 )

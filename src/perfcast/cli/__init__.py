@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "export": "write measurements as Extra-P text or JSON",
     "predict": "evaluate saved models at a point",
     "static": "static instruction-count model from source and binary",
+    "platform": "SimGrid platforms of machines to predict for",
     "synth": "generate C++ MPI benchmark programs with known complexity",
     "demo": "build, measure and model a bundled MPI example end to end",
 }
