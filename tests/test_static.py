@@ -24,7 +24,7 @@ from perfcast.static.codegen import summary, write_model
 from perfcast.static.domains import Counter, DomainBuilder, Instance, Place, Symbol
 from perfcast.static.formulas import python_expression
 from perfcast.static.source import parse_source
-from perfcast.static.summary import read_static_summary
+from perfcast.static.summary import StaticSummary, read_static_summary
 
 CLANG = shutil.which("clang-16") or shutil.which("clang")
 needs_clang = pytest.mark.skipif(CLANG is None, reason="clang is not installed")
@@ -337,11 +337,12 @@ def test_static_formula_becomes_a_fixed_prior():
             }
         ]
     }
-    prior = prior_from_summary(data, "dgemm", rename={"n": "size"})
+    model = StaticSummary.from_json(data)
+    prior = prior_from_summary(model, "dgemm", rename={"n": "size"})
     assert prior.source == "static"
     assert prior.structure == (
         (Factor("size", Fraction(2)),),
         (Factor("size", Fraction(3)),),
     )
     with pytest.raises(InputError, match="no function"):
-        prior_from_summary(data, "other")
+        prior_from_summary(model, "other")

@@ -23,7 +23,7 @@ from perfcast.modeling.modeler import PMNFModeler
 from perfcast.modeling.pmnf import Factor, Model
 from perfcast.modeling.prior import DerivedPriors, Prior, TermShape
 from perfcast.static.formulas import Poly
-from perfcast.static.summary import StaticSummary, parse_formula, read_static_summary
+from perfcast.static.summary import StaticSummary, read_static_summary
 
 SOURCE = "static"
 
@@ -78,30 +78,15 @@ def _shape(powers: Mapping[str, Fraction]) -> TermShape:
 
 
 def prior_from_summary(
-    summary: Mapping,
+    summary: StaticSummary,
     function: str,
     metric: str = "instructions",
     rename: Mapping[str, str] | None = None,
 ) -> Prior:
-    """Prior for one model function from a model's JSON summary.
+    """Prior for one model function of a static model's summary.
 
     ``metric`` is ``instructions``, ``fp_instructions`` or a category name."""
-    for entry in summary.get("functions", []):
-        if entry["name"] == function:
-            break
-    else:
-        names = sorted(e["name"] for e in summary.get("functions", []))
-        raise InputError(f"static model has no function {function!r}; it has {names}")
-    if metric in ("instructions", "fp_instructions"):
-        text = entry[metric]
-    elif metric in entry["counts"]:
-        text = entry["counts"][metric]
-    else:
-        raise InputError(
-            f"static model of {function} has no count {metric!r}; use instructions, "
-            f"fp_instructions or one of {sorted(entry['counts'])}"
-        )
-    return prior_from_formula(parse_formula(text), rename)
+    return prior_from_formula(summary.function(function).formula(metric), rename)
 
 
 def parse_rename(text: str, flag: str = "rename") -> dict[str, str]:
