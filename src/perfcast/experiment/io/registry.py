@@ -167,9 +167,10 @@ def detect_format(path: Path) -> Format:
     (the campaign-store reader pulls in the whole measure stage: a tenth of ``perfcast
     model``'s start-up)."""
     if path.is_dir():
-        for entry in (*_FORMATS.values(), *all_formats()):
-            if entry.directory:
-                return entry
+        reader = next((f for f in _FORMATS.values() if f.directory), None)
+        reader = reader or next((f for f in all_formats() if f.directory), None)
+        if reader is not None:  # declared formats were imported only if no built-in one fits
+            return reader
         raise InputError("is a directory, and no registered format reads directories", path=path)
     head = first_meaningful_line(path)
     for entry in _FORMATS.values():
