@@ -22,10 +22,15 @@ Quantities are SI numbers (bytes/s, s, flop/s), written out with SimGrid's units
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from xml.etree import ElementTree
 from xml.sax.saxutils import quoteattr
 
 from perfcast.errors import InputError
+from perfcast.inputs import read_text
 
 TOPOLOGIES = ("flat", "fat-tree", "two-clusters")
 
@@ -175,3 +180,108 @@ class PlatformSpec:
             f"{self.topology}, links {self.bandwidth:g} B/s and {self.latency:g} s"
         )
         return text.replace("--", "- -")  # an XML comment may not hold "--"
+
+
+NEUTRAL_FACTORS: tuple[str, ...] = ("--cfg=smpi/bw-factor:0:1", "--cfg=smpi/lat-factor:0:1")
+"""SimGrid's spelling of "factor 1 from message size 0 on" (``smpi/bw-factor:1`` crashes):
+without them SMPI applies factors fitted to some other network, and a described platform
+would not mean its numbers."""
+
+REFERENCE_SPEED = 1e9
+"""flop/s that stands for "one core of the machine a trace was recorded on".
+
+A traced run writes each compute block as ``seconds x REFERENCE_SPEED`` flops, so a
+platform whose cores have speed ``k x REFERENCE_SPEED`` runs that block ``k`` times faster
+than the traced machine did. ``perfcast platform describe --speed`` is in flop/s on this
+scale (1e9 = as fast as this machine)."""
+
+
+@dataclass(frozen=True)
+class PlatformFile:
+    """A SimGrid platform file as a replay needs it: where it is, what it is called, the
+    host of every core (rank i runs on ``hosts[i]``), each host's speed, and the SMPI
+    options the replay passes on the command line.
+
+    Read from any SimGrid XML (``<host>`` and ``<cluster>`` elements), whether perfcast
+    wrote it or not; see :func:`read_platform`.
+    """
+
+    path: Path
+    name: str
+    hosts: tuple[str, ...]
+    speeds: Mapping[str, float]
+    smpi_options: tuple[str, ...] = NEUTRAL_FACTORS
+
+
+_SPEED = re.compile(r"^\s*([0-9.]+(?:[eE][-+]?[0-9]+)?)\s*([kMGTPE]?)f(?:lops)?\s*$")
+_PREFIX = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+
+
+def _speed(text: str, path: Path, element: str) -> float:
+    """flop/s of a SimGrid speed ("1Gf", "2.5e9f", "100Mflops"); the first of a list."""
+    found = _SPEED.match(text.split(",")[0])
+    if found is None:
+        raise InputError(f"{element}: speed {text!r} is not a SimGrid speed such as 1Gf", path=path)
+    return float(found.group(1)) * _PREFIX[found.group(2)]
+
+
+def _radical(text: str, path: Path, cluster: str) -> list[int]:
+    """The numbers of a cluster's ``radical`` ("0-7", "0-3,8,10-11")."""
+    numbers: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.strip().partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            raise InputError(f"cluster {cluster!r}: radical {text!r} is not like 0-7", path=path)
+        numbers.extend(range(int(low), int(high or low) + 1))
+    return numbers
+
+
+def read_platform(path: Path) -> PlatformFile:
+    """The hosts, speeds and SMPI options of the SimGrid platform file ``path``.
+
+    Hosts are listed in document order, one entry per core (a ``core="4"`` host takes
+    four consecutive ranks), which is how a host file places ranks. Errors name the file
+    and the element.
+    """
+    text = read_text(
+        path,
+        "SimGrid platform",
+        "write one with perfcast platform describe or perfcast platform calibrate",
+    )
+    try:
+        root = ElementTree.fromstring(text)
+    except ElementTree.ParseError as error:
+        line = error.position[0]
+        raise InputError(
+            f"not a SimGrid platform (XML error: {error})", path=path, line=line
+        ) from None
+    if root.tag != "platform":
+        raise InputError(f"not a SimGrid platform: the root element is <{root.tag}>", path=path)
+    hosts: list[str] = []
+    speeds: dict[str, float] = {}
+    for element in root.iter():
+        if element.tag == "host":
+            name = element.get("id", "")
+            speeds[name] = _speed(element.get("speed", ""), path, f"host {name!r}")
+            hosts += [name] * _cores(element, path, f"host {name!r}")
+        elif element.tag == "cluster":
+            ident = element.get("id", "")
+            speed = _speed(element.get("speed", ""), path, f"cluster {ident!r}")
+            cores = _cores(element, path, f"cluster {ident!r}")
+            prefix, suffix = element.get("prefix", ""), element.get("suffix", "")
+            for number in _radical(element.get("radical", ""), path, ident):
+                name = f"{prefix}{number}{suffix}"
+                speeds[name] = speed
+                hosts += [name] * cores
+    if not hosts:
+        raise InputError("the platform has no hosts (no <host> or <cluster> element)", path=path)
+    zone = root.find("zone")
+    name = zone.get("id", path.stem) if zone is not None else path.stem
+    return PlatformFile(path=path, name=name, hosts=tuple(hosts), speeds=speeds)
+
+
+def _cores(element: ElementTree.Element, path: Path, what: str) -> int:
+    text = element.get("core", "1")
+    if not text.isdigit() or int(text) < 1:
+        raise InputError(f"{what}: core {text!r} must be a whole number from 1", path=path)
+    return int(text)

@@ -16,12 +16,10 @@ import tempfile
 from pathlib import Path
 
 from perfcast.errors import InputError, PerfcastError
-from perfcast.simulate.platform import PlatformSpec
+from perfcast.simulate.platform import NEUTRAL_FACTORS, PlatformSpec
 
 SMPIRUN = "smpirun"
 SIMULATED_TIME = re.compile(r"Simulation time ([0-9.eE+-]+)")
-NEUTRAL_FACTORS = ("--cfg=smpi/bw-factor:0:1", "--cfg=smpi/lat-factor:0:1")
-"""SimGrid's spelling of "factor 1 from message size 0 on" (``smpi/bw-factor:1`` crashes)."""
 
 
 def find_smpirun() -> str:
