@@ -1,5 +1,5 @@
-"""``perfcast build [--filter FILE [--keep-inlined]] [--counters] -- COMPILE COMMAND``: a
-measured program."""
+"""``perfcast build [--filter FILE [--keep-inlined]] [--counters] [--trace] -- COMPILE
+COMMAND``: a measured program."""
 
 from __future__ import annotations
 
@@ -39,6 +39,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also count executed basic blocks per call path (give it to compile steps)",
     )
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="MPI programs: also write SimGrid time-independent traces (compute blocks and "
+        "every MPI call) to $PERFCAST_TRACE_DIR (default ./perfcast-trace) for perfcast "
+        "simulate; takes effect at the link step",
+    )
+    parser.add_argument(
+        "--threshold",
+        type=Path,
+        metavar="PROFILE",
+        help="with --trace: run the parameter-dependent loops of this taint profile under "
+        "dPerf's threshold iteration rule (bodies stop once the time per iteration is stable; "
+        "the rest is credited to the trace); each loop's verdict is printed",
+    )
     parser.add_argument("--verbose", action="store_true", help="print the command perfcast runs")
     # not "command": the sub-command's name is args.command, which error messages show
     parser.add_argument(
@@ -56,6 +71,10 @@ def _handle(args: argparse.Namespace) -> int:
     if args.keep_inlined and args.filter is None:
         raise PerfcastError("--keep-inlined keeps the functions of a --filter FILE: give one")
     options = BuildOptions(
-        counters=args.counters, filter_file=args.filter, keep_inlined=args.keep_inlined
+        counters=args.counters,
+        filter_file=args.filter,
+        keep_inlined=args.keep_inlined,
+        trace=args.trace,
+        threshold_profile=args.threshold,
     )
     return run(command, options, verbose=args.verbose)

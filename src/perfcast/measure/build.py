@@ -1,6 +1,6 @@
 """``perfcast build``: prefix a compile command to get a measured program.
 
-    perfcast build [--filter FILE [--keep-inlined]] [--counters] -- mpicxx -O2 app.cpp -o app
+    perfcast build [--filter FILE [--keep-inlined]] [--counters] [--trace] -- mpicxx app.cpp -o app
     make CC="perfcast build -- mpicc"
 
 The command runs with clang-16 underneath (``OMPI_CC``/``OMPI_CXX`` and ``MPICH_CC``/
@@ -54,6 +54,7 @@ still inlines ``static inline`` kernels, and clang-16 has no per-function inlini
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -127,6 +128,11 @@ class BuildOptions:
     """Measure only the functions listed (one per line); main is always measured."""
     keep_inlined: bool = False
     """Compile the filter's functions as functions (noinline), so none is inlined away."""
+    trace: bool = False
+    """Also link the trace writer: a run writes SimGrid time-independent traces (README.md)."""
+    threshold_profile: Path | None = None
+    """A taint profile whose parameter-dependent loops run under the threshold iteration
+    rule (:mod:`perfcast.measure.threshold`); only with ``trace``."""
 
 
 @dataclass(frozen=True)
@@ -307,6 +313,13 @@ def wrap(command: Sequence[str], options: BuildOptions = BuildOptions()) -> Wrap
     names = None
     if options.filter_file is not None and (keeps or invocation.step is Step.LINK):
         names = read_filter(options.filter_file)
+    if options.threshold_profile is not None and not options.trace:
+        raise PerfcastError(
+            "--threshold shortens loops of a traced run and credits their time to the trace: "
+            "give --trace too"
+        )
+    if invocation.sources and options.threshold_profile is not None:
+        argv = _under_threshold_rule(argv, invocation.sources, options.threshold_profile)
     if invocation.sources:
         if keeps and names is not None:
             argv += keep_functions_flags(argv, env, invocation.sources, names)
@@ -315,12 +328,78 @@ def wrap(command: Sequence[str], options: BuildOptions = BuildOptions()) -> Wrap
             argv += COUNTER_COMPILE_FLAGS
     if invocation.step is not Step.LINK:
         return WrappedCommand(argv, env)
+    if options.trace and not invocation.mpi:
+        raise PerfcastError(
+            f"--trace records MPI calls, but {shlex.join(command)!r} does not link MPI: "
+            "link with an MPI wrapper (mpicc, mpicxx) or add -lmpi"
+        )
     argv += XRAY_LINK_FLAGS
-    argv += [str(path) for path in toolchain.runtime_objects(mpi=invocation.mpi)]
+    objects = toolchain.runtime_objects(mpi=invocation.mpi, trace=options.trace)
+    if options.threshold_profile is not None:
+        from perfcast.measure.threshold import threshold_object
+
+        objects.append(threshold_object())
+    argv += [str(path) for path in objects]
     if names is None:
         return WrappedCommand(argv, env)
     argv.append(str(toolchain.filter_object(names)))
     return WrappedCommand(argv, env, program=output_of(invocation.argv), filter_names=tuple(names))
+
+
+PARSE_FLAG_PREFIXES = ("-I", "-D", "-U", "-std=", "-include", "-isystem", "-iquote")
+"""Compile flags that change how a file reads (libclang needs them to see what the compiler
+sees); ``-include``/``-isystem``/``-iquote`` may take their value as the next argument."""
+
+
+def _parse_flags(argv: Sequence[str]) -> list[str]:
+    flags: list[str] = []
+    for index, arg in enumerate(argv):
+        if arg.startswith(PARSE_FLAG_PREFIXES):
+            flags.append(arg)
+            if arg in OPTIONS_WITH_VALUE and index + 1 < len(argv):
+                flags.append(argv[index + 1])
+    return flags
+
+
+def _under_threshold_rule(argv: list[str], sources: Sequence[str], profile_path: Path) -> list[str]:
+    """``argv`` compiling, in place of each source with loops under the threshold rule, its
+    rewritten text (:func:`threshold.rewrite`); prints the rule's verdict on every
+    parameter-dependent loop of these sources, so the user sees which loops were shortened
+    and why the others were not.
+
+    A rewritten file is kept in the cache under a digest of its text and the source's own
+    name (so ``-c`` names the object as before); ``-iquote`` the source's directory lets its
+    ``#include "..."`` find the user's headers.
+    """
+    # libclang loads only for a build that asks for the rule: every other compile of a
+    # ``make`` stays as quick to start as before
+    from perfcast.measure import threshold
+    from perfcast.taint.profile_model import read_profile
+
+    profile = read_profile(profile_path)
+    plan = threshold.plan_threshold(
+        profile, [Path(s) for s in sources], parse_flags=_parse_flags(argv)
+    )
+    built = {Path(source).resolve() for source in sources}
+    for loop in plan.loops:
+        if loop.file in built:
+            print(f"perfcast build: threshold: {loop.describe()}", file=sys.stderr)
+    replaced = list(argv)
+    for source in sources:
+        if not plan.applied_in(Path(source)):
+            continue
+        text = threshold.rewrite(Path(source), plan)
+        data = text.encode(errors="surrogateescape")
+        digest = hashlib.sha256(data).hexdigest()[:20]
+        target = toolchain.cache_directory() / "threshold" / digest / Path(source).name
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            temporary = target.with_name(f".{target.name}.{os.getpid()}")
+            temporary.write_bytes(data)
+            os.replace(temporary, target)
+        replaced = [str(target) if arg == source else arg for arg in replaced]
+        replaced += ["-iquote", str(Path(source).resolve().parent)]
+    return replaced
 
 
 def output_of(command: Sequence[str]) -> Path:

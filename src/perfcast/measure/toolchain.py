@@ -26,6 +26,7 @@ MPI_HINT = "install Open MPI (apt-get install libopenmpi-dev openmpi-bin; script
 RUNTIME_DIR = Path(__file__).parent / "runtime"
 CORE_SOURCE = "perfcast_rt.c"
 MPI_SOURCE = "perfcast_mpi.c"
+TRACE_SOURCE = "perfcast_trace.c"
 RUNTIME_CFLAGS = ("-O2", "-fPIC", "-Wall", "-Wextra", "-std=gnu11")
 """Flags for the runtime itself: optimised, never instrumented (it must raise no events)."""
 
@@ -102,8 +103,9 @@ def cached_object(key_parts: list[str], name: str, build: Callable[[Path], None]
     return target
 
 
-def runtime_objects(*, mpi: bool) -> list[Path]:
-    """The runtime's object files: the core, plus the PMPI layer for MPI programs."""
+def runtime_objects(*, mpi: bool, trace: bool = False) -> list[Path]:
+    """The runtime's object files: the core, plus the PMPI layer for MPI programs, plus the
+    trace writer (``perfcast build --trace``; MPI programs only)."""
     clang = find_xray_clang()
     header = (RUNTIME_DIR / "perfcast_rt.h").read_text()
     core_source = RUNTIME_DIR / CORE_SOURCE
@@ -117,21 +119,21 @@ def runtime_objects(*, mpi: bool) -> list[Path]:
             ),
         )
     ]
-    if mpi:
-        mpicc = find_mpicc()
-        mpi_source = RUNTIME_DIR / MPI_SOURCE
-        mpi_key = [clang.version, _describe_mpi(mpicc), *RUNTIME_CFLAGS, header]
-        mpi_key.append(mpi_source.read_text())
-        env = {**os.environ, **mpi_environment("c", clang)}
-        objects.append(
-            cached_object(
-                mpi_key,
-                "perfcast_mpi.o",
-                lambda target: _compile(
-                    [mpicc, *RUNTIME_CFLAGS, "-c", str(mpi_source), "-o", str(target)], env
-                ),
-            )
-        )
+    if not mpi:
+        return objects
+    mpicc = find_mpicc()
+    env = {**os.environ, **mpi_environment("c", clang)}
+    mpi_description = _describe_mpi(mpicc)
+    for source_name, wanted in ((MPI_SOURCE, True), (TRACE_SOURCE, trace)):
+        if not wanted:
+            continue
+        source = RUNTIME_DIR / source_name
+        key = [clang.version, mpi_description, *RUNTIME_CFLAGS, header, source.read_text()]
+
+        def build(target: Path, source: Path = source) -> None:
+            _compile([mpicc, *RUNTIME_CFLAGS, "-c", str(source), "-o", str(target)], env)
+
+        objects.append(cached_object(key, source.with_suffix(".o").name, build))
     return objects
 
 

@@ -608,6 +608,41 @@ void perfcast_record_mpi(const char *operation, uint64_t elapsed_ns, uint64_t cp
     stat->bytes_received += bytes_received;
 }
 
+uint32_t perfcast_mpi_node(const char *operation)
+{
+    thread_state *t = this_thread();
+    return child_of(t, t->current, operation);
+}
+
+uint32_t perfcast_current_node(void)
+{
+    return this_thread()->current;
+}
+
+void perfcast_call_path(uint32_t index, char *buffer, size_t capacity)
+{
+    thread_state *t = this_thread();
+    if (capacity == 0)
+        return;
+    buffer[0] = '\0';
+    if (index == 0 || index >= t->node_count)
+        return;
+    uint32_t depth = 0;
+    for (uint32_t i = index; i != 0; i = node_at(t, i)->parent)
+        depth++;
+    const char **names = checked_calloc(depth, sizeof *names);
+    for (uint32_t i = index, d = depth; i != 0; i = node_at(t, i)->parent)
+        names[--d] = node_at(t, i)->name;
+    size_t used = 0;
+    for (uint32_t d = 0; d < depth && used + 1 < capacity; ++d) {
+        int written = snprintf(buffer + used, capacity - used, "%s%s", d ? "->" : "", names[d]);
+        if (written < 0)
+            break;
+        used += (size_t)written;
+    }
+    free(names);
+}
+
 void perfcast_set_world(int rank, int ranks, uint64_t id)
 {
     world_known = 1;

@@ -1,0 +1,289 @@
+/* perfcast threshold iteration rule (dPerf, paper section IV-A) for traced runs.
+ *
+ * perfcast/measure/threshold.py rewrites a loop whose trip count depends on input
+ * parameters into
+ *
+ *     { perfcast_threshold_enter(S); for (...) { if (perfcast_threshold_iterate(S)) { BODY } }
+ *       perfcast_threshold_leave(S); }
+ *
+ * The loop header still runs every iteration, so the program itself counts n exactly; only
+ * the body is skipped once the time per iteration is stable. Skipped iterations are credited
+ * at the mean time of the iterations that ran (t_th / th per iteration, the paper's rule) to
+ * the trace's current compute block through perfcast_trace_credit, which is a WEAK reference:
+ * without the trace runtime linked the program still runs and only this file's statistics
+ * are written.
+ *
+ * Stability: after PERFCAST_THRESHOLD_MIN iterations (default 8) that took together at least
+ * PERFCAST_THRESHOLD_MIN_SECONDS (default 0.01), once the mean of the last WINDOW iterations
+ * is within PERFCAST_THRESHOLD_EPSILON (relative, default 0.05) of the mean so far, the
+ * remaining iterations of this entry are skipped. The time floor keeps a few iterations
+ * that one interruption or frequency change distorts from standing for thousands (with
+ * 8 iterations of 50 us, errors of 12 % were seen on a loaded machine); a loop cheaper than
+ * the floor in total is cheap to run in full anyway. Each entry of the loop is judged on its
+ * own iterations, because one entry's trip count and per-iteration cost need not be the
+ * next one's; but a loop entered once per time step (a sweep over rows between two halo
+ * exchanges) rarely reaches the floor within one entry. So the iterations of all entries
+ * that ran also count for the loop as a whole: once those pass the floor, a later entry
+ * needs only WINDOW iterations of its own whose mean agrees with the loop's mean within
+ * epsilon, and its skipped bodies are credited at the loop's mean (more samples than the
+ * entry's). An entry whose iterations disagree (another size, a colder cache) runs on
+ * until it is stable by itself. Time credited by rule loops nested inside an iteration (through calls) counts
+ * in that iteration's time, so an outer rule loop extrapolates the full cost of its body.
+ *
+ * PERFCAST_THRESHOLD=0 turns the rule off at run time: every iteration runs and the same
+ * statistics are written, so the same binary gives the full traced run to compare with.
+ * PERFCAST_TRACE_CLOCK=cpu times with the thread's CPU clock instead of CLOCK_MONOTONIC.
+ *
+ * At exit one file per process, $PERFCAST_TRACE_DIR (default perfcast-trace)/threshold-<rank>.tsv,
+ * is written under a temporary name and renamed, so a rank that dies leaves no file that
+ * reads as complete. Single-threaded use is assumed (the traced MPI ranks): a rule loop
+ * entered from several threads at once is not supported.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WINDOW 4
+#define DEFAULT_MIN_ITERATIONS 8
+#define DEFAULT_EPSILON 0.05
+#define DEFAULT_MIN_SECONDS 0.01
+#define DEFAULT_TRACE_DIR "perfcast-trace"
+
+/* The rewritten source declares the same layout (threshold.py's PRELUDE): one static site
+ * per rewritten loop, `slot` 0 until the loop is first entered. */
+struct perfcast_threshold_site {
+    const char *file;
+    unsigned line;
+    unsigned slot;
+};
+
+extern void perfcast_trace_credit(uint64_t ns) __attribute__((weak));
+
+struct loop_state {
+    struct perfcast_threshold_site *site;
+    unsigned depth;          /* > 1: re-entered (recursion); inner entries run in full */
+    int stable;              /* this entry skips its remaining bodies */
+    int in_iteration;        /* an iteration is being timed */
+    uint64_t entered_at;     /* clock at enter */
+    uint64_t iteration_at;   /* clock at the start of the iteration in progress */
+    uint64_t credit_mark;    /* credited_total at the start of that iteration */
+    uint64_t run;            /* iterations of this entry whose body ran */
+    uint64_t skipped;        /* iterations of this entry whose body was skipped */
+    uint64_t sum_ns;         /* their total time */
+    uint64_t window[WINDOW]; /* the last WINDOW iteration times */
+    int stable_by_loop;      /* this entry's stability came from the loop's mean */
+    /* totals over all entries, written at exit; total_run and sampled_ns are the loop's
+     * mean that later entries are compared with */
+    uint64_t entries, total_run, total_skipped, measured_ns, credited_ns, sampled_ns;
+};
+
+static struct loop_state *loops;
+static unsigned loop_count, loop_capacity;
+static int configured, rule_on = 1;
+static clockid_t clock_id = CLOCK_MONOTONIC;
+static double epsilon = DEFAULT_EPSILON;
+static uint64_t min_iterations = DEFAULT_MIN_ITERATIONS;
+static uint64_t min_ns = (uint64_t)(DEFAULT_MIN_SECONDS * 1e9);
+static uint64_t credited_total;
+
+static void write_stats(void);
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(clock_id, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void configure(void) {
+    configured = 1;
+    const char *value = getenv("PERFCAST_THRESHOLD");
+    rule_on = !(value && strcmp(value, "0") == 0);
+    value = getenv("PERFCAST_TRACE_CLOCK");
+    if (value && strcmp(value, "cpu") == 0) clock_id = CLOCK_THREAD_CPUTIME_ID;
+    value = getenv("PERFCAST_THRESHOLD_EPSILON");
+    if (value && *value) {
+        char *end;
+        double parsed = strtod(value, &end);
+        if (*end == '\0' && parsed > 0 && parsed < 1) {
+            epsilon = parsed;
+        } else {
+            fprintf(stderr, "perfcast: PERFCAST_THRESHOLD_EPSILON=%s is not a number between 0 "
+                            "and 1; using %g\n", value, DEFAULT_EPSILON);
+        }
+    }
+    value = getenv("PERFCAST_THRESHOLD_MIN_SECONDS");
+    if (value && *value) {
+        char *end;
+        double parsed = strtod(value, &end);
+        if (*end == '\0' && parsed >= 0 && parsed < 1e6) {
+            min_ns = (uint64_t)(parsed * 1e9);
+        } else {
+            fprintf(stderr, "perfcast: PERFCAST_THRESHOLD_MIN_SECONDS=%s is not a number of "
+                            "seconds; using %g\n", value, DEFAULT_MIN_SECONDS);
+        }
+    }
+    value = getenv("PERFCAST_THRESHOLD_MIN");
+    if (value && *value) {
+        char *end;
+        unsigned long long parsed = strtoull(value, &end, 10);
+        if (*end == '\0' && parsed >= WINDOW) {
+            min_iterations = parsed;
+        } else {
+            fprintf(stderr, "perfcast: PERFCAST_THRESHOLD_MIN=%s is not a whole number >= %d; "
+                            "using %d\n", value, WINDOW, DEFAULT_MIN_ITERATIONS);
+        }
+    }
+    atexit(write_stats);
+}
+
+static struct loop_state *state_of(struct perfcast_threshold_site *site) {
+    if (site->slot) return &loops[site->slot - 1];
+    if (!configured) configure();
+    if (loop_count == loop_capacity) {
+        unsigned capacity = loop_capacity ? 2 * loop_capacity : 64;
+        struct loop_state *grown = realloc(loops, capacity * sizeof *grown);
+        if (!grown) {
+            fprintf(stderr, "perfcast: out of memory for threshold loop statistics\n");
+            abort();
+        }
+        loops = grown;
+        loop_capacity = capacity;
+    }
+    struct loop_state *state = &loops[loop_count++];
+    memset(state, 0, sizeof *state);
+    state->site = site;
+    site->slot = loop_count;
+    return state;
+}
+
+void perfcast_threshold_enter(struct perfcast_threshold_site *site) {
+    struct loop_state *state = state_of(site);
+    if (++state->depth > 1) return;
+    state->entries++;
+    state->stable = state->in_iteration = state->stable_by_loop = 0;
+    state->run = state->skipped = state->sum_ns = 0;
+    state->entered_at = state->iteration_at = now_ns();
+    state->credit_mark = credited_total;
+}
+
+/* The time of the iteration that has just ended, credits of nested rule loops included. */
+static void finish_iteration(struct loop_state *state, uint64_t now) {
+    uint64_t elapsed = now - state->iteration_at + (credited_total - state->credit_mark);
+    state->window[state->run % WINDOW] = elapsed;
+    state->sum_ns += elapsed;
+    state->run++;
+}
+
+int perfcast_threshold_iterate(struct perfcast_threshold_site *site) {
+    struct loop_state *state = &loops[site->slot - 1];
+    if (state->depth > 1) return 1;
+    if (state->stable) {
+        state->skipped++;
+        return 0;
+    }
+    if (!rule_on) {
+        state->run++;
+        return 1;
+    }
+    uint64_t now = now_ns();
+    if (state->in_iteration) finish_iteration(state, now); /* the previous iteration ends here */
+    state->in_iteration = 0;
+    if (state->run >= min_iterations && state->sum_ns >= min_ns) {
+        uint64_t recent = 0;
+        for (int i = 0; i < WINDOW; i++) recent += state->window[i];
+        double recent_mean = (double)recent / WINDOW;
+        double mean = (double)state->sum_ns / (double)state->run;
+        if (mean > 0 && recent_mean > (1 - epsilon) * mean && recent_mean < (1 + epsilon) * mean) {
+            state->stable = 1;
+            state->skipped++;
+            return 0;
+        }
+    } else if (state->run >= WINDOW && state->total_run >= min_iterations &&
+               state->sampled_ns >= min_ns) {
+        uint64_t recent = 0;
+        for (int i = 0; i < WINDOW; i++) recent += state->window[(state->run - 1 - i) % WINDOW];
+        double recent_mean = (double)recent / WINDOW;
+        double loop_mean = (double)state->sampled_ns / (double)state->total_run;
+        if (recent_mean > (1 - epsilon) * loop_mean && recent_mean < (1 + epsilon) * loop_mean) {
+            state->stable = state->stable_by_loop = 1;
+            state->skipped++;
+            return 0;
+        }
+    }
+    state->in_iteration = 1;
+    state->iteration_at = now;
+    state->credit_mark = credited_total;
+    return 1;
+}
+
+void perfcast_threshold_leave(struct perfcast_threshold_site *site) {
+    struct loop_state *state = &loops[site->slot - 1];
+    if (--state->depth > 0) return;
+    uint64_t now = now_ns();
+    if (state->in_iteration)
+        finish_iteration(state, now); /* the last iteration that ran ends at the loop's exit */
+    uint64_t credit = 0;
+    if (state->skipped && state->stable_by_loop)
+        credit = (uint64_t)((double)state->sampled_ns / (double)state->total_run *
+                            (double)state->skipped);
+    else if (state->skipped && state->run)
+        credit = (uint64_t)((double)state->sum_ns / (double)state->run * (double)state->skipped);
+    if (rule_on) state->sampled_ns += state->sum_ns;
+    if (credit) {
+        credited_total += credit;
+        if (perfcast_trace_credit) perfcast_trace_credit(credit);
+    }
+    state->total_run += state->run;
+    state->total_skipped += state->skipped;
+    state->measured_ns += now - state->entered_at;
+    state->credited_ns += credit;
+}
+
+static const char *rank_text(void) {
+    static const char *const variables[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof variables / sizeof *variables; i++) {
+        const char *value = getenv(variables[i]);
+        if (value && *value && strspn(value, "0123456789") == strlen(value)) return value;
+    }
+    return "0";
+}
+
+static void write_stats(void) {
+    if (!loop_count) return;
+    const char *dir = getenv("PERFCAST_TRACE_DIR");
+    if (!dir || !*dir) dir = DEFAULT_TRACE_DIR;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "perfcast: cannot create %s for the threshold statistics: %s\n", dir,
+                strerror(errno));
+        return;
+    }
+    char final_path[4096], temporary[4200];
+    snprintf(final_path, sizeof final_path, "%s/threshold-%s.tsv", dir, rank_text());
+    snprintf(temporary, sizeof temporary, "%s.tmp.%ld", final_path, (long)getpid());
+    FILE *out = fopen(temporary, "w");
+    if (!out) {
+        fprintf(stderr, "perfcast: cannot write %s: %s\n", temporary, strerror(errno));
+        return;
+    }
+    fprintf(out, "loop\tfile\tline\trule\tentries\titerations_run\titerations_skipped\t"
+                 "seconds_measured\tseconds_credited\n");
+    for (unsigned i = 0; i < loop_count; i++) {
+        struct loop_state *s = &loops[i];
+        fprintf(out, "%u\t%s\t%u\t%s\t%llu\t%llu\t%llu\t%.9f\t%.9f\n", i + 1, s->site->file,
+                s->site->line, rule_on ? "on" : "off", (unsigned long long)s->entries,
+                (unsigned long long)s->total_run, (unsigned long long)s->total_skipped,
+                s->measured_ns / 1e9, s->credited_ns / 1e9);
+    }
+    int failed = ferror(out);
+    failed |= fclose(out) != 0;
+    if (failed || rename(temporary, final_path) != 0) {
+        fprintf(stderr, "perfcast: cannot write %s\n", final_path);
+        unlink(temporary);
+    }
+}

@@ -1,0 +1,943 @@
+"""The threshold iteration rule (dPerf, paper section IV-A) for traced runs.
+
+A traced run times every compute block between MPI calls. For a loop whose trip count ``n``
+depends on input parameters, the time per iteration settles after a few iterations (caches
+and prefetchers warm up), so the run can stop executing the body once it is stable within
+epsilon after ``th`` iterations and credit ``t_th / th * (n - th)`` to the compute block: the
+traced run gets cheaper, the trace stays the same. dPerf had to be told which loops those are;
+perfcast's taint profile already knows which loops depend on which parameters
+(:func:`plan_threshold` reads it), and this module decides per loop whether skipping bodies is
+safe, rewrites the source (:func:`rewrite`), and reads what the runtime
+(``runtime/perfcast_threshold.c``, :func:`threshold_object`) wrote (:func:`read_threshold_stats`).
+
+**When the rule is safe.** Skipping a body must not change the trace: neither the sequence of
+MPI calls nor their sizes, peers and roots, nor the control flow that leads to them. A loop is
+refused, with the reason, when
+
+* its body calls MPI, or calls a function of the translation unit that does (transitively);
+  calls through a function pointer and calls to functions defined in another file are refused
+  too, because what they do is not visible;
+* its body can leave the loop or the program early (``break`` of this loop, ``return``,
+  ``goto``, a label, ``throw``, ``exit``/``abort``/``longjmp``), or does I/O (stdio, POSIX
+  read/write, ``operator<<``): output would be missing;
+* a variable declared outside the loop and written in its body (assigned, incremented, its
+  address taken, passed by non-const reference, a non-const method called on it) is read,
+  directly or through variables assigned from it, anywhere else in the function in a
+  condition (``if``, loop, ``switch``, ``?:``, ``&&``/``||``), as a value argument of an MPI
+  call or of a function of the program, or in a ``return``; or is a global or static variable;
+* the loop's own header reads such a variable, or memory of a type the body writes through a
+  pointer (the body would decide the trip count), or calls a function;
+* it is written inside a macro, carries a ``#pragma``, sits in a ``constexpr`` function, or is
+  nested in a loop the rule already covers (outermost eligible loops only).
+
+**Limits.** Aliasing through pointers is not tracked: writes through ``*p``, ``a[i]`` or
+``s->f`` change memory whose later readers are not followed. That is why the *contents* of
+MPI buffers may differ under the rule (a result array is not computed) while MPI *sizes*
+and control flow may not: those are scalars, and scalars are followed. A program that
+decides its control flow from array contents a skipped body writes is not detected. Reads
+"afterwards" are taken to be anywhere in the function outside the loop, which also covers a
+read before the loop inside an enclosing loop. Skipped iterations still evaluate the loop
+header, and that time is also part of the mean the skipped iterations are credited at.
+C++ is handled conservatively: a non-const method called on an object counts as writing it,
+so loops over members of a reference parameter are mostly refused.
+
+**At run time** (``runtime/perfcast_threshold.c``) ``PERFCAST_THRESHOLD=0`` runs every body,
+so the same binary gives the full traced run to compare with; ``PERFCAST_THRESHOLD_EPSILON``
+(0.05), ``PERFCAST_THRESHOLD_MIN`` (8 iterations) and ``PERFCAST_THRESHOLD_MIN_SECONDS``
+(0.01 s of sampled time) set when an entry counts as stable. Each rank writes
+``threshold-<rank>.tsv`` beside its trace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import subprocess
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clang import cindex
+from clang.cindex import Cursor, CursorKind, TypeKind
+
+from perfcast.clang import find_clang
+from perfcast.errors import InputError, PerfcastError
+from perfcast.inputs import read_text
+from perfcast.measure import toolchain
+from perfcast.taint.profile_model import Loop, TaintProfile
+from perfcast.taint.rewriter import LOOP_KINDS, SourceText, strip
+from perfcast.taint.toolchain import mpi_compile_flags
+
+CK = CursorKind
+
+RUNTIME_SOURCE = toolchain.RUNTIME_DIR / "perfcast_threshold.c"
+STATS_PATTERN = "threshold-*.tsv"
+STATS_COLUMNS = (
+    "loop",
+    "file",
+    "line",
+    "rule",
+    "entries",
+    "iterations_run",
+    "iterations_skipped",
+    "seconds_measured",
+    "seconds_credited",
+)
+SITES = "__perfcast_threshold_sites"
+CXX_SUFFIXES = {".cc", ".cpp", ".cxx", ".c++", ".C", ".hpp", ".hh", ".hxx"}
+
+MPI_PREFIXES = ("MPI_", "PMPI_")
+EXIT_CALLS = {
+    "exit",
+    "_exit",
+    "_Exit",
+    "quick_exit",
+    "abort",
+    "longjmp",
+    "_longjmp",
+    "siglongjmp",
+    "setjmp",
+    "sigsetjmp",
+    "pthread_exit",
+    "raise",
+    "kill",
+    "terminate",
+}
+IO_CALLS = {
+    "printf",
+    "fprintf",
+    "vprintf",
+    "vfprintf",
+    "dprintf",
+    "puts",
+    "fputs",
+    "putchar",
+    "fputc",
+    "putc",
+    "fwrite",
+    "fread",
+    "fgets",
+    "fgetc",
+    "getc",
+    "getchar",
+    "gets",
+    "scanf",
+    "fscanf",
+    "fopen",
+    "fclose",
+    "fflush",
+    "fseek",
+    "perror",
+    "write",
+    "read",
+    "pwrite",
+    "pread",
+    "open",
+    "close",
+    "send",
+    "recv",
+    "system",
+    "popen",
+    "operator<<",
+    "operator>>",
+}
+DEFINITION_KINDS = {
+    CK.FUNCTION_DECL,
+    CK.CXX_METHOD,
+    CK.CONSTRUCTOR,
+    CK.DESTRUCTOR,
+    CK.FUNCTION_TEMPLATE,
+}
+CALLABLE_KINDS = DEFINITION_KINDS | {CK.CONVERSION_FUNCTION}
+SCOPE_KINDS = {
+    CK.NAMESPACE,
+    CK.CLASS_DECL,
+    CK.STRUCT_DECL,
+    CK.CLASS_TEMPLATE,
+    CK.LINKAGE_SPEC,
+    CK.UNEXPOSED_DECL,
+}
+CONDITION_PARENTS = {CK.IF_STMT, CK.WHILE_STMT, CK.DO_STMT, CK.FOR_STMT, CK.SWITCH_STMT}
+ASSIGNMENTS = {"=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=", "|=", "^="}
+BREAKABLE = {CK.FOR_STMT, CK.WHILE_STMT, CK.DO_STMT, CK.CXX_FOR_RANGE_STMT, CK.SWITCH_STMT}
+LEAVING = {
+    CK.RETURN_STMT: "return",
+    CK.GOTO_STMT: "goto",
+    CK.INDIRECT_GOTO_STMT: "goto",
+    CK.LABEL_STMT: "a label",
+    CK.CXX_THROW_EXPR: "throw",
+}
+
+PRELUDE = """\
+#ifdef __cplusplus
+extern "C" {
+#endif
+struct perfcast_threshold_site { const char *file; unsigned line; unsigned slot; };
+void perfcast_threshold_enter(struct perfcast_threshold_site *);
+int perfcast_threshold_iterate(struct perfcast_threshold_site *);
+void perfcast_threshold_leave(struct perfcast_threshold_site *);
+#ifdef __cplusplus
+}
+#endif
+"""
+"""Declarations the rewritten file needs; the layout matches perfcast_threshold.c."""
+
+
+@dataclass(frozen=True)
+class ThresholdLoop:
+    """One parameter-dependent loop of the profile and the rule's verdict on it."""
+
+    file: Path
+    line: int
+    kind: str
+    params: tuple[str, ...]
+    applied: bool
+    reason: str
+    """Why the rule is not applied; empty where it is."""
+    insertions: tuple[int, int, int, int] = (0, 0, 0, 0)
+    """Byte offsets of the loop's start, its body's start and end, and the loop's end."""
+
+    def describe(self) -> str:
+        params = ", ".join(self.params)
+        verdict = "threshold rule applied" if self.applied else f"not applied: {self.reason}"
+        return f"{self.file}:{self.line}: {self.kind} loop over {params}: {verdict}"
+
+
+@dataclass(frozen=True)
+class ThresholdPlan:
+    """The loops the rule rewrites, and every refused one with its reason."""
+
+    loops: tuple[ThresholdLoop, ...]
+    digests: Mapping[Path, str] = field(default_factory=dict)
+    """SHA-256 of each planned file: :func:`rewrite` refuses a file changed since."""
+
+    def applied_in(self, source: Path) -> list[ThresholdLoop]:
+        path = source.resolve()
+        return [loop for loop in self.loops if loop.applied and loop.file == path]
+
+
+@dataclass(frozen=True)
+class ThresholdStats:
+    """One loop's line of a rank's ``threshold-<rank>.tsv``."""
+
+    rank: int
+    loop: int
+    file: str
+    line: int
+    rule_on: bool
+    entries: int
+    iterations_run: int
+    iterations_skipped: int
+    seconds_measured: float
+    """Time inside the loop, skipped iterations' headers included."""
+    seconds_credited: float
+    """Time credited for the skipped bodies (zero with the rule off)."""
+
+
+def plan_threshold(
+    profile: TaintProfile,
+    sources: Sequence[Path],
+    *,
+    root: Path | None = None,
+    parse_flags: Sequence[str] = (),
+) -> ThresholdPlan:
+    """Which loops of ``sources`` the rule may rewrite, each refusal with its reason.
+
+    ``root`` is the directory the profile's file names are relative to (where ``perfcast
+    taint`` ran; default the current directory); ``parse_flags`` are the compile command's
+    include, define and language flags, which libclang needs to read the files as the
+    compiler does. Loops of files not among ``sources`` are listed as not applied.
+    """
+    base = (root or Path.cwd()).resolve()
+    wanted = {Path(source).resolve() for source in sources}
+    by_file: dict[Path, list[Loop]] = {}
+    for function in profile.functions.values():
+        if function.file is not None:
+            by_file.setdefault((base / function.file).resolve(), []).extend(function.loops)
+    verdicts: dict[tuple[Path, int], ThresholdLoop] = {}
+    digests: dict[Path, str] = {}
+    for path, loops in sorted(by_file.items()):
+        if path not in wanted:
+            found = [
+                ThresholdLoop(path, lp.line, lp.kind, lp.params, False, "file not built here")
+                for loop in loops
+                for lp in _parameter_loops(loop)
+            ]
+        else:
+            analysis = _FileAnalysis(path, parse_flags)
+            digests[path] = hashlib.sha256(analysis.source.data).hexdigest()
+            found = [verdict for loop in loops for verdict in analysis.decide(loop)]
+        # a loop listed twice (by two functions, e.g. template instances) is rewritten once
+        for verdict in found:
+            verdicts.setdefault((verdict.file, verdict.line), verdict)
+    return ThresholdPlan(tuple(verdicts.values()), digests)
+
+
+def _parameter_loops(loop: Loop) -> Iterator[Loop]:
+    for inner in loop.walk():
+        if inner.params:
+            yield inner
+
+
+def rewrite(source_path: Path, plan: ThresholdPlan) -> str:
+    """The text of ``source_path`` with the plan's loops under the rule.
+
+    Only insertions are made and none contains a newline, and a ``#line 1`` directive
+    follows the prelude, so the compiler's diagnostics and ``__LINE__``/``__FILE__`` name the
+    user's file and lines. Compile the result with ``-iquote <the source's directory>`` where
+    it is written elsewhere, so that its ``#include "..."`` still finds the user's headers.
+    """
+    path = source_path.resolve()
+    name = str(source_path)
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise InputError(
+            "the file name contains a control character, which the threshold statistics "
+            "cannot carry; rename the file",
+            path=repr(name),
+        )
+    data = path.read_bytes()
+    digest = plan.digests.get(path)
+    if digest is not None and hashlib.sha256(data).hexdigest() != digest:
+        raise InputError(
+            "the file changed after its threshold plan was made; plan it again", path=source_path
+        )
+    applied = plan.applied_in(path)
+    if not applied:
+        return data.decode(errors="surrogateescape")
+    literal = _c_string(name)
+    sites = ", ".join(f"{{{literal}, {loop.line}u, 0u}}" for loop in applied)
+    header = (
+        PRELUDE
+        + f"static struct perfcast_threshold_site {SITES}[] = {{{sites}}};\n"
+        + f"#line 1 {literal}\n"
+    )
+    insertions: list[tuple[int, int, str]] = []
+    for index, loop in enumerate(applied):
+        site = f"&{SITES}[{index}]"
+        start, body_start, body_end, end = loop.insertions
+        # (offset, order, text): at one offset closers (order 0) precede openers (order 1)
+        insertions += [
+            (start, 1, f"{{ perfcast_threshold_enter({site}); "),
+            (body_start, 1, f"if (perfcast_threshold_iterate({site})) {{ "),
+            (body_end, 0, " }"),
+            (end, 0, f" perfcast_threshold_leave({site}); }}"),
+        ]
+    out, position = [], 0
+    for offset, _, text in sorted(insertions, key=lambda item: (item[0], item[1])):
+        out.append(data[position:offset])
+        out.append(text.encode())
+        position = offset
+    out.append(data[position:])
+    return header + b"".join(out).decode(errors="surrogateescape")
+
+
+def _c_string(text: str) -> str:
+    """``text`` as a C string literal that no file name can break out of: every byte other
+    than letters, digits and ``/._-+`` is an octal escape."""
+    safe = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+")
+    body = "".join(chr(b) if b in safe else f"\\{b:03o}" for b in os.fsencode(text))
+    return f'"{body}"'
+
+
+def threshold_object() -> Path:
+    """The compiled runtime (``perfcast_threshold.o``), cached like the other runtime objects.
+
+    It needs no MPI header (the rank comes from the launcher's environment), so plain clang
+    compiles it and it links into MPI and serial programs alike.
+    """
+    clang = toolchain.find_xray_clang()
+    source = RUNTIME_SOURCE.read_text()
+
+    def build(target: Path) -> None:
+        cmd = [clang.cc, *toolchain.RUNTIME_CFLAGS, "-c", str(RUNTIME_SOURCE), "-o", str(target)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise PerfcastError(
+                f"building the perfcast threshold runtime failed ({' '.join(cmd)}):\n"
+                f"{done.stderr.strip()}"
+            )
+
+    key = [clang.version, *toolchain.RUNTIME_CFLAGS, source]
+    return toolchain.cached_object(key, "perfcast_threshold.o", build)
+
+
+def read_threshold_stats(trace_dir: Path) -> tuple[ThresholdStats, ...]:
+    """Every rank's threshold statistics under ``trace_dir``, by rank and loop; empty when
+    the run rewrote no loop. A damaged file is an InputError naming it and the line."""
+    stats: list[ThresholdStats] = []
+    for path in sorted(trace_dir.glob(STATS_PATTERN)):
+        match = re.fullmatch(r"threshold-(\d+)\.tsv", path.name)
+        if match is None:
+            continue
+        lines = read_text(path, "threshold statistics", "trace the program again").splitlines()
+        if not lines or tuple(lines[0].split("\t")) != STATS_COLUMNS:
+            raise InputError(
+                "not a perfcast threshold statistics file (its header differs); trace the "
+                "program again",
+                path=path,
+                line=1,
+            )
+        for number, text in enumerate(lines[1:], start=2):
+            stats.append(_stats_row(path, number, int(match.group(1)), text))
+    return tuple(sorted(stats, key=lambda s: (s.rank, s.loop)))
+
+
+def _stats_row(path: Path, number: int, rank: int, text: str) -> ThresholdStats:
+    fields = text.split("\t")
+    try:
+        if len(fields) != len(STATS_COLUMNS) or fields[3] not in ("on", "off"):
+            raise ValueError
+        loop, file, line, rule, entries, run, skipped, measured, credited = fields
+        seconds = float(measured), float(credited)
+        if not all(math.isfinite(s) and s >= 0 for s in seconds):
+            raise ValueError
+        return ThresholdStats(
+            rank,
+            int(loop),
+            file,
+            int(line),
+            rule == "on",
+            int(entries),
+            int(run),
+            int(skipped),
+            *seconds,
+        )
+    except ValueError:
+        raise InputError(
+            f"expected {len(STATS_COLUMNS)} tab-separated fields "
+            f"({', '.join(STATS_COLUMNS)}); the run was damaged: trace the program again",
+            path=path,
+            line=number,
+        ) from None
+
+
+# ---- analysis ---------------------------------------------------------------------------
+
+
+def _key(cursor: Cursor) -> tuple[str, int]:
+    """A declaration's identity across cursors: its file and offset."""
+    location = cursor.location
+    return (location.file.name if location.file else "", cursor.extent.start.offset)
+
+
+def _callee(call: Cursor) -> Cursor | None:
+    callee = call.referenced
+    if callee is None:
+        return None
+    return callee.get_definition() or callee
+
+
+def _in_system_header(cursor: Cursor) -> bool:
+    return bool(cursor.location.is_in_system_header)
+
+
+def _children(cursor: Cursor) -> list[Cursor]:
+    return list(cursor.get_children())
+
+
+def _escape(variable: Cursor) -> str:
+    """Why a value stored in ``variable`` outlives the function (whose later readers are
+    not followed); empty for a plain local variable or a by-value parameter."""
+    if variable.type.kind in (TypeKind.LVALUEREFERENCE, TypeKind.RVALUEREFERENCE):
+        return "a reference to a variable of the caller"
+    if variable.kind == CK.VAR_DECL and (
+        variable.semantic_parent is None
+        or variable.semantic_parent.kind not in _FUNCTION_KINDS
+        or variable.storage_class == cindex.StorageClass.STATIC
+    ):
+        return "a global or static variable"
+    return ""
+
+
+class _FileAnalysis:
+    """One source file parsed once; the safety verdict for each of its profile loops."""
+
+    def __init__(self, path: Path, parse_flags: Sequence[str]):
+        self.path = path
+        language = "c++" if path.suffix in CXX_SUFFIXES else "c"
+        builtin = find_clang().resource_dir / "include"
+        args = ["-x", language, *parse_flags, *mpi_compile_flags(), "-isystem", str(builtin)]
+        try:
+            self.tu = cindex.Index.create().parse(str(path), args=args)
+        except cindex.TranslationUnitLoadError as exc:
+            raise InputError(f"libclang cannot read the file: {exc}", path=path) from None
+        for diagnostic in self.tu.diagnostics:
+            if diagnostic.severity >= cindex.Diagnostic.Error:
+                location = diagnostic.location
+                raise InputError(
+                    f"libclang cannot parse it: {diagnostic.spelling}; fix the code or pass "
+                    "the include/define flags of the compile command",
+                    path=Path(location.file.name) if location.file else path,
+                    line=location.line or None,
+                )
+        self.source = SourceText(path, self.tu)
+        self.effects = self._effects()
+        self.loops: dict[int, list[tuple[Cursor, Cursor]]] = {}
+        for function in self._definitions():
+            if Path(function.location.file.name).resolve() != path:
+                continue
+            for node in function.walk_preorder():
+                if node.kind in LOOP_KINDS and node.location.file is not None:
+                    self.loops.setdefault(node.location.line, []).append((node, function))
+
+    def _definitions(self) -> Iterator[Cursor]:
+        """Function definitions of the translation unit outside system headers."""
+
+        def walk(node: Cursor) -> Iterator[Cursor]:
+            for child in node.get_children():
+                if child.location.file is None or _in_system_header(child):
+                    continue
+                if child.kind in DEFINITION_KINDS and child.is_definition():
+                    yield child
+                elif child.kind in SCOPE_KINDS:
+                    yield from walk(child)
+
+        yield from walk(self.tu.cursor)
+
+    def _effects(self) -> dict[str, str]:
+        """Per function (USR): why calling it would change the trace or the output, found
+        by a fixed point over the calls within the translation unit."""
+        direct: dict[str, str] = {}
+        calls: dict[str, set[str]] = {}
+        names: dict[str, str] = {}
+        for function in self._definitions():
+            usr = function.get_usr()
+            names[usr] = function.spelling
+            calls[usr] = set()
+            for node in function.walk_preorder():
+                if node.kind != CK.CALL_EXPR:
+                    continue
+                effect = self._call_effect(node)
+                if effect is not None:
+                    direct.setdefault(usr, effect)
+                callee = _callee(node)
+                if callee is not None and callee.is_definition():
+                    calls[usr].add(callee.get_usr())
+        effects = dict(direct)
+        changed = True
+        while changed:
+            changed = False
+            for usr, callees in calls.items():
+                if usr in effects:
+                    continue
+                for callee in callees:
+                    if callee in effects:
+                        effects[usr] = f"calls {names[callee]}, which {effects[callee]}"
+                        changed = True
+                        break
+        return effects
+
+    def _call_effect(self, call: Cursor) -> str | None:
+        """What a call does that the rule cannot skip, judged by the callee's name and
+        whether its definition is visible; None for a harmless call."""
+        callee = _callee(call)
+        line = call.location.line
+        if callee is None or callee.kind not in CALLABLE_KINDS:
+            if callee is None and not _children(call):
+                return None  # an implicit constructor or conversion
+            return f"calls through a function pointer (line {line})"
+        name = callee.spelling
+        if callee.location.file is None:
+            return None  # a compiler builtin (__builtin_expect, implicit declarations)
+        if name.startswith(MPI_PREFIXES):
+            return f"calls {name} (line {line})"
+        if name in EXIT_CALLS:
+            return f"can leave the program: {name} (line {line})"
+        if name in IO_CALLS:
+            return f"does I/O: {name} (line {line})"
+        if not callee.is_definition() and not _in_system_header(callee):
+            return f"calls {name} (line {line}), defined in another file"
+        return None
+
+    def _effect_of(self, call: Cursor) -> str | None:
+        effect = self._call_effect(call)
+        if effect is not None:
+            return effect
+        callee = _callee(call)
+        if callee is not None and callee.get_usr() in self.effects:
+            return (
+                f"calls {callee.spelling} (line {call.location.line}), which "
+                + (self.effects[callee.get_usr()])
+            )
+        return None
+
+    # ---- per loop -----------------------------------------------------------------------
+    def decide(self, loop: Loop) -> Iterator[ThresholdLoop]:
+        """The verdicts for ``loop`` and its nested parameter loops: a loop the rule covers
+        hides the loops inside it; a refused one hands the question to its inner loops."""
+        if not loop.params:
+            for inner in loop.loops:
+                yield from self.decide(inner)
+            return
+        reason, insertions = self._check(loop)
+        yield ThresholdLoop(
+            self.path, loop.line, loop.kind, loop.params, not reason, reason, insertions
+        )
+        for inner in loop.loops:
+            if reason:
+                yield from self.decide(inner)
+            else:
+                for covered in _parameter_loops(inner):
+                    yield ThresholdLoop(
+                        self.path,
+                        covered.line,
+                        covered.kind,
+                        covered.params,
+                        False,
+                        f"inside the loop at line {loop.line}, which the rule covers",
+                    )
+
+    def _check(self, loop: Loop) -> tuple[str, tuple[int, int, int, int]]:
+        none = (0, 0, 0, 0)
+        found = [
+            (node, function)
+            for node, function in self.loops.get(loop.line, [])
+            if LOOP_KINDS[node.kind] == loop.kind
+        ]
+        if len(found) != 1:
+            what = "no" if not found else "several"
+            return f"{what} {loop.kind} loop at this line in the parsed source", none
+        cursor, function = found[0]
+        keyword = "for" if loop.kind == "range-for" else loop.kind
+        tokens = self.source.tokens
+        first = self.source.first_at(cursor.extent.start.offset)
+        if first >= len(tokens) or tokens[first].spelling != keyword:
+            return "written inside a macro", none
+        if self._has_pragma(cursor):
+            return "a #pragma applies to it", none
+        if any(t.spelling == "constexpr" for t in self._function_head(function)):
+            return "in a constexpr function", none
+        children = _children(cursor)
+        body = children[0] if loop.kind == "do" else children[-1]
+        # a range-for's loop variable is initialised per element by implicit calls
+        # (operator*, operator++); only its range expression is the header proper
+        header = [
+            c
+            for c in children
+            if c != body and not (loop.kind == "range-for" and c.kind == CK.VAR_DECL)
+        ]
+        reason = self._body_reason(body) or self._flow_reason(cursor, body, header, function)
+        if reason:
+            return reason, none
+        return "", (
+            cursor.extent.start.offset,
+            body.extent.start.offset,
+            self._statement_end(body),
+            self._statement_end(cursor),
+        )
+
+    def _has_pragma(self, cursor: Cursor) -> bool:
+        lines = self.source.data[: cursor.extent.start.offset].decode(errors="replace")
+        previous = [text.strip() for text in lines.splitlines()[:-1] if text.strip()]
+        return bool(previous) and re.match(r"#\s*pragma\b", previous[-1]) is not None
+
+    def _function_head(self, function: Cursor) -> list:
+        body = [c for c in _children(function) if c.kind == CK.COMPOUND_STMT]
+        end = body[-1].extent.start.offset if body else function.extent.end.offset
+        return self.source.tokens_in(function.extent.start.offset, end)
+
+    def _statement_end(self, cursor: Cursor) -> int:
+        """Offset just past a statement, its terminating ``;`` included."""
+        children = _children(cursor)
+        if cursor.kind in LOOP_KINDS and cursor.kind != CK.DO_STMT and children:
+            return max(cursor.extent.end.offset, self._statement_end(children[-1]))
+        end = cursor.extent.end.offset
+        if cursor.kind == CK.COMPOUND_STMT:
+            return end
+        for index in (self.source.first_at(end - 1), self.source.first_at(end)):
+            if index < len(self.source.tokens) and self.source.tokens[index].spelling == ";":
+                return self.source.tokens[index].end
+        return end
+
+    def _body_reason(self, body: Cursor) -> str:
+        """MPI, I/O, early exits and unknown calls in the body."""
+
+        def walk(node: Cursor, breakable: int) -> str:
+            kind = node.kind
+            if kind == CK.BREAK_STMT and breakable == 0:
+                return f"its body can break out of it (line {node.location.line})"
+            if kind in LEAVING:
+                return f"its body can leave it: {LEAVING[kind]} (line {node.location.line})"
+            if kind == CK.CALL_EXPR:
+                effect = self._effect_of(node)
+                if effect:
+                    return f"its body {effect}"
+            inner = breakable + (kind in BREAKABLE)
+            for child in node.get_children():
+                reason = walk(child, inner)
+                if reason:
+                    return reason
+            return ""
+
+        return walk(body, 0)
+
+    def _flow_reason(
+        self, loop: Cursor, body: Cursor, header: list[Cursor], function: Cursor
+    ) -> str:
+        """Whether what the body writes reaches control flow, MPI sizes or the result."""
+        written, memory_types = self._writes(body, loop)
+        for variable in written.values():
+            escape = _escape(variable)
+            if escape:
+                return f"its body writes {variable.spelling}, {escape}"
+        header_reads = {key for part in header for key in self._reads(part)}
+        for key in header_reads & written.keys():
+            return f"its body writes {written[key].spelling}, which the loop's header reads"
+        for part in header:
+            for node in part.walk_preorder():
+                if node.kind == CK.CALL_EXPR and node.referenced is not None:
+                    name = node.spelling
+                    return f"its header calls {name}, which the skipped bodies could change"
+                if self._memory_type(node) in memory_types:
+                    return (
+                        "its header reads memory of a type its body writes through a pointer "
+                        f"(line {node.location.line})"
+                    )
+        described = {key: f"{v.spelling}, written in its body," for key, v in written.items()}
+        tainted, escaped = self._propagate(described, body, function)
+        return escaped or self._use_reason(tainted, body, function)
+
+    def _memory_type(self, node: Cursor) -> str | None:
+        """The type of an access through memory (``*p``, ``a[i]``, ``s->f``), else None."""
+        if node.kind == CK.ARRAY_SUBSCRIPT_EXPR:
+            return str(node.type.get_canonical().spelling)
+        if node.kind == CK.UNARY_OPERATOR:
+            tokens = self.source.tokens_in(node.extent.start.offset, node.extent.end.offset)
+            if tokens and tokens[0].spelling == "*":
+                return str(node.type.get_canonical().spelling)
+        if node.kind == CK.MEMBER_REF_EXPR:
+            inner = _children(node)
+            if not inner or strip(inner[0]).type.get_canonical().kind == TypeKind.POINTER:
+                return str(node.type.get_canonical().spelling)
+        return None
+
+    def _root(self, lvalue: Cursor) -> Cursor | None:
+        """The variable an lvalue writes (``x``, ``s.f`` -> ``s``); None for memory."""
+        node = strip(lvalue)
+        while node.kind == CK.MEMBER_REF_EXPR and self._memory_type(node) is None:
+            inner = _children(node)
+            node = strip(inner[0])
+        variable = node.referenced if node.kind == CK.DECL_REF_EXPR else None
+        if variable is not None and variable.kind in (CK.VAR_DECL, CK.PARM_DECL):
+            return variable
+        return None
+
+    def _assignment(self, node: Cursor) -> tuple[Cursor, Cursor] | None:
+        """(lhs, rhs) of an assignment expression, else None."""
+        if node.kind not in (CK.BINARY_OPERATOR, CK.COMPOUND_ASSIGNMENT_OPERATOR):
+            return None
+        parts = _children(node)
+        if len(parts) != 2:
+            return None
+        index = self.source.first_at(parts[0].extent.end.offset)
+        if index < len(self.source.tokens) and self.source.tokens[index].spelling in ASSIGNMENTS:
+            return parts[0], parts[1]
+        return None
+
+    def _writes(self, body: Cursor, loop: Cursor) -> tuple[dict[tuple[str, int], Cursor], set]:
+        """Variables declared outside the loop that the body writes, and the types of the
+        memory it writes through pointers."""
+        targets: list[Cursor] = []
+        for node in body.walk_preorder():
+            assignment = self._assignment(node)
+            if assignment is not None:
+                targets.append(assignment[0])
+            elif node.kind == CK.UNARY_OPERATOR:
+                tokens = self.source.tokens_in(node.extent.start.offset, node.extent.end.offset)
+                operand = _children(node)
+                spellings = {tokens[0].spelling, tokens[-1].spelling} if tokens else set()
+                if operand and spellings & {"++", "--", "&"}:
+                    targets.append(operand[0])
+            elif node.kind == CK.CALL_EXPR:
+                targets.extend(self._call_writes(node))
+        written: dict[tuple[str, int], Cursor] = {}
+        memory: set[str] = set()
+        start, end = loop.extent.start.offset, loop.extent.end.offset
+        for target in targets:
+            variable = self._root(target)
+            if variable is None:
+                kind = self._memory_type(strip(target))
+                if kind is not None:
+                    memory.add(kind)
+                continue
+            inside = (
+                variable.location.file is not None
+                and Path(variable.location.file.name).resolve() == self.path
+                and start <= variable.extent.start.offset < end
+            )
+            if not inside or variable.storage_class == cindex.StorageClass.STATIC:
+                written[_key(variable)] = variable
+        return written, memory
+
+    def _call_writes(self, call: Cursor) -> list[Cursor]:
+        """Objects a call may modify: a non-const method's receiver, arguments bound to
+        non-const references."""
+        found: list[Cursor] = []
+        children = _children(call)
+        callee = call.referenced
+        if children and children[0].kind == CK.MEMBER_REF_EXPR and callee is not None:
+            receiver = _children(children[0])
+            if (
+                receiver
+                and callee.kind == CK.CXX_METHOD
+                and not callee.is_const_method()
+                and not callee.is_static_method()
+            ):
+                found.append(receiver[0])
+        if callee is not None and callee.type.kind == TypeKind.FUNCTIONPROTO:
+            parameters = list(callee.type.argument_types())
+            arguments = [c for c in children if c.kind != CK.MEMBER_REF_EXPR]
+            arguments = arguments[-len(parameters) :] if parameters else []
+            for parameter, argument in zip(parameters, arguments, strict=False):
+                if (
+                    parameter.kind in (TypeKind.LVALUEREFERENCE, TypeKind.RVALUEREFERENCE)
+                    and not parameter.get_pointee().is_const_qualified()
+                ):
+                    found.append(argument)
+        return found
+
+    def _reads(self, expression: Cursor) -> list[tuple[str, int]]:
+        """Variables read by value in ``expression``: not under ``&``, not array names."""
+        found: list[tuple[str, int]] = []
+
+        def walk(node: Cursor) -> None:
+            if node.kind == CK.UNARY_OPERATOR:
+                tokens = self.source.tokens_in(node.extent.start.offset, node.extent.end.offset)
+                if tokens and tokens[0].spelling == "&":
+                    return
+            if node.kind == CK.DECL_REF_EXPR and node.referenced is not None:
+                variable = node.referenced
+                if variable.kind in (
+                    CK.VAR_DECL,
+                    CK.PARM_DECL,
+                ) and variable.type.get_canonical().kind not in (
+                    TypeKind.CONSTANTARRAY,
+                    TypeKind.INCOMPLETEARRAY,
+                ):
+                    found.append(_key(variable))
+            for child in node.get_children():
+                walk(child)
+
+        walk(expression)
+        return found
+
+    def _outside(self, body: Cursor, function: Cursor) -> Iterator[Cursor]:
+        """Nodes of the function outside the loop's body (the loop's header included)."""
+
+        def walk(node: Cursor) -> Iterator[Cursor]:
+            if node == body:
+                return
+            yield node
+            for child in node.get_children():
+                yield from walk(child)
+
+        yield from walk(function)
+
+    def _propagate(
+        self, tainted: dict[tuple[str, int], str], body: Cursor, function: Cursor
+    ) -> tuple[dict[tuple[str, int], str], str]:
+        """``tainted`` (variable -> how it depends on the body) grown by the variables
+        assigned or initialised from it outside the body, until nothing changes; and the
+        reason to refuse where it reaches a variable that outlives the function."""
+        flows: list[tuple[Cursor, Cursor]] = []
+        for node in self._outside(body, function):
+            assignment = self._assignment(node)
+            if assignment is not None:
+                variable = self._root(assignment[0])
+                if variable is not None:
+                    flows.append((variable, assignment[1]))
+            elif node.kind == CK.VAR_DECL:
+                values = [c for c in _children(node) if c.kind != CK.TYPE_REF]
+                if values:
+                    flows.append((node, values[-1]))
+        changed = True
+        while changed:
+            changed = False
+            for variable, value in flows:
+                key = _key(variable)
+                sources = [tainted[k] for k in self._reads(value) if k in tainted]
+                if key not in tainted and sources:
+                    origin = sources[0].split(",")[0]
+                    tainted[key] = f"{variable.spelling}, computed from {origin},"
+                    escape = _escape(variable)
+                    if escape:
+                        return tainted, f"{tainted[key]} is {escape}"
+                    changed = True
+        return tainted, ""
+
+    def _use_reason(
+        self, tainted: dict[tuple[str, int], str], body: Cursor, function: Cursor
+    ) -> str:
+        """The first use outside the loop that skipping bodies could change."""
+        if not tainted:
+            return ""
+
+        def hit(expression: Cursor) -> str | None:
+            for key in self._reads(expression):
+                if key in tainted:
+                    return tainted[key]
+            return None
+
+        for node in self._outside(body, function):
+            line = node.location.line
+            parts = _children(node)
+            if node.kind in CONDITION_PARENTS and parts:
+                conditions = parts[:-1] if node.kind != CK.DO_STMT else parts[1:]
+                for condition in conditions:
+                    if condition.kind.is_statement() and condition.kind != CK.DECL_STMT:
+                        continue
+                    name = hit(condition)
+                    if name:
+                        return f"{name} decides the branch at line {line}"
+            elif node.kind == CK.CONDITIONAL_OPERATOR and parts:
+                name = hit(parts[0])
+                if name:
+                    return f"{name} decides the ?: at line {line}"
+            elif node.kind == CK.BINARY_OPERATOR and len(parts) == 2:
+                index = self.source.first_at(parts[0].extent.end.offset)
+                if index < len(self.source.tokens) and self.source.tokens[index].spelling in (
+                    "&&",
+                    "||",
+                ):
+                    name = hit(parts[0]) or hit(parts[1])
+                    if name:
+                        return f"{name} decides the && or || at line {line}"
+            elif node.kind == CK.RETURN_STMT and parts:
+                name = hit(parts[0])
+                if name:
+                    return f"{name} is returned (line {line})"
+            elif node.kind == CK.CALL_EXPR:
+                reason = self._call_use(node, hit)
+                if reason:
+                    return reason
+        return ""
+
+    def _call_use(self, call: Cursor, hit: Callable[[Cursor], str | None]) -> str:
+        callee = _callee(call)
+        if callee is None:
+            return ""
+        name = callee.spelling
+        program = not _in_system_header(callee)
+        if not (name.startswith(MPI_PREFIXES) or program):
+            return ""
+        for argument in _children(call)[1:]:
+            variable = hit(argument)
+            if variable:
+                where = "an argument of" if name.startswith(MPI_PREFIXES) else "passed to"
+                suffix = (
+                    "" if name.startswith(MPI_PREFIXES) else ", whose use of it is not followed"
+                )
+                return f"{variable} is {where} {name} (line {call.location.line}){suffix}"
+        return ""
+
+
+_FUNCTION_KINDS = {
+    CK.FUNCTION_DECL,
+    CK.CXX_METHOD,
+    CK.CONSTRUCTOR,
+    CK.DESTRUCTOR,
+    CK.FUNCTION_TEMPLATE,
+    CK.LAMBDA_EXPR,
+}

@@ -1,0 +1,192 @@
+"""A trace directory as a typed value: what ``perfcast build --trace`` runs write and
+``perfcast simulate`` replays (the format: ``perfcast/measure/README.md``, "Trace mode").
+
+A traced run writes one SimGrid action file and one compute-block table per rank, and rank 0
+writes ``trace.json`` last, only after every rank reached ``MPI_Finalize`` and renamed its
+files into place. So ``trace.json`` is the mark of a complete trace, and the reader refuses a
+directory without one, saying which rank files and temporary files it found instead: a trace
+cut short by a crash would replay as a shorter program and predict nonsense. Everything read
+is data (paths are resolved inside the directory, never executed or evaluated).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfcast.errors import InputError
+from perfcast.inputs import JsonChecker, read_json, read_text
+
+FORMAT = "perfcast-trace/1"
+BLOCKS_FORMAT = "perfcast-trace-blocks/1"
+SUMMARY_FILE = "trace.json"
+INDEX_FILE = "index.txt"
+CLOCKS = ("wall", "cpu")
+HINT = "record a trace with a program built by perfcast build --trace"
+
+
+@dataclass(frozen=True)
+class Block:
+    """Compute between two MPI calls, summed over every time the program ran it."""
+
+    opening: str
+    """Call path of the MPI call that opens the block (``main->MPI_Init``)."""
+    closing: str
+    """Call path of the MPI call that closes it (``main->sweep->MPI_Allreduce``)."""
+    count: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One complete traced run."""
+
+    directory: Path
+    run_id: str
+    ranks: int
+    reference_speed: float
+    """flop/s that the trace's ``compute`` amounts are counted in per traced second."""
+    clock: str
+    """``wall`` (CLOCK_MONOTONIC) or ``cpu`` (each rank's thread CPU clock)."""
+    program: str
+    elapsed: tuple[float, ...]
+    """Per rank, wall seconds from MPI_Init's return to MPI_Finalize's call."""
+    credited: tuple[float, ...]
+    """Per rank, seconds the threshold iteration rule added without running them."""
+    rank_files: tuple[Path, ...]
+    """Absolute paths of the SimGrid action files, in rank order."""
+    blocks: tuple[tuple[Block, ...], ...]
+    """Per rank, the compute blocks by (opening, closing) call path."""
+
+    def write_index(self, path: Path) -> Path:
+        """Write the index ``smpirun -replay`` reads (the rank files' absolute paths, one a
+        line, in rank order) to ``path``; returns ``path``."""
+        path.write_text("".join(f"{file}\n" for file in self.rank_files))
+        return path
+
+
+class _Reader(JsonChecker):
+    def number(self, value: Any, where: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(where, "a number")
+        if not math.isfinite(value) or value < 0:
+            raise self.fail(where, "a finite number of at least 0")
+        return float(value)
+
+    def numbers(self, value: Any, where: str, ranks: int) -> tuple[float, ...]:
+        if not isinstance(value, list) or len(value) != ranks:
+            raise self.fail(where, f"a list of {ranks} numbers, one per rank")
+        return tuple(self.number(v, f"{where}[{i}]") for i, v in enumerate(value))
+
+    def file_names(self, value: Any, where: str, ranks: int) -> tuple[str, ...]:
+        names = self.texts(value, where)
+        if len(names) != ranks:
+            raise self.fail(where, f"a list of {ranks} file names, one per rank")
+        for index, name in enumerate(names):
+            if not name or "/" in name or name in (".", ".."):
+                raise self.fail(f"{where}[{index}]", "a file name inside the trace directory")
+        return names
+
+
+def _incomplete(directory: Path) -> InputError:
+    """Why a directory without trace.json is no trace, with what it does hold."""
+    found = sorted(p.name for p in directory.iterdir() if p.name.startswith(("rank-", ".rank-")))
+    listing = ", ".join(found) if found else "no rank files"
+    return InputError(
+        f"no {SUMMARY_FILE}: the traced run did not reach MPI_Finalize on every rank (it "
+        f"crashed or was aborted), so the trace is incomplete and would replay as a shorter "
+        f"program. Found: {listing}. Run the program again to completion",
+        path=directory,
+    )
+
+
+def _read_blocks(path: Path, run_id: str, rank: int) -> tuple[Block, ...]:
+    text = read_text(path, "trace blocks file", HINT)
+    lines = text.splitlines()
+    expected = f"# {BLOCKS_FORMAT} run={run_id} rank={rank}"
+    if not lines or lines[0] != expected:
+        first = lines[0] if lines else "(empty file)"
+        raise InputError(
+            f"the first line is {first!r}, expected {expected!r}: this blocks file is from "
+            f"another run or rank than {SUMMARY_FILE}. Trace the program again into an empty "
+            "directory",
+            path=path,
+            line=1,
+        )
+    blocks = []
+    for number, line in enumerate(lines[1:], start=2):
+        if not line or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        try:
+            if len(fields) != 4:
+                raise ValueError
+            count, seconds = int(fields[2]), float(fields[3])
+            if count < 0 or not math.isfinite(seconds) or seconds < 0:
+                raise ValueError
+        except ValueError:
+            raise InputError(
+                "a block row must be: opening call path, closing call path, count (an integer "
+                "of at least 0), seconds (a number of at least 0), separated by tabs; " + HINT,
+                path=path,
+                line=number,
+            ) from None
+        blocks.append(Block(fields[0], fields[1], count, seconds))
+    return tuple(blocks)
+
+
+def read_trace(directory: Path) -> Trace:
+    """The trace in ``directory``; an InputError saying what is wrong and what to do."""
+    if not directory.is_dir():
+        raise InputError(f"no such trace directory; {HINT}", path=directory)
+    summary = directory / SUMMARY_FILE
+    if not summary.exists():
+        raise _incomplete(directory)
+    data = read_json(summary, "trace summary", HINT)
+    reader = _Reader(summary, HINT)
+    where = "the trace summary"
+    table = reader.table(data, where)
+    form = reader.text(reader.required(table, "format", where), "format")
+    if form != FORMAT:
+        raise reader.fail("format", f"{FORMAT!r} (found {form!r})")
+    run_id = reader.text(reader.required(table, "run_id", where), "run_id")
+    ranks = reader.integer(reader.required(table, "ranks", where), "ranks")
+    if ranks < 1:
+        raise reader.fail("ranks", "an integer of at least 1")
+    speed = reader.number(reader.required(table, "reference_speed", where), "reference_speed")
+    if speed <= 0:
+        raise reader.fail("reference_speed", "a number above 0")
+    clock = reader.text(reader.required(table, "clock", where), "clock")
+    if clock not in CLOCKS:
+        raise reader.fail("clock", " or ".join(repr(c) for c in CLOCKS))
+    program = reader.text(table.get("program", ""), "program")
+    elapsed = reader.numbers(reader.required(table, "elapsed", where), "elapsed", ranks)
+    credited = reader.numbers(reader.required(table, "credited", where), "credited", ranks)
+    files = reader.file_names(reader.required(table, "files", where), "files", ranks)
+    block_files = reader.file_names(reader.required(table, "blocks", where), "blocks", ranks)
+    base = directory.resolve()
+    rank_files = []
+    for rank, name in enumerate(files):
+        path = base / name
+        if not path.is_file():
+            raise InputError(
+                f"rank {rank}'s action file {name} (files[{rank}] of {SUMMARY_FILE}) is "
+                "missing: the trace directory was changed after the run. Trace again",
+                path=directory,
+            )
+        rank_files.append(path)
+    blocks = tuple(_read_blocks(base / name, run_id, rank) for rank, name in enumerate(block_files))
+    return Trace(
+        directory=directory,
+        run_id=run_id,
+        ranks=ranks,
+        reference_speed=speed,
+        clock=clock,
+        program=program,
+        elapsed=elapsed,
+        credited=credited,
+        rank_files=tuple(rank_files),
+        blocks=blocks,
+    )

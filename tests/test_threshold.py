@@ -1,0 +1,446 @@
+"""The threshold iteration rule: which loops it may rewrite, the rewritten source, and the
+runtime's extrapolation, checked with real clang, mpicc and mpirun."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from perfcast.errors import InputError
+from perfcast.measure.threshold import (
+    ThresholdPlan,
+    plan_threshold,
+    read_threshold_stats,
+    rewrite,
+    threshold_object,
+)
+from perfcast.taint.profile_model import TaintProfile
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("mpicc") is None or shutil.which("clang-16") is None,
+    reason="needs clang-16 and Open MPI",
+)
+
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+CLANG_MPI = {**os.environ, "OMPI_CC": "clang-16"}
+
+KNOWN_COST = """\
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static double work(double x) {
+    double acc = x;
+    for (int k = 0; k < 20000; k++) acc = acc * 0.999999 + 1e-9 * k;
+    return acc;
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    long n = atol(argv[1]);
+    double local = 0.0, global = 0.0;
+    for (long i = 0; i < n; i++) { /* rule */
+        local += work((double)i);
+    }
+    MPI_Allreduce(&local, &global, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    printf("done %d\\n", global != 0.0);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+UNSAFE = """\
+#include <mpi.h>
+#include <stdio.h>
+
+void feeds_if(long n, double *a) {
+    double s = 0;
+    for (long i = 0; i < n; i++) s += a[i]; /* feeds_if */
+    if (s > 0) MPI_Barrier(MPI_COMM_WORLD);
+}
+
+void mpi_inside(long n) {
+    for (long i = 0; i < n; i++) MPI_Barrier(MPI_COMM_WORLD); /* mpi_inside */
+}
+
+static void helper(void) { MPI_Barrier(MPI_COMM_WORLD); }
+static void middle(void) { helper(); }
+
+void mpi_transitive(long n) {
+    for (long i = 0; i < n; i++) middle(); /* mpi_transitive */
+}
+
+void with_break(long n, double *a) {
+    for (long i = 0; i < n; i++) { /* with_break */
+        if (a[i] < 0) break;
+        a[i] *= 2;
+    }
+}
+
+void send_count(long n, double *buf) {
+    int count = 0;
+    for (long i = 0; i < n; i++) count += buf[i] > 0; /* send_count */
+    MPI_Send(buf, count, MPI_DOUBLE, 1, 0, MPI_COMM_WORLD);
+}
+
+void derived(long n, double *a) {
+    double s = 0;
+    for (long i = 0; i < n; i++) s += a[i]; /* derived */
+    int m = (int)s;
+    MPI_Bcast(a, m, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+}
+
+double returned(long n, double *a) {
+    double s = 0;
+    for (long i = 0; i < n; i++) s += a[i]; /* returned */
+    return s;
+}
+
+void pointer_call(long n, void (*f)(long)) {
+    for (long i = 0; i < n; i++) f(i); /* pointer_call */
+}
+
+void prints(long n) {
+    for (long i = 0; i < n; i++) printf("%ld\\n", i); /* prints */
+}
+
+long total;
+void global_write(long n, double *a) {
+    for (long i = 0; i < n; i++) total += a[i] > 0; /* global_write */
+}
+
+void stored_globally(long n, double *a) {
+    double s = 0;
+    for (long i = 0; i < n; i++) s += a[i]; /* stored_globally */
+    total = (long)s;
+}
+
+void with_pragma(long n, double *a) {
+#pragma GCC unroll 4
+    for (long i = 0; i < n; i++) a[i] = 0; /* with_pragma */
+}
+
+void own_condition(long n, double *a) {
+    long i = 0;
+    while (i < n) { a[i] = 0; i++; } /* own_condition */
+}
+
+void safe(long n, double *a) {
+    double s = 0;
+    for (long i = 0; i < n; i++) { a[i] = a[i] * 2 + 1; s += a[i]; } /* safe */
+    MPI_Allreduce(&s, a, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    printf("%g\\n", s);
+}
+
+void nested(long n, long m, double *a) {
+    for (long i = 0; i < n; i++) { /* nested_outer */
+        for (long j = 0; j < m; j++) a[j] += i; /* nested_inner */
+    }
+}
+
+void unsafe_outer(long n, long m, double *a) {
+    for (long i = 0; i < n; i++) { /* unsafe_outer */
+        for (long j = 0; j < m; j++) a[j] += i; /* safe_inner */
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+}
+"""
+
+SHAPES = """\
+#include <stdio.h>
+#include <stdlib.h>
+#include "shapes.h"
+
+int main(int argc, char **argv) {
+    long n = atol(argv[1]);
+    double a[SLOTS] = {0};
+    long k = n;
+    while (k-- > 0) a[k % SLOTS] += 1.0; /* while */
+    long j = 0;
+    do { a[j % SLOTS] *= 1.5; } while (++j < n); /* do */
+    for (long i = 0; i < n; i++) { /* continue */
+        if (i % 2) continue;
+        a[i % SLOTS] -= 0.5;
+    }
+    printf("line %d\\n", __LINE__); /* printed */
+    int unused_after_the_loops; /* unused */
+    return a[0] > 1e300;
+}
+"""
+
+
+def marked_lines(text: str) -> dict[str, int]:
+    """Line numbers of the ``/* name */`` markers."""
+    return {
+        match.group(1): number
+        for number, line in enumerate(text.splitlines(), start=1)
+        if (match := re.search(r"/\* (\w+) \*/", line))
+    }
+
+
+def profile_for(file: str, loops: list[dict]) -> TaintProfile:
+    """A taint profile reduced to what the rule reads, as a user may write one by hand."""
+    return TaintProfile.from_json(
+        {
+            "format": "perfcast-taint-profile/1",
+            "functions": {"all": {"file": file, "terms": [["n"]], "callpaths": {}, "loops": loops}},
+        }
+    )
+
+
+def loop(line: int, kind: str = "for", inner: tuple[dict, ...] = ()) -> dict:
+    return {"line": line, "kind": kind, "params": ["n"], "loops": list(inner)}
+
+
+def build(tmp_path: Path, name: str, text: str, plan: ThresholdPlan, *extra: Path) -> Path:
+    """The rewritten program, compiled elsewhere than its source (``-iquote`` finds the
+    source's own headers) and linked with the threshold runtime."""
+    source = tmp_path / name
+    rewritten = tmp_path / "rewritten" / name
+    rewritten.parent.mkdir(exist_ok=True)
+    rewritten.write_text(rewrite(source, plan))
+    program = tmp_path / Path(name).stem
+    objects = [str(threshold_object()), *map(str, extra)]
+    cmd = ["mpicc", "-O2", "-iquote", str(tmp_path), str(rewritten), *objects, "-o", str(program)]
+    subprocess.run(cmd, check=True, env=CLANG_MPI, capture_output=True, text=True)
+    return program
+
+
+@pytest.mark.slow
+def test_rule_extrapolates_a_loop_of_known_cost_and_skips_most_of_it(tmp_path: Path) -> None:
+    (tmp_path / "app.c").write_text(KNOWN_COST)
+    line = marked_lines(KNOWN_COST)["rule"]
+    profile = profile_for("app.c", [loop(line)])
+    plan = plan_threshold(profile, [tmp_path / "app.c"], root=tmp_path)
+    assert [(entry.line, entry.applied) for entry in plan.loops] == [(line, True)]
+    program = build(tmp_path, "app.c", KNOWN_COST, plan)  # no trace runtime linked
+    n = 20000  # about 45 us per iteration: about 1 s for the whole loop
+    measured = {}
+    for rule in ("1", "0"):
+        trace = tmp_path / f"trace-{rule}"
+        # the thread's CPU clock: other processes sharing the two cores do not count
+        env = {**os.environ, "PERFCAST_TRACE_DIR": str(trace), "PERFCAST_THRESHOLD": rule}
+        env["PERFCAST_TRACE_CLOCK"] = "cpu"
+        done = subprocess.run(
+            [*MPIRUN, "-np", "2", str(program), str(n)], env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.count("done 1") == 2
+        measured[rule] = read_threshold_stats(trace)
+    on, off = measured["1"], measured["0"]
+    assert [s.rank for s in on] == [0, 1] and all(s.line == line for s in on + off)
+    for with_rule, full in zip(on, off, strict=True):
+        assert full.iterations_run == n and full.iterations_skipped == 0
+        assert with_rule.iterations_run + with_rule.iterations_skipped == n
+        assert with_rule.iterations_skipped > 0.9 * n
+        predicted = with_rule.seconds_measured + with_rule.seconds_credited
+        assert abs(predicted - full.seconds_measured) < 0.10 * full.seconds_measured
+        assert with_rule.seconds_measured < 0.2 * full.seconds_measured
+
+
+def test_credits_reach_the_trace_runtime_when_it_is_linked(tmp_path: Path) -> None:
+    (tmp_path / "app.c").write_text(KNOWN_COST.replace("20000", "200"))
+    receiver = tmp_path / "receiver.c"
+    receiver.write_text(
+        "#include <stdint.h>\n#include <stdio.h>\n"
+        "static uint64_t credited;\n"
+        "void perfcast_trace_credit(uint64_t ns) { credited += ns; }\n"
+        "__attribute__((destructor)) static void report(void) {\n"
+        '    printf("credited %llu\\n", (unsigned long long)credited);\n}\n'
+    )
+    profile = profile_for("app.c", [loop(marked_lines(KNOWN_COST)["rule"])])
+    plan = plan_threshold(profile, [tmp_path / "app.c"], root=tmp_path)
+    program = build(tmp_path, "app.c", KNOWN_COST, plan, receiver)
+    # the loop takes about 2 ms: below the default floor of sampled time, so no floor here
+    env = {
+        **os.environ,
+        "PERFCAST_TRACE_DIR": str(tmp_path / "trace"),
+        "PERFCAST_THRESHOLD_MIN_SECONDS": "0",
+    }
+    done = subprocess.run(
+        [*MPIRUN, "-np", "1", str(program), "5000"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    (stats,) = read_threshold_stats(tmp_path / "trace")
+    received = int(re.search(r"credited (\d+)", done.stdout).group(1))  # type: ignore[union-attr]
+    assert stats.iterations_skipped > 0 and received > 0
+    assert received / 1e9 == pytest.approx(stats.seconds_credited, abs=2e-9)
+
+
+def test_unsafe_loops_are_refused_with_the_reason(tmp_path: Path) -> None:
+    source = tmp_path / "unsafe.c"
+    source.write_text(UNSAFE)
+    at = marked_lines(UNSAFE)
+    loops = [
+        loop(at[name])
+        for name in (
+            "feeds_if",
+            "mpi_inside",
+            "mpi_transitive",
+            "with_break",
+            "send_count",
+            "derived",
+            "returned",
+            "pointer_call",
+            "prints",
+            "global_write",
+            "stored_globally",
+            "with_pragma",
+            "safe",
+        )
+    ]
+    loops += [
+        loop(at["own_condition"], "while"),
+        loop(at["nested_outer"], inner=(loop(at["nested_inner"]),)),
+        loop(at["unsafe_outer"], inner=(loop(at["safe_inner"]),)),
+    ]
+    plan = plan_threshold(profile_for("unsafe.c", loops), [source], root=tmp_path)
+    verdicts = {entry.line: entry.reason for entry in plan.loops}
+    expected = {
+        "feeds_if": f"s, written in its body, decides the branch at line {at['feeds_if'] + 1}",
+        "mpi_inside": "its body calls MPI_Barrier",
+        "mpi_transitive": "calls middle",
+        "with_break": "break",
+        "send_count": "count, written in its body, is an argument of MPI_Send",
+        "derived": "m, computed from s, is an argument of MPI_Bcast",
+        "returned": "s, written in its body, is returned",
+        "pointer_call": "function pointer",
+        "prints": "does I/O: printf",
+        "global_write": "total, a global or static variable",
+        "stored_globally": "total, computed from s, is a global or static variable",
+        "with_pragma": "a #pragma applies to it",
+        "own_condition": "its body writes i, which the loop's header reads",
+        "unsafe_outer": "its body calls MPI_Barrier",
+        "nested_inner": f"inside the loop at line {at['nested_outer']}, which the rule covers",
+    }
+    for name, reason in expected.items():
+        assert reason in verdicts[at[name]], (name, verdicts[at[name]])
+    assert "which calls helper, which calls MPI_Barrier" in verdicts[at["mpi_transitive"]]
+    applied = {entry.line for entry in plan.loops if entry.applied}
+    assert applied == {at["safe"], at["nested_outer"], at["safe_inner"]}
+    assert all(entry.reason for entry in plan.loops if not entry.applied)
+
+
+def test_rewritten_loops_of_every_shape_run_and_keep_line_numbers(tmp_path: Path) -> None:
+    (tmp_path / "shapes.c").write_text(SHAPES)
+    (tmp_path / "shapes.h").write_text("#define SLOTS 8\n")
+    at = marked_lines(SHAPES)
+    loops = [loop(at["while"], "while"), loop(at["do"], "do"), loop(at["continue"])]
+    plan = plan_threshold(profile_for("shapes.c", loops), [tmp_path / "shapes.c"], root=tmp_path)
+    assert all(entry.applied for entry in plan.loops), [e.describe() for e in plan.loops]
+    text = rewrite(tmp_path / "shapes.c", plan)
+    original = SHAPES.splitlines()
+    assert text.splitlines()[-len(original) :][0] == original[0]
+    program = build(tmp_path, "shapes.c", SHAPES, plan)
+    n = 1000
+    for rule in ("0", "1"):
+        trace = tmp_path / f"trace-{rule}"
+        env = {**os.environ, "PERFCAST_TRACE_DIR": str(trace), "PERFCAST_THRESHOLD": rule}
+        done = subprocess.run([str(program), str(n)], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == f"line {at['printed']}"
+        stats = read_threshold_stats(trace)
+        # the header runs every iteration, so the trip count is exact with the rule too
+        assert sorted((s.line, s.iterations_run + s.iterations_skipped) for s in stats) == sorted(
+            (at[name], n) for name in ("while", "do", "continue")
+        )
+    warning = subprocess.run(
+        [
+            "clang-16",
+            "-Wall",
+            "-Werror",
+            "-iquote",
+            str(tmp_path),
+            "-x",
+            "c",
+            "-",
+            "-c",
+            "-o",
+            os.devnull,
+        ],
+        input=text,
+        capture_output=True,
+        text=True,
+    )
+    assert warning.returncode != 0
+    assert f"{tmp_path / 'shapes.c'}:{at['unused']}:" in warning.stderr
+
+
+def test_a_file_changed_after_planning_is_refused(tmp_path: Path) -> None:
+    source = tmp_path / "shapes.c"
+    source.write_text(SHAPES)
+    (tmp_path / "shapes.h").write_text("#define SLOTS 8\n")
+    plan = plan_threshold(
+        profile_for("shapes.c", [loop(marked_lines(SHAPES)["continue"])]), [source], root=tmp_path
+    )
+    source.write_text("\n" + SHAPES)
+    with pytest.raises(InputError, match="changed after its threshold plan"):
+        rewrite(source, plan)
+
+
+def test_damaged_statistics_name_the_file_and_line(tmp_path: Path) -> None:
+    header = "loop\tfile\tline\trule\tentries\titerations_run\titerations_skipped\t"
+    header += "seconds_measured\tseconds_credited\n"
+    (tmp_path / "threshold-3.tsv").write_text(header + "1\tapp.c\t12\ton\t1\t8\t9\t0.1\n")
+    with pytest.raises(InputError, match=r"threshold-3\.tsv:2: expected 9 tab-separated"):
+        read_threshold_stats(tmp_path)
+    (tmp_path / "threshold-3.tsv").write_text("rank,loop\n")
+    with pytest.raises(InputError, match=r"threshold-3\.tsv:1: not a perfcast threshold"):
+        read_threshold_stats(tmp_path)
+
+
+def test_a_loop_the_parser_cannot_read_names_the_file_and_line(tmp_path: Path) -> None:
+    source = tmp_path / "broken.c"
+    source.write_text("int main(void) {\n  for (int i = 0; i < 3; i++) undefined_name += 1;\n}\n")
+    with pytest.raises(InputError, match=r"broken\.c:2: libclang cannot parse it"):
+        plan_threshold(profile_for("broken.c", [loop(2)]), [source], root=tmp_path)
+
+
+CXX = """\
+#include <cstdio>
+#include <vector>
+
+void accumulate(const std::vector<double> &v, long n, double &out) {
+    for (long i = 0; i < n; i++) out += v[i % 8]; /* reference */
+}
+
+int main(int argc, char **) {
+    std::vector<double> v(8, 1.0);
+    double out = 0;
+    for (double &x : v) x *= argc; /* range */
+    accumulate(v, 100, out);
+    std::printf("%g\\n", out);
+}
+"""
+
+
+def test_cxx_range_for_is_rewritten_and_writes_through_references_are_refused(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "app.cpp"
+    source.write_text(CXX)
+    at = marked_lines(CXX)
+    profile = profile_for("app.cpp", [loop(at["reference"]), loop(at["range"], "range-for")])
+    plan = plan_threshold(profile, [source], root=tmp_path)
+    verdicts = {entry.line: entry for entry in plan.loops}
+    assert not verdicts[at["reference"]].applied
+    assert "out, a reference to a variable of the caller" in verdicts[at["reference"]].reason
+    assert verdicts[at["range"]].applied
+    rewritten = tmp_path / "rewritten.cpp"
+    rewritten.write_text(rewrite(source, plan))
+    program = tmp_path / "app"
+    subprocess.run(
+        ["clang++-16", "-O2", str(rewritten), str(threshold_object()), "-o", str(program)],
+        check=True,
+        capture_output=True,
+    )
+    env = {**os.environ, "PERFCAST_TRACE_DIR": str(tmp_path / "trace")}
+    done = subprocess.run([str(program)], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "100"  # 8 elements: fewer than the rule's minimum, all ran
+    (stats,) = read_threshold_stats(tmp_path / "trace")
+    assert (stats.line, stats.iterations_run, stats.iterations_skipped) == (at["range"], 8, 0)
