@@ -41,7 +41,7 @@ def ping(tmp_path: Path) -> Path:
 def test_transfer_time_follows_the_link_bandwidth(ping: Path, topology: str) -> None:
     fast = PlatformSpec("fast", nodes=4, bandwidth=1e9, latency=1e-6, topology=topology)
     slow = PlatformSpec("slow", nodes=4, bandwidth=5e8, latency=1e-6, topology=topology)
-    t_fast, t_slow = replay(ping, fast, 2), replay(ping, slow, 2)
+    t_fast, t_slow = replay(ping, fast, 2).time, replay(ping, slow, 2).time
     assert t_fast == pytest.approx(BYTES / 1e9, rel=0.01)
     assert t_slow / t_fast == pytest.approx(2, rel=0.01)
 
@@ -54,7 +54,7 @@ def test_a_message_between_two_sites_crosses_the_slow_link(ping: Path) -> None:
     )
     assert sites.hosts() == ["site-0-node-0", "site-1-node-0"]
     # the slow link is the bottleneck (SimGrid adds the TCP window and both directions)
-    assert BYTES / 1e8 <= replay(ping, sites, 2) <= 1.1 * BYTES / 1e8
+    assert BYTES / 1e8 <= replay(ping, sites, 2).time <= 1.1 * BYTES / 1e8
 
 
 @needs_simgrid
@@ -69,7 +69,7 @@ def test_describe_writes_a_platform_smpirun_loads(
     assert 'topology="FAT_TREE"' in xml and 'core="4"' in xml and 'bw="2000000000.0Bps"' in xml
     spec = PlatformSpec("c", nodes=8, cores=4, bandwidth=2e9, topology="fat-tree")
     assert spec.hosts()[:5] == ["node-0"] * 4 + ["node-1"]
-    assert BYTES / 2e9 <= replay(ping, spec, 2) <= 1.1 * BYTES / 2e9
+    assert BYTES / 2e9 <= replay(ping, spec, 2).time <= 1.1 * BYTES / 2e9
 
 
 def test_bad_descriptions_name_the_number(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "predict": "evaluate saved models at a point",
     "static": "static instruction-count model from source and binary",
     "platform": "SimGrid platforms of machines to predict for",
+    "simulate": "predict run time on SimGrid platforms by replaying a traced run",
     "synth": "generate C++ MPI benchmark programs with known complexity",
     "demo": "build, measure and model a bundled MPI example end to end",
 }

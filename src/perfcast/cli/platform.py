@@ -1,17 +1,32 @@
-"""``perfcast platform describe``: a SimGrid platform of a target machine from a few numbers."""
+"""``perfcast platform describe`` and ``calibrate``: SimGrid platforms of a target machine
+from a few numbers, and of this machine from measurements."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from perfcast.outputs import OutputKind, write_output
-from perfcast.simulate.platform import TOPOLOGIES, PlatformSpec
+from perfcast.errors import InputError
+from perfcast.outputs import OutputKind, check_target, write_output
+from perfcast.simulate.calibrate import (
+    DEFAULT_REPETITIONS,
+    DEFAULT_SIZES,
+    LINE_TOLERANCE,
+    Calibration,
+    calibrate,
+    check_sizes,
+)
+from perfcast.simulate.platform import REFERENCE_SPEED, TOPOLOGIES, PlatformSpec
 
 PLATFORM_FILE = OutputKind(
     "a SimGrid platform", lambda head: b"<platform" in head or b"simgrid.dtd" in head
 )
+
+BUSY_LOAD = 1.0
+"""Load average from which the calibration warns: another program is keeping a core busy."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,8 +46,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     describe.add_argument("--name", default="target", help="platform name (default target)")
     describe.add_argument("--nodes", type=int, required=True, help="compute nodes")
     describe.add_argument("--cores", type=int, default=1, help="cores per node (default 1)")
-    describe.add_argument(
-        "--speed", type=float, default=1e9, help="flop/s of one core (default 1e9)"
+    speed = describe.add_mutually_exclusive_group()
+    speed.add_argument(
+        "--speed",
+        type=float,
+        help=f"flop/s of one core on the traces' scale (default {REFERENCE_SPEED:g}: as fast "
+        "as the machine the trace was recorded on)",
+    )
+    speed.add_argument(
+        "--speed-factor",
+        type=float,
+        help="speed of one core relative to the traced machine (2: twice as fast)",
     )
     describe.add_argument(
         "--bandwidth", type=float, default=1.25e9, help="bytes/s of a node's link (default 1.25e9)"
@@ -55,11 +79,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="two-clusters: seconds of the link between them (default 100x --latency)",
     )
     describe.set_defaults(verb_handler=run_describe)
+    calibrate_verb = verbs.add_parser(
+        "calibrate",
+        help="write this machine as a platform, from an MPI ping-pong and a compute reference",
+        description="Measure MPI messages between two cores of this machine (mpirun -np 2) "
+        "and a compute reference, fit link latency, bandwidth and SMPI's piecewise factors, "
+        "and write this machine as a SimGrid platform (one host per core). The ping-pong is "
+        "then replayed on the written platform and shown beside the measurement.",
+    )
+    calibrate_verb.add_argument(
+        "-o", "--output", type=Path, required=True, help="platform XML file"
+    )
+    calibrate_verb.add_argument("--name", default="local", help="platform name (default local)")
+    calibrate_verb.add_argument(
+        "--cores", type=int, help="hosts in the platform (default: this machine's cores)"
+    )
+    calibrate_verb.add_argument(
+        "--repetitions",
+        type=int,
+        default=DEFAULT_REPETITIONS,
+        help=f"round trips per message size; the median counts (default {DEFAULT_REPETITIONS})",
+    )
+    calibrate_verb.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=DEFAULT_SIZES,
+        metavar="BYTES",
+        help="message sizes (default every power of two from 1 B to 16 MiB)",
+    )
+    calibrate_verb.set_defaults(verb_handler=run_calibrate)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """The chosen verb (``describe``; ``calibrate`` is still to come)."""
+    """The chosen verb."""
     handler: Callable[[argparse.Namespace], int] = args.verb_handler
     return handler(args)
 
@@ -69,7 +123,7 @@ def run_describe(args: argparse.Namespace) -> int:
         args.name,
         nodes=args.nodes,
         cores=args.cores,
-        speed=args.speed,
+        speed=_speed(args),
         bandwidth=args.bandwidth,
         latency=args.latency,
         backbone_bandwidth=args.backbone_bandwidth,
@@ -80,3 +134,51 @@ def run_describe(args: argparse.Namespace) -> int:
     write_output(args.output, spec.to_xml(), PLATFORM_FILE)
     print(f"wrote {args.output}: {spec.nodes * spec.cores} cores ({spec.topology})")
     return 0
+
+
+def _speed(args: argparse.Namespace) -> float:
+    """flop/s of a core: ``--speed``, or ``--speed-factor`` times the traced machine's."""
+    if args.speed_factor is not None:
+        factor: float = args.speed_factor
+        return REFERENCE_SPEED * factor
+    speed: float | None = args.speed
+    return REFERENCE_SPEED if speed is None else speed
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    check_target(args.output, PLATFORM_FILE)
+    if args.cores is not None and args.cores < 2:
+        raise InputError("--cores must be at least 2: the ping-pong's two ranks need a core each")
+    busy = os.getloadavg()[0]
+    if busy >= BUSY_LOAD:
+        print(
+            f"note: this machine is busy (load average {busy:.1f}): other programs' work "
+            "slows the ping-pong and the compute reference; calibrate on a quiet machine",
+            file=sys.stderr,
+        )
+    result = calibrate(
+        sizes=check_sizes(args.sizes),
+        repetitions=args.repetitions,
+        cores=args.cores,
+        name=args.name,
+    )
+    write_output(args.output, result.platform.to_xml(), PLATFORM_FILE)
+    print(_calibration_report(result))
+    print(f"wrote {args.output}: {result.platform.nodes} cores of this machine")
+    return 0
+
+
+def _calibration_report(result: Calibration) -> str:
+    fit = result.fit
+    lines = [
+        f"compute reference: {result.measurement.reference_rate:.4g} dependent multiply-adds/s",
+        f"line fit: latency {fit.latency:.4g} s, bandwidth {fit.bandwidth:.4g} B/s, "
+        f"largest error {100 * fit.line_error:.1f} %"
+        + (" (too large: SMPI factors fitted per size)" if fit.line_error > LINE_TOLERANCE else ""),
+        f"{'bytes':>10} {'measured us':>12} {'simulated us':>12} {'error':>7}",
+    ]
+    for size, measured in result.measurement.one_way.items():
+        simulated = result.simulated[size]
+        error = 100 * (simulated - measured) / measured
+        lines.append(f"{size:>10} {1e6 * measured:>12.3f} {1e6 * simulated:>12.3f} {error:>+6.1f}%")
+    return "\n".join(lines)

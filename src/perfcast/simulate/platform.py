@@ -14,6 +14,10 @@ network a fat tree, the job split over two sites):
 - ``two-clusters``: two flat clusters of half the nodes each, joined by one link of
   ``inter_bandwidth`` and ``inter_latency`` (a job split over two sites).
 
+A platform may carry SimGrid configuration (``<config>``): ``perfcast platform calibrate``
+(:mod:`.calibrate`) writes this machine as a flat cluster of one-core nodes whose SMPI
+factors travel in the file.
+
 Hosts are named ``node-<i>`` (``site-<k>-node-<i>`` for two clusters); :meth:`hosts` lists
 one entry per core, node by node, which is how ``smpirun``'s host file places ranks.
 Quantities are SI numbers (bytes/s, s, flop/s), written out with SimGrid's units.
@@ -55,6 +59,11 @@ class PlatformSpec:
         topology: one of :data:`TOPOLOGIES`.
         inter_bandwidth, inter_latency: the link between the two clusters of
             ``two-clusters`` (default a tenth of ``bandwidth`` and 100x ``latency``).
+        config: SimGrid configuration the file carries (``<config>``: ``smpi/bw-factor``
+            and ``smpi/lat-factor`` of a calibrated machine), as (key, value) pairs.
+        properties: (key, value) pairs recorded on the zone (``<prop>``), such as the
+            compute reference rate of a calibrated machine; SimGrid ignores them.
+        origin: what wrote the platform, for the comment at its top.
     """
 
     name: str
@@ -67,6 +76,9 @@ class PlatformSpec:
     topology: str = "flat"
     inter_bandwidth: float | None = None
     inter_latency: float | None = None
+    config: tuple[tuple[str, str], ...] = ()
+    properties: tuple[tuple[str, str], ...] = ()
+    origin: str = "perfcast platform describe"
 
     def __post_init__(self) -> None:
         if not self.name.replace("-", "").replace("_", "").isalnum():
@@ -105,12 +117,17 @@ class PlatformSpec:
             "fat-tree": self._fat_tree,
             "two-clusters": self._two_clusters,
         }[self.topology]()
+        config = "".join(_prop(key, value, "    ") for key, value in self.config)
+        properties = "".join(_prop(key, value, "    ") for key, value in self.properties)
         return (
             "<?xml version='1.0'?>\n"
             '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">\n'
-            f"<!-- perfcast platform describe: {self._summary()} -->\n"
+            f"<!-- {self.origin}: {self._summary()} -->\n"
             '<platform version="4.1">\n'
-            f"{body}"
+            + (f"  <config>\n{config}  </config>\n" if config else "")
+            + f'  <zone id={quoteattr(self.name)} routing="Full">\n'
+            f"{properties}{body}"
+            "  </zone>\n"
             "</platform>\n"
         )
 
@@ -142,8 +159,7 @@ class PlatformSpec:
         return f"    <cluster {text}{extra}/>\n"
 
     def _flat(self) -> str:
-        cluster = self._cluster(f"{self.name}-cluster", "node-", self.nodes)
-        return f'  <zone id={quoteattr(self.name)} routing="Full">\n{cluster}  </zone>\n'
+        return self._cluster(f"{self.name}-cluster", "node-", self.nodes)
 
     def _fat_tree(self) -> str:
         leaf = max(d for d in range(1, math.isqrt(self.nodes) + 1) if self.nodes % d == 0)
@@ -151,8 +167,7 @@ class PlatformSpec:
         uplinks = min(2, switches)
         parameters = f"2;{leaf},{switches};1,{uplinks};1,1"
         extra = f' topology="FAT_TREE" topo_parameters={quoteattr(parameters)}'
-        cluster = self._cluster(f"{self.name}-cluster", "node-", self.nodes, extra)
-        return f'  <zone id={quoteattr(self.name)} routing="Full">\n{cluster}  </zone>\n'
+        return self._cluster(f"{self.name}-cluster", "node-", self.nodes, extra)
 
     def _two_clusters(self) -> str:
         first = (self.nodes + 1) // 2
@@ -169,10 +184,7 @@ class PlatformSpec:
             '      <link_ctn id="inter-site"/>\n'
             "    </zoneRoute>\n"
         )
-        return (
-            f'  <zone id={quoteattr(self.name)} routing="Full">\n'
-            f"{''.join(sites)}{link}{route}  </zone>\n"
-        )
+        return f"{''.join(sites)}{link}{route}"
 
     def _summary(self) -> str:
         text = (
@@ -182,10 +194,20 @@ class PlatformSpec:
         return text.replace("--", "- -")  # an XML comment may not hold "--"
 
 
-NEUTRAL_FACTORS: tuple[str, ...] = ("--cfg=smpi/bw-factor:0:1", "--cfg=smpi/lat-factor:0:1")
+def _prop(key: str, value: str, indent: str) -> str:
+    return f"{indent}<prop id={quoteattr(key)} value={quoteattr(value)}/>\n"
+
+
+FACTOR_KEYS = ("smpi/bw-factor", "smpi/lat-factor")
+"""SMPI's piecewise corrections of a link's bandwidth and latency by message size."""
+
+NEUTRAL_FACTORS: tuple[str, ...] = tuple(f"--cfg={key}:0:1" for key in FACTOR_KEYS)
 """SimGrid's spelling of "factor 1 from message size 0 on" (``smpi/bw-factor:1`` crashes):
 without them SMPI applies factors fitted to some other network, and a described platform
-would not mean its numbers."""
+would not mean its numbers. A platform file whose ``<config>`` sets a factor keeps it:
+SimGrid lets the command line win over the file ("already defined by user")."""
+
+_FACTOR_SEGMENT = re.compile(r"^[0-9]+:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$")
 
 REFERENCE_SPEED = 1e9
 """flop/s that stands for "one core of the machine a trace was recorded on".
@@ -240,7 +262,8 @@ def read_platform(path: Path) -> PlatformFile:
     """The hosts, speeds and SMPI options of the SimGrid platform file ``path``.
 
     Hosts are listed in document order, one entry per core (a ``core="4"`` host takes
-    four consecutive ranks), which is how a host file places ranks. Errors name the file
+    four consecutive ranks), which is how a host file places ranks. The SMPI options are
+    the neutral factors, less those the file's ``<config>`` sets. Errors name the file
     and the element.
     """
     text = read_text(
@@ -277,7 +300,50 @@ def read_platform(path: Path) -> PlatformFile:
         raise InputError("the platform has no hosts (no <host> or <cluster> element)", path=path)
     zone = root.find("zone")
     name = zone.get("id", path.stem) if zone is not None else path.stem
-    return PlatformFile(path=path, name=name, hosts=tuple(hosts), speeds=speeds)
+    return PlatformFile(
+        path=path,
+        name=name,
+        hosts=tuple(hosts),
+        speeds=speeds,
+        smpi_options=_smpi_options(root, path),
+    )
+
+
+def _smpi_options(root: ElementTree.Element, path: Path) -> tuple[str, ...]:
+    """The neutral factor options for the factors the file's ``<config>`` does not set.
+
+    A factor the file sets (``perfcast platform calibrate`` writes both) is checked here,
+    since SimGrid aborts on a malformed one with a failed assertion, and left to SimGrid
+    to read from the file: a neutral one on the command line would replace it."""
+    configured: set[str] = set()
+    for config in root.iter("config"):
+        for prop in config.iter("prop"):
+            key = prop.get("id", "")
+            if key not in FACTOR_KEYS:
+                continue
+            value = prop.get("value", "")
+            for segment in value.split(";"):
+                size, _, factor = segment.partition(":")
+                # a latency may be scaled to 0, a bandwidth may not (SimGrid asserts)
+                lowest = 0.0 if key == "smpi/lat-factor" else math.ulp(0.0)
+                if not _FACTOR_SEGMENT.match(segment) or not lowest <= float(factor) < math.inf:
+                    raise InputError(
+                        f"<config> {key} {value!r}: write SIZE:FACTOR;SIZE:FACTOR;... with "
+                        f"whole sizes and finite factors, positive for a bandwidth (the "
+                        f"segment {segment!r} is not)",
+                        path=path,
+                    )
+                if int(size) >= 2**31:
+                    raise InputError(
+                        f"<config> {key}: size {size} is beyond SimGrid's limit 2^31-1",
+                        path=path,
+                    )
+            configured.add(key)
+    return tuple(
+        option
+        for key, option in zip(FACTOR_KEYS, NEUTRAL_FACTORS, strict=True)
+        if key not in configured
+    )
 
 
 def _cores(element: ElementTree.Element, path: Path, what: str) -> int:

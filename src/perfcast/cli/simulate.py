@@ -1,0 +1,142 @@
+"""``perfcast simulate``: predicted run time of a traced run on platforms we do not have.
+
+    perfcast simulate perfcast-trace --platform a.xml [--platform b.xml ...]
+                      [--native SECONDS] [--json] [--timeout SECONDS]
+
+The trace comes from a run of a program built with ``perfcast build --trace``; platforms
+from ``perfcast platform describe`` or ``calibrate``, or any SimGrid platform file. Per
+platform: the predicted time (MPI_Init to MPI_Finalize), its compute and communication
+(waiting for other ranks counts as communication), and the rank the end of the run waited
+for; then the compute blocks of the trace by time, so the time can be found in the code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from perfcast.cli import positive_seconds
+from perfcast.columns import aligned
+from perfcast.simulate.platform import read_platform
+from perfcast.simulate.simulation import Simulation, simulate
+from perfcast.simulate.trace import read_trace
+
+TOP_BLOCKS = 10
+"""Compute blocks the text output lists: enough to find where the time is, short enough
+to read; ``--json`` has them all."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "simulate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "trace", type=Path, metavar="TRACE_DIR", help="the traced run's perfcast-trace directory"
+    )
+    parser.add_argument(
+        "--platform",
+        type=Path,
+        action="append",
+        required=True,
+        metavar="FILE.xml",
+        help="a SimGrid platform to predict for (repeat for several)",
+    )
+    parser.add_argument(
+        "--native",
+        type=positive_seconds,
+        metavar="SECONDS",
+        help="the program's native run time: prints the slowdown (trace + simulate) / native",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        default=600,
+        metavar="SECONDS",
+        help="seconds one replay may take (default 600)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    trace = read_trace(args.trace)
+    platforms = [read_platform(path) for path in args.platform]
+    result = simulate(trace, platforms, timeout=args.timeout)
+    slowdown = None if args.native is None else result.slowdown(args.native)
+    if args.json:
+        print(json.dumps(_as_json(result, slowdown), indent=2))
+    else:
+        print("\n".join(_as_text(result, args.native, slowdown)))
+    return 0
+
+
+def _as_json(result: Simulation, slowdown: float | None) -> dict[str, Any]:
+    return {
+        "trace": str(result.trace),
+        "ranks": result.ranks,
+        "trace_seconds": result.trace_seconds,
+        "platforms": [
+            {
+                "name": platform.name,
+                "file": str(platform.file),
+                "time": platform.time,
+                "compute": platform.compute,
+                "communication": platform.communication,
+                "slowest_rank": platform.slowest_rank,
+                "simulation_seconds": platform.simulation_seconds,
+            }
+            for platform in result.platforms
+        ],
+        "slowdown": slowdown,
+        "blocks": [
+            {
+                "open": block.opening,
+                "close": block.closing,
+                "count": block.count,
+                "seconds": block.seconds,
+            }
+            for block in result.blocks
+        ],
+    }
+
+
+def _as_text(result: Simulation, native: float | None, slowdown: float | None) -> list[str]:
+    lines = [
+        f"trace {result.trace}: {result.ranks} rank(s), traced run {result.trace_seconds:.4g} s"
+    ]
+    header = ("platform", "predicted s", "compute s", "communication s", "slowest rank", "file")
+    rows = [
+        (
+            platform.name,
+            f"{platform.time:.4g}",
+            f"{platform.compute:.4g}",
+            f"{platform.communication:.4g}",
+            str(platform.slowest_rank),
+            str(platform.file),
+        )
+        for platform in result.platforms
+    ]
+    lines += aligned([header, *rows], right={1, 2, 3, 4})
+    lines.append(f"simulation: {result.simulation_seconds:.3g} s for {len(rows)} replay(s)")
+    if native is not None and slowdown is not None:
+        lines.append(
+            f"slowdown: (traced run {result.trace_seconds:.4g} s + simulation "
+            f"{result.simulation_seconds:.3g} s) / native {native:.4g} s = {slowdown:.3g}x"
+        )
+    if result.blocks:
+        shown = result.blocks[:TOP_BLOCKS]
+        lines.append(
+            f"compute blocks of the traced run, all ranks ({len(shown)} of {len(result.blocks)}):"
+        )
+        block_rows = [
+            (f"{block.seconds:.4g}", str(block.count), f"{block.opening} -> {block.closing}")
+            for block in shown
+        ]
+        lines += aligned(
+            [("seconds", "count", "open -> close"), *block_rows], right={0, 1}, indent="  "
+        )
+    return lines

@@ -1,0 +1,157 @@
+"""Predicted run time of a traced run on other platforms: one trace, many replays.
+
+For each platform the trace is replayed in SimGrid (:func:`~perfcast.simulate.replay.replay`)
+and the prediction is split the way a performance engineer asks about it:
+
+- ``time``: SimGrid's simulated seconds from MPI_Init to MPI_Finalize, i.e. when the last
+  rank finished.
+- ``slowest_rank``: the rank the end of the run waited for. That is the rank that finished
+  last, unless the run ends in communication that several ranks leave together (a final
+  collective or exchange: ranks whose last action was communication and still running
+  when the last rank began its own): then, of those, the one that entered it last, since
+  the others waited in it for that one (rank order breaks a tie). SimGrid gives each rank's
+  finish time through its replay log (see :mod:`.replay`); the ranks leaving a collective
+  finish microseconds apart in an order set by the collective's algorithm, not by load.
+- ``compute``: that rank's compute blocks on the host it was placed on, its ``compute``
+  flops over the host's speed. This is exact, not estimated: SimGrid runs a block of ``f``
+  flops on a core of speed ``s`` in ``f / s`` seconds, and every rank has a core of its own.
+- ``communication``: ``time - compute``: everything else on that rank's path, which is
+  message transfers and latencies, and also the time it waited for other ranks (a late
+  sender, a collective that starts when the slowest member arrives) and the reduction work
+  SimGrid simulates inside collectives. A rank that waits a lot shows a large
+  communication share even on a fast network: that is load imbalance, read it as such.
+
+The trace's own numbers come from :func:`~perfcast.simulate.trace.read_trace`: the traced
+run's time (its slowest rank, MPI_Init to MPI_Finalize) and its compute blocks keyed by the
+call paths that open and close them.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfcast.errors import InputError
+from perfcast.simulate.platform import PlatformFile
+from perfcast.simulate.replay import RankReplay, Replay, replay
+from perfcast.simulate.trace import Block, Trace
+
+
+@dataclass(frozen=True)
+class PlatformPrediction:
+    """The prediction for one platform; seconds are simulated seconds on that platform,
+    except ``simulation_seconds``, the replay's own wall time on this machine."""
+
+    name: str
+    file: Path
+    ranks: int
+    time: float
+    compute: float
+    communication: float
+    slowest_rank: int
+    simulation_seconds: float
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """One trace predicted on several platforms.
+
+    Attributes:
+        trace: the trace directory.
+        ranks: the traced run's ranks.
+        trace_seconds: the traced run's own time (its slowest rank, MPI_Init to
+            MPI_Finalize), what tracing cost.
+        platforms: one prediction per platform, in the order given.
+        blocks: the trace's compute blocks summed over ranks by (opening, closing) call
+            path, longest first (seconds on the traced machine).
+    """
+
+    trace: Path
+    ranks: int
+    trace_seconds: float
+    platforms: tuple[PlatformPrediction, ...]
+    blocks: tuple[Block, ...]
+
+    @property
+    def simulation_seconds(self) -> float:
+        """Wall seconds of all replays together."""
+        return sum(platform.simulation_seconds for platform in self.platforms)
+
+    def slowdown(self, native: float) -> float:
+        """The paper's slowdown of prediction: what the predictions cost (the traced run
+        plus every replay) over the program's native run time ``native``. With one
+        platform it is the paper's ``(t_trace + t_simulate) / t_native``; further
+        platforms reuse the trace and add only their replay."""
+        if not native > 0:
+            raise InputError(f"native run time must be > 0 seconds, not {native!r}")
+        return (self.trace_seconds + self.simulation_seconds) / native
+
+
+def simulate(
+    trace: Trace, platforms: Sequence[PlatformFile], *, timeout: float = 600
+) -> Simulation:
+    """Replay ``trace`` on each of ``platforms`` (each replay stops after ``timeout``
+    seconds) and split each prediction into compute and communication."""
+    if not platforms:
+        raise InputError("no platform to simulate on: name one with --platform FILE.xml")
+    with tempfile.TemporaryDirectory(prefix="perfcast-simulate-") as work:
+        index = Path(work) / "index.txt"
+        trace.write_index(index)
+        predictions = tuple(
+            _predict(
+                replay(index, platform, trace.ranks, timeout=timeout, trace=trace.directory),
+                platform,
+            )
+            for platform in platforms
+        )
+    return Simulation(
+        trace=trace.directory,
+        ranks=trace.ranks,
+        trace_seconds=max(trace.elapsed),
+        platforms=predictions,
+        blocks=_blocks(trace),
+    )
+
+
+def _predict(result: Replay, platform: PlatformFile) -> PlatformPrediction:
+    compute = [
+        rank.flops / platform.speeds[host]
+        for rank, host in zip(result.ranks, result.hosts, strict=True)
+    ]
+    slowest = _waited_for(result.ranks)
+    return PlatformPrediction(
+        name=platform.name,
+        file=platform.path,
+        ranks=len(result.ranks),
+        time=result.time,
+        compute=compute[slowest],
+        communication=result.time - compute[slowest],
+        slowest_rank=slowest,
+        simulation_seconds=result.wall,
+    )
+
+
+def _waited_for(ranks: Sequence[RankReplay]) -> int:
+    """The rank the end of the run waited for (see the module's description)."""
+    last = max(range(len(ranks)), key=lambda rank: (ranks[rank].finish, -rank))
+    if ranks[last].last_action == "compute":
+        return last
+    together = [
+        rank
+        for rank, replayed in enumerate(ranks)
+        if replayed.last_action != "compute" and replayed.finish >= ranks[last].last_started
+    ]
+    return max(together, key=lambda rank: (ranks[rank].last_started, -rank))
+
+
+def _blocks(trace: Trace) -> tuple[Block, ...]:
+    """The trace's compute blocks summed over ranks by (opening, closing) call path."""
+    totals: dict[tuple[str, str], tuple[int, float]] = {}
+    for rows in trace.blocks:
+        for row in rows:
+            count, seconds = totals.get((row.opening, row.closing), (0, 0.0))
+            totals[(row.opening, row.closing)] = (count + row.count, seconds + row.seconds)
+    blocks = [Block(*key, count, seconds) for key, (count, seconds) in totals.items()]
+    return tuple(sorted(blocks, key=lambda block: (-block.seconds, block.opening, block.closing)))
