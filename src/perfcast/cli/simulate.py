@@ -6,8 +6,9 @@
 The trace comes from a run of a program built with ``perfcast build --trace``; platforms
 from ``perfcast platform describe`` or ``calibrate``, or any SimGrid platform file. Per
 platform: the predicted time (MPI_Init to MPI_Finalize), its compute and communication
-(waiting for other ranks counts as communication), and the rank the end of the run waited
-for; then the compute blocks of the trace by time, so the time can be found in the code.
+(waiting for other ranks counts as communication), the busiest rank (most compute: the
+one the others wait for) and the least compute of any rank, so load imbalance shows; then
+the compute blocks of the trace by time, so the time can be found in the code.
 """
 
 from __future__ import annotations
@@ -88,6 +89,12 @@ def _as_json(result: Simulation, slowdown: float | None) -> dict[str, Any]:
                 "communication": platform.communication,
                 "slowest_rank": platform.slowest_rank,
                 "simulation_seconds": platform.simulation_seconds,
+                "ranks": [
+                    {"rank": rank, "finish": finish, "compute": compute}
+                    for rank, (finish, compute) in enumerate(
+                        zip(platform.ranks_finish, platform.ranks_compute, strict=True)
+                    )
+                ],
             }
             for platform in result.platforms
         ],
@@ -108,7 +115,15 @@ def _as_text(result: Simulation, native: float | None, slowdown: float | None) -
     lines = [
         f"trace {result.trace}: {result.ranks} rank(s), traced run {result.trace_seconds:.4g} s"
     ]
-    header = ("platform", "predicted s", "compute s", "communication s", "slowest rank", "file")
+    header = (
+        "platform",
+        "predicted s",
+        "compute s",
+        "communication s",
+        "slowest rank",
+        "least compute s",
+        "file",
+    )
     rows = [
         (
             platform.name,
@@ -116,11 +131,12 @@ def _as_text(result: Simulation, native: float | None, slowdown: float | None) -
             f"{platform.compute:.4g}",
             f"{platform.communication:.4g}",
             str(platform.slowest_rank),
+            f"{min(platform.ranks_compute):.4g}",
             str(platform.file),
         )
         for platform in result.platforms
     ]
-    lines += aligned([header, *rows], right={1, 2, 3, 4})
+    lines += aligned([header, *rows], right={1, 2, 3, 4, 5})
     lines.append(f"simulation: {result.simulation_seconds:.3g} s for {len(rows)} replay(s)")
     if native is not None and slowdown is not None:
         lines.append(

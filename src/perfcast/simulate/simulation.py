@@ -5,13 +5,13 @@ and the prediction is split the way a performance engineer asks about it:
 
 - ``time``: SimGrid's simulated seconds from MPI_Init to MPI_Finalize, i.e. when the last
   rank finished.
-- ``slowest_rank``: the rank the end of the run waited for. That is the rank that finished
-  last, unless the run ends in communication that several ranks leave together (a final
-  collective or exchange: ranks whose last action was communication and still running
-  when the last rank began its own): then, of those, the one that entered it last, since
-  the others waited in it for that one (rank order breaks a tie). SimGrid gives each rank's
-  finish time through its replay log (see :mod:`.replay`); the ranks leaving a collective
-  finish microseconds apart in an order set by the collective's algorithm, not by load.
+- ``slowest_rank``: the busiest rank, the one with the most compute on its host (rank
+  order breaks a tie). In a program whose ranks meet in collectives and exchanges the
+  others wait for it, step after step; that it finishes last is not required, and is not
+  a good test, because ranks leave a final collective microseconds apart in an order set
+  by the collective's algorithm. Each rank's finish time and compute are in ``ranks``
+  (SimGrid's replay log gives them, see :mod:`.replay`): a spread in compute between
+  ranks is load imbalance.
 - ``compute``: that rank's compute blocks on the host it was placed on, its ``compute``
   flops over the host's speed. This is exact, not estimated: SimGrid runs a block of ``f``
   flops on a core of speed ``s`` in ``f / s`` seconds, and every rank has a core of its own.
@@ -35,7 +35,7 @@ from pathlib import Path
 
 from perfcast.errors import InputError
 from perfcast.simulate.platform import PlatformFile
-from perfcast.simulate.replay import RankReplay, Replay, replay
+from perfcast.simulate.replay import Replay, replay
 from perfcast.simulate.trace import Block, Trace
 
 
@@ -52,6 +52,10 @@ class PlatformPrediction:
     communication: float
     slowest_rank: int
     simulation_seconds: float
+    ranks_finish: tuple[float, ...]
+    """Each rank's simulated finish time (seconds from MPI_Init)."""
+    ranks_compute: tuple[float, ...]
+    """Each rank's compute seconds on its host."""
 
 
 @dataclass(frozen=True)
@@ -120,30 +124,19 @@ def _predict(result: Replay, platform: PlatformFile) -> PlatformPrediction:
         rank.flops / platform.speeds[host]
         for rank, host in zip(result.ranks, result.hosts, strict=True)
     ]
-    slowest = _waited_for(result.ranks)
+    busiest = max(range(len(compute)), key=lambda rank: (compute[rank], -rank))
     return PlatformPrediction(
         name=platform.name,
         file=platform.path,
         ranks=len(result.ranks),
         time=result.time,
-        compute=compute[slowest],
-        communication=result.time - compute[slowest],
-        slowest_rank=slowest,
+        compute=compute[busiest],
+        communication=max(result.time - compute[busiest], 0.0),
+        slowest_rank=busiest,
         simulation_seconds=result.wall,
+        ranks_finish=tuple(rank.finish for rank in result.ranks),
+        ranks_compute=tuple(compute),
     )
-
-
-def _waited_for(ranks: Sequence[RankReplay]) -> int:
-    """The rank the end of the run waited for (see the module's description)."""
-    last = max(range(len(ranks)), key=lambda rank: (ranks[rank].finish, -rank))
-    if ranks[last].last_action == "compute":
-        return last
-    together = [
-        rank
-        for rank, replayed in enumerate(ranks)
-        if replayed.last_action != "compute" and replayed.finish >= ranks[last].last_started
-    ]
-    return max(together, key=lambda rank: (ranks[rank].last_started, -rank))
 
 
 def _blocks(trace: Trace) -> tuple[Block, ...]:
