@@ -1,8 +1,18 @@
-"""Prediction by simulation (``dperf-block-benchmarking-prediction.txt``): SimGrid platforms
-of machines we do not have, and the replay of time-independent traces on them.
+"""Prediction by simulation (``dperf-block-benchmarking-prediction.txt``): one traced run on
+this machine, its run time predicted on machines we do not have.
 
-Built so far: target platforms from a few numbers (:mod:`.platform`, ``perfcast platform
-describe``) and the replay of a trace on a platform with Debian's SimGrid (:mod:`.replay`).
-Trace mode of the runtime, the threshold iteration rule, the calibration of this machine and
-``perfcast simulate`` are issue 15's remaining steps.
+The pieces, in the order a user meets them:
+
+- ``perfcast build --trace`` (runtime ``measure/runtime/perfcast_trace.c``) makes a run write
+  SimGrid time-independent traces: the compute blocks between MPI calls, timed, and every
+  MPI call with its arguments; :mod:`.trace` reads them (and refuses a run that crashed).
+  ``--threshold PROFILE`` shortens the taint profile's parameter-dependent loops by dPerf's
+  threshold iteration rule (:mod:`perfcast.measure.threshold`).
+- :mod:`.calibrate` (``perfcast platform calibrate``) describes this machine as a SimGrid
+  platform from an MPI ping-pong, with SMPI's piecewise factors; :mod:`.platform`
+  (``perfcast platform describe``) writes target machines from a few numbers and reads any
+  platform file.
+- :mod:`.replay` runs SimGrid's ``smpirun -replay``; :mod:`.simulation` (``perfcast
+  simulate``) predicts a trace on each platform and splits the time into compute and
+  communication.
 """
