@@ -316,3 +316,47 @@ def test_a_traced_run_is_predicted_on_a_slower_network(
     # the compute predicted on a core as fast as the traced one is what the rank's blocks took
     blocks = read_trace(trace).blocks[on_fast["slowest_rank"]]
     assert on_fast["compute"] == pytest.approx(sum(block.seconds for block in blocks), rel=1e-3)
+
+
+THRESHOLD_HEADER = (
+    "loop\tfile\tline\trule\tentries\titerations_run\titerations_skipped\t"
+    "seconds_measured\tseconds_credited\n"
+)
+
+
+@needs_simgrid
+def test_what_the_threshold_rule_skipped_is_reported_per_loop(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The statistics the threshold runtime leaves beside the trace, summed over ranks."""
+    trace = write_trace(tmp_path / "trace", WORK, [2.0, 1.5])
+    for rank, (run, skipped, credited) in enumerate([(40, 960, 0.6), (50, 950, 0.5)]):
+        (trace / f"threshold-{rank}.tsv").write_text(
+            THRESHOLD_HEADER + f"1\tgrid.c\t17\ton\t300\t{run}\t{skipped}\t0.02\t{credited}\n"
+        )
+    platform = write_platform(tmp_path, PlatformSpec("base", nodes=2))
+    argv = ["simulate", str(trace), "--platform", str(platform)]
+    assert cli.main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-3] == "threshold rule: 1.1 s credited for skipped iterations, all ranks:"
+    assert lines[-1].split() == ["grid.c:17", "90", "1910", "1.1"]
+    assert cli.main([*argv, "--json"]) == 0
+    (loop,) = json.loads(capsys.readouterr().out)["threshold"]
+    assert loop == {
+        "file": "grid.c",
+        "line": 17,
+        "rule": "on",
+        "iterations_run": 90,
+        "iterations_skipped": 1910,
+        "seconds_credited": pytest.approx(1.1),
+    }
+
+
+def test_damaged_threshold_statistics_are_refused_with_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = write_trace(tmp_path / "trace", WORK, [2.0, 1.5])
+    (trace / "threshold-1.tsv").write_text(THRESHOLD_HEADER + "1\tgrid.c\t17\ton\t3\t4\n")
+    platform = write_platform(tmp_path, PlatformSpec("base", nodes=2))
+    message = error_of(["simulate", str(trace), "--platform", str(platform)], capsys)
+    assert "threshold-1.tsv:2: " in message and "9 tab-separated fields" in message

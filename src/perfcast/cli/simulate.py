@@ -8,13 +8,15 @@ from ``perfcast platform describe`` or ``calibrate``, or any SimGrid platform fi
 platform: the predicted time (MPI_Init to MPI_Finalize), its compute and communication
 (waiting for other ranks counts as communication), the busiest rank (most compute: the
 one the others wait for) and the least compute of any rank, so load imbalance shows; then
-the compute blocks of the trace by time, so the time can be found in the code.
+the compute blocks of the trace by time, so the time can be found in the code; and, for a
+program built with ``--threshold``, what the threshold iteration rule skipped per loop.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from perfcast.cli import positive_seconds
 from perfcast.columns import aligned
 from perfcast.simulate.platform import read_platform
 from perfcast.simulate.simulation import Simulation, simulate
-from perfcast.simulate.trace import read_trace
+from perfcast.simulate.trace import LoopStats, read_trace
 
 TOP_BLOCKS = 10
 """Compute blocks the text output lists: enough to find where the time is, short enough
@@ -68,11 +70,59 @@ def run(args: argparse.Namespace) -> int:
     platforms = [read_platform(path) for path in args.platform]
     result = simulate(trace, platforms, timeout=args.timeout)
     slowdown = None if args.native is None else result.slowdown(args.native)
+    loops = _rule_loops(trace.threshold)
     if args.json:
-        print(json.dumps(_as_json(result, slowdown), indent=2))
+        print(json.dumps({**_as_json(result, slowdown), "threshold": loops}, indent=2))
     else:
-        print("\n".join(_as_text(result, args.native, slowdown)))
+        print("\n".join(_as_text(result, args.native, slowdown) + _rule_text(loops)))
     return 0
+
+
+def _rule_loops(stats: Sequence[LoopStats]) -> list[dict[str, Any]]:
+    """The threshold rule's loops, each summed over the ranks."""
+    loops: dict[tuple[str, int], dict[str, Any]] = {}
+    for record in stats:
+        loop = loops.setdefault(
+            (record.file, record.line),
+            {
+                "file": record.file,
+                "line": record.line,
+                "rule": "on" if record.rule_on else "off",
+                "iterations_run": 0,
+                "iterations_skipped": 0,
+                "seconds_credited": 0.0,
+            },
+        )
+        loop["iterations_run"] += record.iterations_run
+        loop["iterations_skipped"] += record.iterations_skipped
+        loop["seconds_credited"] += record.seconds_credited
+    return list(loops.values())
+
+
+def _rule_text(loops: Sequence[dict[str, Any]]) -> list[str]:
+    """What the threshold iteration rule did in the traced run: per loop, the iterations
+    whose body ran and those skipped, and the seconds credited for them (about what the
+    rule saved, summed over ranks)."""
+    if not loops:
+        return []
+    if all(loop["rule"] == "off" for loop in loops):
+        return [
+            f"threshold rule: built into {len(loops)} loop(s) but off in this run "
+            "(PERFCAST_THRESHOLD=0): every iteration ran"
+        ]
+    credited = sum(loop["seconds_credited"] for loop in loops)
+    lines = [f"threshold rule: {credited:.4g} s credited for skipped iterations, all ranks:"]
+    rows = [
+        (
+            f"{loop['file']}:{loop['line']}",
+            str(loop["iterations_run"]),
+            str(loop["iterations_skipped"]),
+            f"{loop['seconds_credited']:.4g}",
+        )
+        for loop in loops
+    ]
+    header = ("loop", "iterations run", "skipped", "credited s")
+    return lines + aligned([header, *rows], right={1, 2, 3}, indent="  ")
 
 
 def _as_json(result: Simulation, slowdown: float | None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ is data (paths are resolved inside the directory, never executed or evaluated).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,20 @@ SUMMARY_FILE = "trace.json"
 INDEX_FILE = "index.txt"
 CLOCKS = ("wall", "cpu")
 HINT = "record a trace with a program built by perfcast build --trace"
+THRESHOLD_FILE = re.compile(r"threshold-(\d+)\.tsv")
+THRESHOLD_COLUMNS = (
+    "loop",
+    "file",
+    "line",
+    "rule",
+    "entries",
+    "iterations_run",
+    "iterations_skipped",
+    "seconds_measured",
+    "seconds_credited",
+)
+"""The header of ``threshold-<rank>.tsv``, which ``runtime/perfcast_threshold.c`` writes at
+exit for every loop the threshold iteration rule rewrote (``perfcast build --threshold``)."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +52,25 @@ class Block:
     """Call path of the MPI call that closes it (``main->sweep->MPI_Allreduce``)."""
     count: int
     seconds: float
+
+
+@dataclass(frozen=True)
+class LoopStats:
+    """One rank's record of one loop under the threshold iteration rule."""
+
+    rank: int
+    loop: int
+    file: str
+    line: int
+    rule_on: bool
+    """False where the run set PERFCAST_THRESHOLD=0: every body ran (the full traced run)."""
+    entries: int
+    iterations_run: int
+    iterations_skipped: int
+    seconds_measured: float
+    """Time inside the loop, skipped iterations' headers included."""
+    seconds_credited: float
+    """Time credited for the skipped bodies: about what the rule saved this rank."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +93,9 @@ class Trace:
     """Absolute paths of the SimGrid action files, in rank order."""
     blocks: tuple[tuple[Block, ...], ...]
     """Per rank, the compute blocks by (opening, closing) call path."""
+    threshold: tuple[LoopStats, ...] = ()
+    """The loops the threshold iteration rule rewrote, by rank and loop (none without
+    ``perfcast build --threshold``)."""
 
     def write_index(self, path: Path) -> Path:
         """Write the index ``smpirun -replay`` reads (the rank files' absolute paths, one a
@@ -189,4 +226,47 @@ def read_trace(directory: Path) -> Trace:
         credited=credited,
         rank_files=tuple(rank_files),
         blocks=blocks,
+        threshold=read_threshold_stats(base),
     )
+
+
+def read_threshold_stats(directory: Path) -> tuple[LoopStats, ...]:
+    """Every rank's threshold statistics in ``directory``, by rank and loop; empty where
+    the run rewrote no loop. A damaged file is an InputError naming it and the line."""
+    stats: list[LoopStats] = []
+    for path in sorted(directory.glob("threshold-*.tsv")):
+        match = THRESHOLD_FILE.fullmatch(path.name)
+        if match is None:
+            continue
+        lines = read_text(path, "threshold statistics", HINT).splitlines()
+        if not lines or tuple(lines[0].split("\t")) != THRESHOLD_COLUMNS:
+            raise InputError(
+                f"not a perfcast threshold statistics file (its header differs); {HINT}",
+                path=path,
+                line=1,
+            )
+        rank = int(match.group(1))
+        stats += [_loop_stats(path, number, rank, text) for number, text in enumerate(lines[1:], 2)]
+    return tuple(sorted(stats, key=lambda s: (s.rank, s.loop)))
+
+
+def _loop_stats(path: Path, number: int, rank: int, text: str) -> LoopStats:
+    fields = text.split("\t")
+    try:
+        if len(fields) != len(THRESHOLD_COLUMNS) or fields[3] not in ("on", "off"):
+            raise ValueError
+        loop, file, line, rule, entries, run, skipped, measured, credited = fields
+        seconds = float(measured), float(credited)
+        if not all(math.isfinite(s) and s >= 0 for s in seconds):
+            raise ValueError
+        counts = int(loop), int(line), int(entries), int(run), int(skipped)
+        if min(counts) < 0:
+            raise ValueError
+    except ValueError:
+        raise InputError(
+            f"expected {len(THRESHOLD_COLUMNS)} tab-separated fields "
+            f"({', '.join(THRESHOLD_COLUMNS)}); the run was damaged: {HINT}",
+            path=path,
+            line=number,
+        ) from None
+    return LoopStats(rank, counts[0], file, counts[1], rule == "on", *counts[2:], *seconds)

@@ -210,11 +210,16 @@ void perfcast_trace_prepare(int my_rank)
 {
     read_clock_setting();
     choose_directory();
+    char path[PATH_CAPACITY + 32];
+    /* the threshold rule's statistics of an earlier run in this directory would otherwise be
+     * read as this run's when this run shortens no loop (perfcast_threshold.c writes them
+     * only where a rule loop ran) */
+    snprintf(path, sizeof path, "%s/threshold-%d.tsv", directory, my_rank);
+    unlink(path);
     if (my_rank != 0)
         return;
     /* before the run id broadcast: no rank renames a file into place while an old
      * trace.json could still vouch for the directory */
-    char path[PATH_CAPACITY + 32];
     snprintf(path, sizeof path, "%s/trace.json", directory);
     unlink(path);
     snprintf(path, sizeof path, "%s/index.txt", directory);
