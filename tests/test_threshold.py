@@ -3,6 +3,7 @@ runtime's extrapolation, checked with real clang, mpicc and mpirun."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -11,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+import perfcast
 from perfcast.errors import InputError
 from perfcast.measure.threshold import (
     ThresholdPlan,
+    ThresholdStats,
     plan_threshold,
     read_threshold_stats,
     rewrite,
@@ -444,3 +447,220 @@ def test_cxx_range_for_is_rewritten_and_writes_through_references_are_refused(
     assert done.stdout.strip() == "100"  # 8 elements: fewer than the rule's minimum, all ran
     (stats,) = read_threshold_stats(tmp_path / "trace")
     assert (stats.line, stats.iterations_run, stats.iterations_skipped) == (at["range"], 8, 0)
+
+
+STENCIL = Path(perfcast.__file__).parent / "examples" / "stencil"
+STENCIL_CALL = "residual = global_residual(sweep(u, unew, size, size), MPI_COMM_WORLD);"
+
+
+def stencil_profile() -> TaintProfile:
+    """The taint profile of the bundled stencil (what ``perfcast taint`` writes for it,
+    reduced to what the rule reads): every function with its file, sweep's loops."""
+    sweep = [loop(17, inner=(loop(21),))]
+    files = {
+        "main": ("jacobi.c", [loop(51)]),
+        "init_grid": ("grid.c", []),
+        "sweep": ("grid.c", sweep),
+        "exchange_halo": ("halo.c", []),
+        "global_residual": ("halo.c", []),
+    }
+    return TaintProfile.from_json(
+        {
+            "format": "perfcast-taint-profile/1",
+            "functions": {
+                name: {"file": file, "terms": [["n"]], "callpaths": {}, "loops": loops}
+                for name, (file, loops) in files.items()
+            },
+        }
+    )
+
+
+def stencil_copy(tmp_path: Path, main_call: str = STENCIL_CALL, halo_extra: str = "") -> Path:
+    """The bundled stencil in ``tmp_path``, with main's use of sweep's result replaced by
+    ``main_call`` and ``halo_extra`` appended to halo.c (declared in stencil.h)."""
+    shutil.copytree(STENCIL, tmp_path, dirs_exist_ok=True)
+    jacobi = (tmp_path / "jacobi.c").read_text()
+    assert STENCIL_CALL in jacobi
+    (tmp_path / "jacobi.c").write_text(jacobi.replace(STENCIL_CALL, main_call))
+    if halo_extra:
+        (tmp_path / "halo.c").write_text((tmp_path / "halo.c").read_text() + halo_extra)
+        header = (tmp_path / "stencil.h").read_text()
+        declaration = halo_extra.split("{")[0].strip() + ";\n"
+        (tmp_path / "stencil.h").write_text(header.replace("\n#endif", declaration + "\n#endif"))
+    return tmp_path
+
+
+def sweep_verdict(directory: Path) -> str:
+    """The rule's verdict on sweep's loop when grid.c alone is compiled, as in a ``make``."""
+    plan = plan_threshold(stencil_profile(), [directory / "grid.c"], root=directory)
+    (verdict,) = [entry for entry in plan.loops if entry.line == 17]
+    return "applied" if verdict.applied else verdict.reason
+
+
+def test_a_result_returned_into_other_files_and_only_reduced_and_printed_is_safe(
+    tmp_path: Path,
+) -> None:
+    """sweep (grid.c) returns the loop's sum to main (jacobi.c), which passes it to
+    global_residual (halo.c): an MPI_Allreduce buffer, then returned to main and printed."""
+    directory = stencil_copy(tmp_path)
+    assert sweep_verdict(directory) == "applied"
+    # main's own loop calls exchange_halo, defined in halo.c, which calls MPI
+    plan = plan_threshold(stencil_profile(), [directory / "jacobi.c"], root=directory)
+    (main_loop,) = [entry for entry in plan.loops if entry.line == 51]
+    assert "its body calls exchange_halo (line 52), which calls MPI_Comm_rank" in main_loop.reason
+    assert "of halo.c" in main_loop.reason
+
+
+@pytest.mark.parametrize(
+    ("main_call", "halo_extra", "reason"),
+    [
+        (
+            "double r = sweep(u, unew, size, size); if (r < 1e-12) break;"
+            " residual = global_residual(r, MPI_COMM_WORLD);",
+            "",
+            "is returned (line 28) to main (jacobi.c:53), where r, computed from sweep's "
+            "result, decides the branch at line 53",
+        ),
+        (
+            "residual = global_residual(sweep(u, unew, size, size), MPI_COMM_WORLD);"
+            " if (residual < 1e-12) break;",
+            "",
+            # followed through global_residual's MPI_Allreduce and its return
+            "sweep's result is passed to global_residual (line 53) (halo.c:20), where total, "
+            "computed from local, is returned (line 24) to main (jacobi.c:53), where "
+            "residual, computed from global_residual's result, decides the branch at line 53",
+        ),
+        (
+            "send_some(u, (int)sweep(u, unew, size, size), MPI_COMM_WORLD);",
+            "void send_some(double *u, int count, MPI_Comm comm)\n"
+            "{\n    MPI_Send(u, count, MPI_DOUBLE, 0, 0, comm);\n}\n",
+            "sweep's result is passed to send_some (line 53) (halo.c:26), where count, the "
+            "parameter of send_some it is passed to, is an argument of MPI_Send (line 28)",
+        ),
+        (
+            "double (*step)(const double *, double *, int, int) = sweep;"
+            " residual = global_residual(step(u, unew, size, size), MPI_COMM_WORLD);",
+            "",
+            "sweep is referred to other than by a call (jacobi.c:53)",
+        ),
+    ],
+    ids=["break", "reduced-then-break", "mpi-count-in-another-file", "pointer"],
+)
+def test_a_result_that_reaches_control_flow_or_mpi_sizes_in_a_caller_is_refused(
+    tmp_path: Path, main_call: str, halo_extra: str, reason: str
+) -> None:
+    directory = stencil_copy(tmp_path, main_call, halo_extra)
+    verdict = sweep_verdict(directory)
+    assert verdict.startswith("change, written in its body, is returned (line 28)"), verdict
+    assert reason in verdict, verdict
+
+
+def test_a_value_passed_into_another_file_is_followed_through_its_reduction(
+    tmp_path: Path,
+) -> None:
+    """A function of halo.c reduces the value it is given and branches on the reduced
+    total: the reduction's result depends on the skipped bodies, so the rule is refused."""
+    call = "double mine = sweep(u, unew, size, size); stop_if_small(mine, MPI_COMM_WORLD);"
+    extra = (
+        "void stop_if_small(double local, MPI_Comm comm)\n{\n"
+        "    double total = 0.0;\n"
+        "    MPI_Allreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, comm);\n"
+        "    if (total < 1e-12)\n        MPI_Barrier(comm);\n}\n"
+    )
+    verdict = sweep_verdict(stencil_copy(tmp_path, call, extra))
+    assert verdict.endswith(
+        "mine, computed from sweep's result, is passed to stop_if_small (line 53) "
+        "(halo.c:26), where total, computed from local, decides the branch at line 30"
+    ), verdict
+
+
+@pytest.mark.slow
+def test_make_builds_the_stencil_with_sweep_under_the_rule_and_it_runs(tmp_path: Path) -> None:
+    """A real ``make`` of the stencil, one compile step per file through ``perfcast build
+    --threshold``: sweep's loop is rewritten, and the run skips most of its iterations
+    while the MPI calls stay the same as without the rule."""
+    directory = stencil_copy(tmp_path)
+    profile = tmp_path / "stencil.taint.json"
+    profile.write_text(json.dumps(stencil_profile().to_json()))
+    cc = f"python3 -m perfcast build --trace --threshold {profile} -- mpicc"
+    done = subprocess.run(
+        ["make", "-s", f"CC={cc}"], cwd=directory, capture_output=True, text=True, env=CLANG_MPI
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"{directory / 'grid.c'}:17: for loop over n: threshold rule applied" in done.stderr
+    stats: dict[str, dict[tuple[int, int], ThresholdStats]] = {}
+    mpi_calls: dict[str, list[list[str]]] = {}
+    for rule in ("1", "0"):
+        trace = tmp_path / f"trace-{rule}"
+        env = {**os.environ, "PERFCAST_TRACE_DIR": str(trace), "PERFCAST_THRESHOLD": rule}
+        env["PERFCAST_THRESHOLD_MIN_SECONDS"] = "0"  # sweep takes a few ms in all
+        run = subprocess.run(
+            [*MPIRUN, "-np", "2", "./jacobi", "200", "40"],
+            cwd=directory,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert run.returncode == 0, run.stderr
+        assert "jacobi: size=200 p=2 iterations=40" in run.stdout
+        stats[rule] = {(s.rank, s.line): s for s in read_threshold_stats(trace)}
+        mpi_calls[rule] = [
+            line.split()[1:]
+            for line in (trace / "rank-0.trace").read_text().splitlines()
+            if line.split()[1] != "compute"
+        ]
+    assert mpi_calls["1"] == mpi_calls["0"]
+    for rank in (0, 1):
+        on, off = stats["1"][(rank, 17)], stats["0"][(rank, 17)]
+        assert off.iterations_run == 40 * 200 and off.iterations_skipped == 0
+        assert on.iterations_skipped > 0.5 * off.iterations_run
+
+
+CALLER = """\
+double scale(double x);
+void log_value(double x);
+double unknown(double x);
+
+void calls_elsewhere(long n, double *a) {
+    for (long i = 0; i < n; i++) a[i] = scale(a[i]); /* pure */
+    for (long i = 0; i < n; i++) log_value(a[i]); /* logs */
+    for (long i = 0; i < n; i++) a[i] = unknown(a[i]); /* unknown */
+}
+"""
+
+CALLEE = """\
+#include <stdio.h>
+double scale(double x) { return 2 * x; }
+static void show(double x) { printf("%g\\n", x); }
+void log_value(double x) { show(x); }
+"""
+
+
+def test_calls_into_another_file_of_the_profile_are_judged_by_that_file(tmp_path: Path) -> None:
+    (tmp_path / "caller.c").write_text(CALLER)
+    (tmp_path / "callee.c").write_text(CALLEE)
+    at = marked_lines(CALLER)
+    profile = TaintProfile.from_json(
+        {
+            "format": "perfcast-taint-profile/1",
+            "functions": {
+                "calls_elsewhere": {
+                    "file": "caller.c",
+                    "terms": [["n"]],
+                    "callpaths": {},
+                    "loops": [loop(at[name]) for name in ("pure", "logs", "unknown")],
+                },
+                "scale": {"file": "callee.c", "terms": [], "callpaths": {}, "loops": []},
+            },
+        }
+    )
+    plan = plan_threshold(profile, [tmp_path / "caller.c"], root=tmp_path)
+    verdicts = {entry.line: entry for entry in plan.loops}
+    assert verdicts[at["pure"]].applied, verdicts[at["pure"]].reason
+    assert verdicts[at["logs"]].reason == (
+        f"its body calls log_value (line {at['logs']}), which calls show, which does I/O: "
+        "printf (line 3 of callee.c)"
+    )
+    assert verdicts[at["unknown"]].reason == (
+        f"its body calls unknown (line {at['unknown']}), defined in no file of the profile"
+    )

@@ -14,17 +14,37 @@ safe, rewrites the source (:func:`rewrite`), and reads what the runtime
 MPI calls nor their sizes, peers and roots, nor the control flow that leads to them. A loop is
 refused, with the reason, when
 
-* its body calls MPI, or calls a function of the translation unit that does (transitively);
-  calls through a function pointer and calls to functions defined in another file are refused
-  too, because what they do is not visible;
+* its body calls MPI, or calls a function of the program that does (transitively, across
+  the profile's files); calls through a function pointer and calls to functions that no
+  file of the profile defines are refused too, because what they do is not visible;
 * its body can leave the loop or the program early (``break`` of this loop, ``return``,
   ``goto``, a label, ``throw``, ``exit``/``abort``/``longjmp``), or does I/O (stdio, POSIX
   read/write, ``operator<<``): output would be missing;
 * a variable declared outside the loop and written in its body (assigned, incremented, its
   address taken, passed by non-const reference, a non-const method called on it) is read,
   directly or through variables assigned from it, anywhere else in the function in a
-  condition (``if``, loop, ``switch``, ``?:``, ``&&``/``||``), as a value argument of an MPI
-  call or of a function of the program, or in a ``return``; or is a global or static variable;
+  condition (``if``, loop, ``switch``, ``?:``, ``&&``/``||``) or as a value argument of an
+  MPI call; or is a global or static variable; or such a value *crosses a call* and is
+  refused there by the same rules:
+
+  - passed as a value argument to a function of the program (in this file or in another
+    file of the profile), it is followed into that function's parameter;
+  - returned, it is followed into every caller: every call of the function in the
+    profile's files (:class:`_Program`; every file is parsed, also those the current
+    compile step does not build, since ``make`` compiles one file per step) taints the
+    call's value there. The rule is refused when the callers cannot all be found: the
+    function is referred to other than by a direct call (its address taken, a function
+    pointer), is a virtual method, has no call in the profile's files (``main``, a
+    callback), or a profile file does not parse;
+  - received beside it by an MPI call (``MPI_Allreduce(&local, &total, ...)``: every
+    ``&y`` argument of a call that also has a tainted ``&x``), the received variable is
+    followed too: a convergence test on a reduced residual decides control flow.
+
+  Used only as MPI buffer contents (``&x``), printed, or stored through a pointer (a global
+  or static variable is refused, above), the value is harmless. The search stops at
+  :data:`MAX_FOLLOW_DEPTH` calls (refused beyond); a function reached twice is judged once.
+  A value computed from a call taints the result whatever the callee does with its
+  arguments (``x = g(s)`` taints ``x``);
 * the loop's own header reads such a variable, or memory of a type the body writes through a
   pointer (the body would decide the trip count), or calls a function;
 * it is written inside a macro, carries a ``#pragma``, sits in a ``constexpr`` function, or is
@@ -38,8 +58,10 @@ decides its control flow from array contents a skipped body writes is not detect
 "afterwards" are taken to be anywhere in the function outside the loop, which also covers a
 read before the loop inside an enclosing loop. Skipped iterations still evaluate the loop
 header, and that time is also part of the mean the skipped iterations are credited at.
-C++ is handled conservatively: a non-const method called on an object counts as writing it,
-so loops over members of a reference parameter are mostly refused.
+A function called in a skipped body is judged by its MPI calls, I/O and exits only: a
+global it writes is not followed. C++ is handled conservatively: a non-const method called
+on an object counts as writing it, so loops over members of a reference parameter are
+mostly refused.
 
 **At run time** (``runtime/perfcast_threshold.c``) ``PERFCAST_THRESHOLD=0`` runs every body,
 so the same binary gives the full traced run to compare with; ``PERFCAST_THRESHOLD_EPSILON``
@@ -50,12 +72,13 @@ so the same binary gives the full traced run to compare with; ``PERFCAST_THRESHO
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
 import re
 import subprocess
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,6 +110,9 @@ STATS_COLUMNS = (
 )
 SITES = "__perfcast_threshold_sites"
 CXX_SUFFIXES = {".cc", ".cpp", ".cxx", ".c++", ".C", ".hpp", ".hh", ".hxx"}
+HEADER_SUFFIXES = {".h", ".hh", ".hpp", ".hxx", ".H", ".inl", ".inc"}
+"""Files :class:`_Program` does not parse on their own: what they define is seen in every
+file that includes them, with that file's language and flags."""
 
 MPI_PREFIXES = ("MPI_", "PMPI_")
 EXIT_CALLS = {
@@ -256,6 +282,7 @@ def plan_threshold(
     for function in profile.functions.values():
         if function.file is not None:
             by_file.setdefault((base / function.file).resolve(), []).extend(function.loops)
+    program = _Program(base, by_file, parse_flags)
     verdicts: dict[tuple[Path, int], ThresholdLoop] = {}
     digests: dict[Path, str] = {}
     for path, loops in sorted(by_file.items()):
@@ -266,7 +293,7 @@ def plan_threshold(
                 for lp in _parameter_loops(loop)
             ]
         else:
-            analysis = _FileAnalysis(path, parse_flags)
+            analysis = program.analysis(path)
             digests[path] = hashlib.sha256(analysis.source.data).hexdigest()
             found = [verdict for loop in loops for verdict in analysis.decide(loop)]
         # a loop listed twice (by two functions, e.g. template instances) is rewritten once
@@ -451,11 +478,309 @@ def _escape(variable: Cursor) -> str:
     return ""
 
 
+MAX_FOLLOW_DEPTH = 8
+"""How many calls deep a value is followed from a loop into callers and callees; a chain
+longer than this is refused rather than searched further."""
+
+
+def _call_key(callee: Cursor) -> tuple[str, int]:
+    """The key under which :meth:`_FileAnalysis._reads` reports a call's result: the same
+    for every call of one function, in every translation unit (USRs are global)."""
+    return ("call " + callee.get_usr(), -1)
+
+
+def _is_virtual(function: Cursor) -> bool:
+    return function.kind == CK.CXX_METHOD and bool(function.is_virtual_method())
+
+
+@dataclass
+class _Trail:
+    """One loop's search through callers and callees: what has been followed already (a
+    recursion or a function reached twice is judged once) and how deep it is."""
+
+    program: _Program
+    visited: set[tuple[str, ...]] = field(default_factory=set)
+    depth: int = 0
+
+    def deeper(self) -> _Trail:
+        return _Trail(self.program, self.visited, self.depth + 1)
+
+
+@dataclass(frozen=True)
+class _CallSite:
+    analysis: _FileAnalysis
+    call: Cursor
+    function: Cursor | None
+    """The function definition the call is in; None for a call outside any function."""
+
+
+@dataclass
+class _Index:
+    """What :meth:`_Program._walk` collects over all profile files."""
+
+    calls: dict[str, list[_CallSite]] = field(default_factory=dict)
+    references: dict[str, str] = field(default_factory=dict)
+    """Per function: one place it is referred to other than as a call's callee."""
+    definitions: dict[str, tuple[_FileAnalysis, Cursor]] = field(default_factory=dict)
+    callees: set[tuple[str, int]] = field(default_factory=set)
+    """The callee expressions of the calls seen, which are not such references."""
+    seen: set[tuple[str, int]] = field(default_factory=set)
+
+
+class _Program:
+    """Every file of the taint profile, each parsed at most once per plan and only when a
+    value or a call crosses into it: a ``make`` compiles one file per step, and the loop of
+    that file may return its result to a function of another."""
+
+    def __init__(self, base: Path, files: Iterable[Path], parse_flags: Sequence[str]):
+        self.base = base
+        self.files = sorted({path for path in files if path.suffix not in HEADER_SUFFIXES})
+        self.parse_flags = tuple(parse_flags)
+        self._parsed: dict[Path, _FileAnalysis | str] = {}
+
+    def analysis(self, path: Path) -> _FileAnalysis:
+        """The file parsed; an InputError naming it where libclang cannot parse it."""
+        parsed = self._parsed.get(path)
+        if isinstance(parsed, _FileAnalysis):
+            return parsed
+        analysis = _FileAnalysis(path, self.parse_flags, self)
+        self._parsed[path] = analysis
+        return analysis
+
+    def _all(self) -> tuple[list[_FileAnalysis], list[str]]:
+        """Every profile file parsed, and why each that cannot be is missing."""
+        analyses, failures = [], []
+        for path in self.files:
+            if path not in self._parsed:
+                try:
+                    self._parsed[path] = _FileAnalysis(path, self.parse_flags, self)
+                except InputError as exc:
+                    self._parsed[path] = f"{self.name(path)} cannot be parsed ({exc})"
+            parsed = self._parsed[path]
+            if isinstance(parsed, _FileAnalysis):
+                analyses.append(parsed)
+            else:
+                failures.append(parsed)
+        return analyses, failures
+
+    def name(self, path: Path) -> str:
+        """``path`` as the user's build names it: relative to the profile's directory."""
+        try:
+            return str(path.relative_to(self.base))
+        except ValueError:
+            return str(path)
+
+    def place(self, cursor: Cursor) -> str:
+        """``file:line`` of a cursor, the file named as :meth:`name` does (a header's, where
+        the cursor is in one)."""
+        file = cursor.location.file
+        where = self.name(Path(file.name).resolve()) if file is not None else "?"
+        return f"{where}:{cursor.location.line}"
+
+    @functools.cached_property
+    def _index(self) -> _Index:
+        """Per function (USR): its calls, where it is referred to other than by a direct
+        call (its address taken, a function pointer set), and its definition."""
+        index = _Index()
+        analyses, _ = self._all()
+        for analysis in analyses:
+            for top in analysis.tu.cursor.get_children():
+                if top.location.file is not None and not _in_system_header(top):
+                    self._walk(analysis, top, None, index)
+        return index
+
+    def _walk(
+        self, analysis: _FileAnalysis, node: Cursor, function: Cursor | None, index: _Index
+    ) -> None:
+        if node.kind in DEFINITION_KINDS and node.is_definition():
+            function = node
+            index.definitions.setdefault(node.get_usr(), (analysis, node))
+        if node.kind == CK.CALL_EXPR and node.referenced is not None:
+            reference = _callee_reference(node)
+            if reference is not None:
+                index.callees.add(_key(reference))
+                if _key(node) not in index.seen:  # a header's inline function, parsed twice
+                    index.seen.add(_key(node))
+                    site = _CallSite(analysis, node, function)
+                    index.calls.setdefault(node.referenced.get_usr(), []).append(site)
+        elif (
+            node.kind in (CK.DECL_REF_EXPR, CK.MEMBER_REF_EXPR)
+            and node.referenced is not None
+            and node.referenced.kind in CALLABLE_KINDS
+            and _key(node) not in index.callees
+        ):
+            index.references.setdefault(node.referenced.get_usr(), self.place(node))
+        for child in node.get_children():
+            self._walk(analysis, child, function, index)
+
+    def follow_return(self, function: Cursor, what: str, line: int, trail: _Trail) -> str:
+        """Why ``function`` returning ``what`` may change the trace, judged in every
+        caller; empty where no caller can be changed by it."""
+        name = function.spelling
+        returned = f"{what} is returned (line {line})"
+        if _is_virtual(function):
+            return f"{returned} by a virtual method, whose calls through a base are not found"
+        if trail.depth >= MAX_FOLLOW_DEPTH:
+            return f"{returned}, and callers are followed no deeper than {MAX_FOLLOW_DEPTH} calls"
+        usr = function.get_usr()
+        if ("return", usr) in trail.visited:
+            return ""
+        trail.visited.add(("return", usr))
+        _, failures = self._all()
+        if failures:
+            return f"{returned}, and the callers of {name} cannot all be found: {failures[0]}"
+        calls, references = self._index.calls, self._index.references
+        if usr in references:
+            return (
+                f"{returned}, and {name} is referred to other than by a call "
+                f"({references[usr]}), so its callers cannot all be found"
+            )
+        sites = calls.get(usr, [])
+        if not sites:
+            return f"{returned}, and no call of {name} is found in the profile's files"
+        seed = {_call_key(function): f"{name}'s result"}
+        for site in sites:
+            place = self.place(site.call)
+            if site.function is None:
+                return f"{returned} to {place}, outside any function"
+            key = ("caller", usr, site.function.get_usr())
+            if key in trail.visited:
+                continue
+            trail.visited.add(key)
+            reason = site.analysis.judge(seed, None, site.function, trail.deeper())
+            if reason:
+                return f"{returned} to {site.function.spelling} ({place}), where {reason}"
+        return ""
+
+    def follow_argument(
+        self,
+        analysis: _FileAnalysis,
+        callee: Cursor,
+        index: int,
+        what: str,
+        line: int,
+        trail: _Trail,
+    ) -> str:
+        """Why passing ``what`` as argument ``index`` of ``callee`` may change the trace,
+        judged in the callee's definition (in ``analysis`` or another profile file)."""
+        name = callee.spelling
+        passed = f"{what} is passed to {name} (line {line})"
+        if callee.is_definition():
+            definition = (analysis, callee)
+        else:
+            _, failures = self._all()
+            found = self._index.definitions.get(callee.get_usr())
+            if found is None:
+                missing = f" ({failures[0]})" if failures else ""
+                return f"{passed}, which is defined in no file of the profile{missing}"
+            definition = found
+        if _is_virtual(callee):
+            return f"{passed}, a virtual method whose overriders are not followed"
+        where, function = definition
+        parameters = [c for c in _children(function) if c.kind == CK.PARM_DECL]
+        if index >= len(parameters):
+            return f"{passed} as a variadic argument, whose use is not followed"
+        if trail.depth >= MAX_FOLLOW_DEPTH:
+            return f"{passed}, and callees are followed no deeper than {MAX_FOLLOW_DEPTH} calls"
+        key = ("argument", callee.get_usr(), str(index))
+        if key in trail.visited:
+            return ""
+        trail.visited.add(key)
+        parameter = parameters[index]
+        seed = {_key(parameter): f"{parameter.spelling}, the parameter of {name} it is passed to,"}
+        reason = where.judge(seed, None, function, trail.deeper())
+        if reason:
+            return f"{passed} ({self.place(function)}), where {reason}"
+        return ""
+
+    @functools.cached_property
+    def _effects(self) -> tuple[dict[str, str], frozenset[str]]:
+        """Per function (USR) of any profile file: why calling it would change the trace,
+        by a fixed point over the calls of all the files, a call of a function that no
+        profile file defines counting as such a reason, since what it does is not visible;
+        and the functions the files define."""
+        analyses, failures = self._all()
+        direct: dict[str, str] = {}
+        calls: dict[str, set[str]] = {}
+        names: dict[str, str] = {}
+        for analysis in analyses:
+            for function in analysis.definitions():
+                usr = function.get_usr()
+                if usr in calls:
+                    continue  # an inline function of a header, seen in an earlier file
+                calls[usr] = set()
+                where = self.name(analysis.path)
+                for node in function.walk_preorder():
+                    if node.kind != CK.CALL_EXPR:
+                        continue
+                    effect = analysis.local_effect(node)
+                    if effect is not None:
+                        direct.setdefault(usr, f"{effect[:-1]} of {where})")
+                    callee = _callee(node)
+                    if (
+                        callee is not None
+                        and callee.location.file is not None
+                        and not _in_system_header(callee)
+                    ):
+                        calls[usr].add(callee.get_usr())
+                        names.setdefault(callee.get_usr(), callee.spelling)
+        missing = f" ({failures[0]})" if failures else ""
+        for usr, callees in calls.items():
+            for callee in sorted(callees - calls.keys()):
+                direct.setdefault(
+                    usr, f"calls {names[callee]}, defined in no file of the profile{missing}"
+                )
+        effects = dict(direct)
+        changed = True
+        while changed:
+            changed = False
+            for usr, callees in calls.items():
+                if usr in effects:
+                    continue
+                for callee in sorted(callees):
+                    if callee in effects:
+                        effects[usr] = f"calls {names[callee]}, which {effects[callee]}"
+                        changed = True
+                        break
+        return effects, frozenset(calls)
+
+    def effect_elsewhere(self, callee: Cursor, line: int) -> str | None:
+        """What calling ``callee``, defined in another file, does that the rule cannot
+        skip; None where the file defining it shows nothing such."""
+        name = callee.spelling
+        usr = callee.get_usr()
+        _, failures = self._all()
+        effects, defined = self._effects
+        if usr not in defined:
+            missing = f" ({failures[0]})" if failures else ""
+            return f"calls {name} (line {line}), defined in no file of the profile{missing}"
+        effect = effects.get(usr)
+        return None if effect is None else f"calls {name} (line {line}), which {effect}"
+
+
+def _callee_reference(call: Cursor) -> Cursor | None:
+    """The expression naming a call's callee (``f`` in ``f(x)``, ``o.m`` in ``o.m(x)``);
+    None where it is computed (a function pointer)."""
+    children = _children(call)
+    if not children:
+        return None
+    # the callee first; an overloaded operator's name may follow its left operand
+    for child in children:
+        node = strip(child)
+        if (
+            node.kind in (CK.DECL_REF_EXPR, CK.MEMBER_REF_EXPR)
+            and node.referenced == call.referenced
+        ):
+            return node
+    return None
+
+
 class _FileAnalysis:
     """One source file parsed once; the safety verdict for each of its profile loops."""
 
-    def __init__(self, path: Path, parse_flags: Sequence[str]):
+    def __init__(self, path: Path, parse_flags: Sequence[str], program: _Program):
         self.path = path
+        self.program = program
         language = "c++" if path.suffix in CXX_SUFFIXES else "c"
         builtin = find_clang().resource_dir / "include"
         args = ["-x", language, *parse_flags, *mpi_compile_flags(), "-isystem", str(builtin)]
@@ -472,17 +797,26 @@ class _FileAnalysis:
                     path=Path(location.file.name) if location.file else path,
                     line=location.line or None,
                 )
-        self.source = SourceText(path, self.tu)
-        self.effects = self._effects()
-        self.loops: dict[int, list[tuple[Cursor, Cursor]]] = {}
-        for function in self._definitions():
-            if Path(function.location.file.name).resolve() != path:
+
+    # computed on first use: a file parsed only to find callers or callees of another needs
+    # its tokens for few functions and its loops not at all
+    @functools.cached_property
+    def source(self) -> SourceText:
+        return SourceText(self.path, self.tu)
+
+    @functools.cached_property
+    def loops(self) -> dict[int, list[tuple[Cursor, Cursor]]]:
+        """The loops of the file's own functions by line, each with its function."""
+        loops: dict[int, list[tuple[Cursor, Cursor]]] = {}
+        for function in self.definitions():
+            if Path(function.location.file.name).resolve() != self.path:
                 continue
             for node in function.walk_preorder():
                 if node.kind in LOOP_KINDS and node.location.file is not None:
-                    self.loops.setdefault(node.location.line, []).append((node, function))
+                    loops.setdefault(node.location.line, []).append((node, function))
+        return loops
 
-    def _definitions(self) -> Iterator[Cursor]:
+    def definitions(self) -> Iterator[Cursor]:
         """Function definitions of the translation unit outside system headers."""
 
         def walk(node: Cursor) -> Iterator[Cursor]:
@@ -496,13 +830,16 @@ class _FileAnalysis:
 
         yield from walk(self.tu.cursor)
 
-    def _effects(self) -> dict[str, str]:
+    @functools.cached_property
+    def effects(self) -> dict[str, str]:
         """Per function (USR): why calling it would change the trace or the output, found
-        by a fixed point over the calls within the translation unit."""
+        by a fixed point over the calls within the translation unit (a call to a function of
+        another file is judged by :meth:`_Program.effect_elsewhere`). Computed on first use:
+        a file parsed only to find callers never needs it."""
         direct: dict[str, str] = {}
         calls: dict[str, set[str]] = {}
         names: dict[str, str] = {}
-        for function in self._definitions():
+        for function in self.definitions():
             usr = function.get_usr()
             names[usr] = function.spelling
             calls[usr] = set()
@@ -530,8 +867,19 @@ class _FileAnalysis:
         return effects
 
     def _call_effect(self, call: Cursor) -> str | None:
-        """What a call does that the rule cannot skip, judged by the callee's name and
-        whether its definition is visible; None for a harmless call."""
+        """What a call does that the rule cannot skip, judged by the callee's name and, for
+        a function of another file, by that file; None for a harmless call."""
+        effect = self.local_effect(call)
+        if effect is not None:
+            return effect
+        callee = _callee(call)
+        if callee is not None and not callee.is_definition() and not _in_system_header(callee):
+            return self.program.effect_elsewhere(callee, call.location.line)
+        return None
+
+    def local_effect(self, call: Cursor) -> str | None:
+        """What a call does that the rule cannot skip, judged by the callee's name alone;
+        None for a harmless call and for a function defined in another file."""
         callee = _callee(call)
         line = call.location.line
         if callee is None or callee.kind not in CALLABLE_KINDS:
@@ -547,8 +895,6 @@ class _FileAnalysis:
             return f"can leave the program: {name} (line {line})"
         if name in IO_CALLS:
             return f"does I/O: {name} (line {line})"
-        if not callee.is_definition() and not _in_system_header(callee):
-            return f"calls {name} (line {line}), defined in another file"
         return None
 
     def _effect_of(self, call: Cursor) -> str | None:
@@ -696,8 +1042,20 @@ class _FileAnalysis:
                         f"(line {node.location.line})"
                     )
         described = {key: f"{v.spelling}, written in its body," for key, v in written.items()}
-        tainted, escaped = self._propagate(described, body, function)
-        return escaped or self._use_reason(tainted, body, function)
+        return self.judge(described, body, function, _Trail(self.program))
+
+    def judge(
+        self,
+        tainted: dict[tuple[str, int], str],
+        body: Cursor | None,
+        function: Cursor,
+        trail: _Trail,
+    ) -> str:
+        """Why the values in ``tainted`` (variable or call key -> how it depends on skipped
+        bodies) may change the trace, read in ``function`` outside ``body`` (all of it
+        when None) and followed into callers and callees; empty where they cannot."""
+        tainted, escaped = self._propagate(dict(tainted), body, function)
+        return escaped or self._use_reason(tainted, body, function, trail)
 
     def _memory_type(self, node: Cursor) -> str | None:
         """The type of an access through memory (``*p``, ``a[i]``, ``s->f``), else None."""
@@ -799,7 +1157,8 @@ class _FileAnalysis:
         return found
 
     def _reads(self, expression: Cursor) -> list[tuple[str, int]]:
-        """Variables read by value in ``expression``: not under ``&``, not array names."""
+        """Variables read by value in ``expression``: not under ``&``, not array names; and
+        the results of the functions it calls (:func:`_call_key`)."""
         found: list[tuple[str, int]] = []
 
         def walk(node: Cursor) -> None:
@@ -807,6 +1166,8 @@ class _FileAnalysis:
                 tokens = self.source.tokens_in(node.extent.start.offset, node.extent.end.offset)
                 if tokens and tokens[0].spelling == "&":
                     return
+            if node.kind == CK.CALL_EXPR and node.referenced is not None:
+                found.append(_call_key(node.referenced))
             if node.kind == CK.DECL_REF_EXPR and node.referenced is not None:
                 variable = node.referenced
                 if variable.kind in (
@@ -823,11 +1184,22 @@ class _FileAnalysis:
         walk(expression)
         return found
 
-    def _outside(self, body: Cursor, function: Cursor) -> Iterator[Cursor]:
+    def _addressed(self, expression: Cursor) -> Cursor | None:
+        """The variable of an ``&x`` argument, else None."""
+        node = strip(expression)
+        if node.kind != CK.UNARY_OPERATOR:
+            return None
+        tokens = self.source.tokens_in(node.extent.start.offset, node.extent.end.offset)
+        operand = _children(node)
+        if not tokens or tokens[0].spelling != "&" or not operand:
+            return None
+        return self._root(operand[0])
+
+    def _outside(self, body: Cursor | None, function: Cursor) -> Iterator[Cursor]:
         """Nodes of the function outside the loop's body (the loop's header included)."""
 
         def walk(node: Cursor) -> Iterator[Cursor]:
-            if node == body:
+            if body is not None and node == body:
                 return
             yield node
             for child in node.get_children():
@@ -836,28 +1208,36 @@ class _FileAnalysis:
         yield from walk(function)
 
     def _propagate(
-        self, tainted: dict[tuple[str, int], str], body: Cursor, function: Cursor
+        self, tainted: dict[tuple[str, int], str], body: Cursor | None, function: Cursor
     ) -> tuple[dict[tuple[str, int], str], str]:
         """``tainted`` (variable -> how it depends on the body) grown by the variables
-        assigned or initialised from it outside the body, until nothing changes; and the
-        reason to refuse where it reaches a variable that outlives the function."""
-        flows: list[tuple[Cursor, Cursor]] = []
+        assigned or initialised from it outside the body, and by the variables whose
+        address an MPI call receives into beside a tainted one's (``MPI_Allreduce(&local,
+        &total, ...)``: the reduced value depends on the skipped bodies too), until nothing
+        changes; and the reason to refuse where it reaches a variable that outlives the
+        function."""
+        flows: list[tuple[Cursor, list[tuple[str, int]]]] = []
         for node in self._outside(body, function):
             assignment = self._assignment(node)
             if assignment is not None:
                 variable = self._root(assignment[0])
                 if variable is not None:
-                    flows.append((variable, assignment[1]))
+                    flows.append((variable, self._reads(assignment[1])))
             elif node.kind == CK.VAR_DECL:
                 values = [c for c in _children(node) if c.kind != CK.TYPE_REF]
                 if values:
-                    flows.append((node, values[-1]))
+                    flows.append((node, self._reads(values[-1])))
+            elif node.kind == CK.CALL_EXPR and node.spelling.startswith(MPI_PREFIXES):
+                addressed = [v for a in node.get_arguments() if (v := self._addressed(a))]
+                for variable in addressed:
+                    others = [_key(other) for other in addressed if other != variable]
+                    flows.append((variable, others))
         changed = True
         while changed:
             changed = False
-            for variable, value in flows:
+            for variable, reads in flows:
                 key = _key(variable)
-                sources = [tainted[k] for k in self._reads(value) if k in tainted]
+                sources = [tainted[k] for k in reads if k in tainted]
                 if key not in tainted and sources:
                     origin = sources[0].split(",")[0]
                     tainted[key] = f"{variable.spelling}, computed from {origin},"
@@ -868,9 +1248,15 @@ class _FileAnalysis:
         return tainted, ""
 
     def _use_reason(
-        self, tainted: dict[tuple[str, int], str], body: Cursor, function: Cursor
+        self,
+        tainted: dict[tuple[str, int], str],
+        body: Cursor | None,
+        function: Cursor,
+        trail: _Trail,
     ) -> str:
-        """The first use outside the loop that skipping bodies could change."""
+        """The first use outside the loop that skipping bodies could change: a value
+        returned is followed into the function's callers, one passed to a function of the
+        program into that function (:class:`_Program`)."""
         if not tainted:
             return ""
 
@@ -907,29 +1293,35 @@ class _FileAnalysis:
             elif node.kind == CK.RETURN_STMT and parts:
                 name = hit(parts[0])
                 if name:
-                    return f"{name} is returned (line {line})"
+                    reason = self.program.follow_return(function, name, line, trail)
+                    if reason:
+                        return reason
             elif node.kind == CK.CALL_EXPR:
-                reason = self._call_use(node, hit)
+                reason = self._call_use(node, hit, trail)
                 if reason:
                     return reason
         return ""
 
-    def _call_use(self, call: Cursor, hit: Callable[[Cursor], str | None]) -> str:
+    def _call_use(self, call: Cursor, hit: Callable[[Cursor], str | None], trail: _Trail) -> str:
         callee = _callee(call)
         if callee is None:
             return ""
         name = callee.spelling
-        program = not _in_system_header(callee)
-        if not (name.startswith(MPI_PREFIXES) or program):
+        line = call.location.line
+        if name.startswith(MPI_PREFIXES):
+            for argument in _children(call)[1:]:
+                variable = hit(argument)
+                if variable:
+                    return f"{variable} is an argument of {name} (line {line})"
             return ""
-        for argument in _children(call)[1:]:
+        if _in_system_header(callee):
+            return ""
+        for index, argument in enumerate(call.get_arguments()):
             variable = hit(argument)
             if variable:
-                where = "an argument of" if name.startswith(MPI_PREFIXES) else "passed to"
-                suffix = (
-                    "" if name.startswith(MPI_PREFIXES) else ", whose use of it is not followed"
-                )
-                return f"{variable} is {where} {name} (line {call.location.line}){suffix}"
+                reason = self.program.follow_argument(self, callee, index, variable, line, trail)
+                if reason:
+                    return reason
         return ""
 
 
