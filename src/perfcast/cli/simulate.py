@@ -22,6 +22,7 @@ from typing import Any
 
 from perfcast.cli import positive_seconds
 from perfcast.columns import aligned
+from perfcast.experiment.names import display_names
 from perfcast.simulate.platform import read_platform
 from perfcast.simulate.simulation import Simulation, simulate
 from perfcast.simulate.trace import LoopStats, read_trace
@@ -198,8 +199,14 @@ def _as_text(result: Simulation, native: float | None, slowdown: float | None) -
         lines.append(
             f"compute blocks of the traced run, all ranks ({len(shown)} of {len(result.blocks)}):"
         )
+        # C++ signatures shortened to function names, as every other listing shows them
+        names = display_names([path for block in shown for path in (block.opening, block.closing)])
         block_rows = [
-            (f"{block.seconds:.4g}", str(block.count), f"{block.opening} -> {block.closing}")
+            (
+                f"{block.seconds:.4g}",
+                str(block.count),
+                f"{names[block.opening]} -> {names[block.closing]}",
+            )
             for block in shown
         ]
         lines += aligned(
