@@ -442,3 +442,19 @@ def test_read_trace_reports_each_bad_directory(complete_trace: Path, tmp_path: P
     with pytest.raises(InputError, match="from another run or rank") as caught:
         read_trace(other_run)
     assert caught.value.path == blocks and caught.value.line == 1
+
+
+def test_threshold_without_trace_says_to_add_it(tmp_path: Path) -> None:
+    profile = tmp_path / "app.taint.json"
+    profile.write_text("{}")
+    options = BuildOptions(threshold_profile=profile)
+    with pytest.raises(PerfcastError, match=r"--threshold .* give --trace too"):
+        wrap(["mpicc", "-c", "app.c"], options)
+
+
+def test_threshold_with_a_missing_profile_names_it(tmp_path: Path) -> None:
+    source = tmp_path / "app.c"
+    source.write_text("int main(void) { return 0; }\n")
+    options = BuildOptions(trace=True, threshold_profile=tmp_path / "absent.json")
+    with pytest.raises(InputError, match=r"absent\.json"):
+        wrap(["mpicc", "-c", str(source)], options)
