@@ -4,7 +4,8 @@ mpirun, ``perfcast simulate`` on described platforms.
 
 NAS IS is the dPerf paper's benchmark (Allreduce, Alltoall, Alltoallv, Irecv/Send/Wait);
 LULESH exchanges halos with Isend/Irecv/Wait between 8 ranks, traced here on 2 cores with
-the CPU clock, which is how a user on a small machine traces a job larger than it.
+the CPU clock, which is how a user on a small machine traces a job larger than it; miniFE
+receives from MPI_ANY_SOURCE.
 """
 
 from __future__ import annotations
@@ -112,3 +113,31 @@ def test_lulesh_at_8_ranks_on_2_cores_traces_with_the_cpu_clock(
     cluster = shown["cluster"]
     assert cluster["time"] >= cluster["compute"] > 0
     assert len(cluster["ranks"]) == 8
+
+
+def test_minife_traces_its_wildcard_receives_and_replays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """miniFE's setup receives from MPI_ANY_SOURCE: the trace names the matched source, so
+    the replay pairs every receive with its send."""
+    shutil.copytree(APPS / "minife", tmp_path / "minife")
+    source = tmp_path / "minife" / "ref" / "src"
+    compilers = [f"CXX={PERFCAST_BUILD} mpicxx", f"CC={PERFCAST_BUILD} mpicc"]
+    subprocess.run(
+        ["make", "-j2", *compilers], cwd=source, check=True, capture_output=True, timeout=600
+    )
+    trace = tmp_path / "trace"
+    run = subprocess.run(
+        [*MPIRUN, "-np", "3", "-x", f"PERFCAST_TRACE_DIR={trace}", "./miniFE.x", "nx=12"],
+        cwd=source, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    recorded = read_trace(trace)
+    lines = [line.split() for path in recorded.rank_files for line in path.read_text().splitlines()]
+    # no wildcard survives: every receive names a rank of the run
+    receives = [fields for fields in lines if fields[1] in ("irecv", "recv")]
+    assert receives and all(0 <= int(fields[2]) < 3 for fields in receives)
+    sends = sum(fields[1] in ("send", "isend") for fields in lines)
+    assert sends == len(receives)
+    shown = predict(trace, tmp_path, capsys, cluster=["--nodes", "3"])
+    assert shown["cluster"]["time"] >= shown["cluster"]["compute"] > 0
