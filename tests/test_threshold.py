@@ -16,12 +16,11 @@ import perfcast
 from perfcast.errors import InputError
 from perfcast.measure.threshold import (
     ThresholdPlan,
-    ThresholdStats,
     plan_threshold,
-    read_threshold_stats,
     rewrite,
     threshold_object,
 )
+from perfcast.simulate.trace import LoopStats, read_threshold_stats
 from perfcast.taint.profile_model import TaintProfile
 
 pytestmark = pytest.mark.skipif(
@@ -133,20 +132,21 @@ void own_condition(long n, double *a) {
     while (i < n) { a[i] = 0; i++; } /* own_condition */
 }
 
-void safe(long n, double *a) {
-    double s = 0;
+/* float memory: no function of this file reads it in a condition (others read double) */
+void safe(long n, float *a) {
+    double s = 0, r = 0;
     for (long i = 0; i < n; i++) { a[i] = a[i] * 2 + 1; s += a[i]; } /* safe */
-    MPI_Allreduce(&s, a, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    printf("%g\\n", s);
+    MPI_Allreduce(&s, &r, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    printf("%g %g\\n", s, r);
 }
 
-void nested(long n, long m, double *a) {
+void nested(long n, long m, float *a) {
     for (long i = 0; i < n; i++) { /* nested_outer */
         for (long j = 0; j < m; j++) a[j] += i; /* nested_inner */
     }
 }
 
-void unsafe_outer(long n, long m, double *a) {
+void unsafe_outer(long n, long m, float *a) {
     for (long i = 0; i < n; i++) { /* unsafe_outer */
         for (long j = 0; j < m; j++) a[j] += i; /* safe_inner */
         MPI_Barrier(MPI_COMM_WORLD);
@@ -172,7 +172,8 @@ int main(int argc, char **argv) {
     }
     printf("line %d\\n", __LINE__); /* printed */
     int unused_after_the_loops; /* unused */
-    return a[0] > 1e300;
+    fprintf(stderr, "%g\\n", a[0]); /* not returned: main's result is the program's */
+    return 0;
 }
 """
 
@@ -455,11 +456,11 @@ STENCIL_CALL = "residual = global_residual(sweep(u, unew, size, size), MPI_COMM_
 
 def stencil_profile() -> TaintProfile:
     """The taint profile of the bundled stencil (what ``perfcast taint`` writes for it,
-    reduced to what the rule reads): every function with its file, sweep's loops."""
+    reduced to what the rule reads): every function with its file, and its loops."""
     sweep = [loop(17, inner=(loop(21),))]
     files = {
         "main": ("jacobi.c", [loop(51)]),
-        "init_grid": ("grid.c", []),
+        "init_grid": ("grid.c", [loop(6, inner=(loop(7),))]),
         "sweep": ("grid.c", sweep),
         "exchange_halo": ("halo.c", []),
         "global_residual": ("halo.c", []),
@@ -504,6 +505,9 @@ def test_a_result_returned_into_other_files_and_only_reduced_and_printed_is_safe
     global_residual (halo.c): an MPI_Allreduce buffer, then returned to main and printed."""
     directory = stencil_copy(tmp_path)
     assert sweep_verdict(directory) == "applied"
+    # init_grid and sweep write double memory, which no condition, size or count reads
+    plan = plan_threshold(stencil_profile(), [directory / "grid.c"], root=directory)
+    assert [entry.line for entry in plan.loops if entry.applied] == [6, 17]
     # main's own loop calls exchange_halo, defined in halo.c, which calls MPI
     plan = plan_threshold(stencil_profile(), [directory / "jacobi.c"], root=directory)
     (main_loop,) = [entry for entry in plan.loops if entry.line == 51]
@@ -588,7 +592,7 @@ def test_make_builds_the_stencil_with_sweep_under_the_rule_and_it_runs(tmp_path:
     )
     assert done.returncode == 0, done.stderr
     assert f"{directory / 'grid.c'}:17: for loop over n: threshold rule applied" in done.stderr
-    stats: dict[str, dict[tuple[int, int], ThresholdStats]] = {}
+    stats: dict[str, dict[tuple[int, int], LoopStats]] = {}
     mpi_calls: dict[str, list[list[str]]] = {}
     for rule in ("1", "0"):
         trace = tmp_path / f"trace-{rule}"
@@ -619,12 +623,14 @@ def test_make_builds_the_stencil_with_sweep_under_the_rule_and_it_runs(tmp_path:
 CALLER = """\
 double scale(double x);
 void log_value(double x);
-double unknown(double x);
+float unknown(float x);
 
-void calls_elsewhere(long n, double *a) {
+/* unknown is given float memory: what it does with it cannot be seen, so a loop writing
+   float memory would be refused; pure writes double memory */
+void calls_elsewhere(long n, double *a, float *b) {
     for (long i = 0; i < n; i++) a[i] = scale(a[i]); /* pure */
     for (long i = 0; i < n; i++) log_value(a[i]); /* logs */
-    for (long i = 0; i < n; i++) a[i] = unknown(a[i]); /* unknown */
+    for (long i = 0; i < n; i++) b[i] = unknown(b[i]); /* unknown */
 }
 """
 
@@ -664,3 +670,230 @@ def test_calls_into_another_file_of_the_profile_are_judged_by_that_file(tmp_path
     assert verdicts[at["unknown"]].reason == (
         f"its body calls unknown (line {at['unknown']}), defined in no file of the profile"
     )
+
+
+SAMPLESORT = Path(__file__).resolve().parents[1] / "examples" / "samplesort" / "samplesort.c"
+
+
+def samplesort_profile() -> TaintProfile:
+    """The loops ``perfcast taint`` finds in the bundled sample sort (n = argv[1], and
+    p, the number of ranks), reduced to what the rule reads."""
+
+    def over(line: int, kind: str = "for", inner: tuple[dict, ...] = ()) -> dict:
+        return {"line": line, "kind": kind, "params": ["n", "p"], "loops": list(inner)}
+
+    merge = over(32, inner=(over(36, "while"), over(38, "while"), over(40, "while")))
+    files = {
+        "generate_keys": [over(20)],
+        "sort_local": [over(31, inner=(merge,))],
+        "choose_splitters": [over(59), over(63)],
+        "count_buckets": [over(74, inner=(over(76, "while"),))],
+        "main": [over(126), over(137)],
+    }
+    return TaintProfile.from_json(
+        {
+            "format": "perfcast-taint-profile/1",
+            "functions": {
+                name: {"file": "samplesort.c", "terms": [["n"]], "callpaths": {}, "loops": loops}
+                for name, loops in files.items()
+            },
+        }
+    )
+
+
+def test_loops_writing_memory_that_steers_the_sample_sort_are_refused(tmp_path: Path) -> None:
+    """Keys, merge output, samples and bucket counts are arrays: their contents decide
+    the sort's branches and MPI_Alltoallv's counts, so no loop writing them is skipped."""
+    shutil.copy(SAMPLESORT, tmp_path)
+    plan = plan_threshold(samplesort_profile(), [tmp_path / "samplesort.c"], root=tmp_path)
+    verdicts = {entry.line: entry for entry in plan.loops}
+    assert not [entry.describe() for entry in plan.loops if entry.applied]
+    writes = {20: "uint32_t", 32: "uint32_t", 59: "uint32_t", 63: "uint32_t", 74: "int"}
+    writes[137] = "long"
+    for line, kind in writes.items():
+        reason = verdicts[line].reason
+        assert reason.startswith("its body writes memory read in "), reason
+        # the write is the loop's own store: the key, the merge move, the sample, the count
+        store = {20: 22, 32: 37, 59: 60, 63: 64, 74: 83, 137: 138}[line]
+        assert f"{kind} memory (written at samplesort.c:{store})" in reason, reason
+    # keys are compared in the merge (sort_local, line 37) wherever they were written
+    assert verdicts[20].reason.endswith("decides the ?: at line 37"), verdicts[20].reason
+    # the checked count of out-of-order keys is reduced and decides main's exit status
+    assert "is returned (line 150)" in verdicts[137].reason, verdicts[137].reason
+
+
+ALLTOALLV = """\
+#include <mpi.h>
+#include <stdlib.h>
+
+void fill_counts(int *counts, int ranks, long n) {
+    for (long i = 0; i < n; i++) counts[i % ranks] += 1; /* counts */
+}
+
+void fill_values(double *values, long n) {
+    for (long i = 0; i < n; i++) values[i] = 0.5 * (double)i; /* values */
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int ranks;
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    long n = atol(argv[1]);
+    int *counts = calloc((size_t)ranks, sizeof *counts);
+    int *displs = calloc((size_t)ranks, sizeof *displs);
+    double *values = malloc((size_t)n * sizeof *values);
+    double *received = malloc((size_t)n * sizeof *received);
+    fill_counts(counts, ranks, n);
+    fill_values(values, n);
+    MPI_Alltoallv(values, counts, displs, MPI_DOUBLE, received, counts, displs, MPI_DOUBLE,
+                  MPI_COMM_WORLD); /* alltoallv */
+    free(values);
+    free(received);
+    free(counts);
+    free(displs);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_an_array_of_mpi_counts_is_refused_and_one_only_sent_is_applied(tmp_path: Path) -> None:
+    source = tmp_path / "exchange.c"
+    source.write_text(ALLTOALLV)
+    at = marked_lines(ALLTOALLV)
+    profile = profile_for("exchange.c", [loop(at["counts"]), loop(at["values"])])
+    verdicts = {e.line: e for e in plan_threshold(profile, [source], root=tmp_path).loops}
+    assert verdicts[at["counts"]].reason == (
+        f"its body writes memory read in main (exchange.c:12): int memory (written at "
+        f"exchange.c:{at['counts']}), is a count or displacement array of MPI_Alltoallv "
+        f"(line {at['alltoallv'] - 1})"
+    )
+    # double memory is only MPI_Alltoallv's contents: skipping changes no size or branch
+    assert verdicts[at["values"]].applied, verdicts[at["values"]].reason
+
+
+MEMORY_CASE = """\
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct item { int count; double weight; };
+
+void fill(long n, TYPE *a) {
+    for (long i = 0; i < n; i++) STORE; /* fill */
+}
+
+int later(TYPE *a, long n) {
+    READ
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("element", "store", "read", "reason"),
+    [
+        (
+            "int",
+            "a[i] = (int)i",
+            "unsigned char bytes[4];\n"
+            "    MPI_Bcast(a, 1, MPI_INT, 0, MPI_COMM_WORLD);\n"
+            "    MPI_Allreduce(a, bytes, 4, MPI_BYTE, MPI_BOR, MPI_COMM_WORLD);\n"
+            "    if (bytes[0]) MPI_Barrier(MPI_COMM_WORLD);\n    return 0;",
+            # received as bytes beside the int buffer: the bytes are filled from it
+            "char memory (filled at case.c:14 from int memory (written at case.c:8)), "
+            "decides the branch at line 15",
+        ),
+        (
+            "struct item",
+            "a[i].count = (int)i",
+            "struct item first = a[0];\n    if (first.count > 3) return 1;\n    return 0;",
+            # a member's write is a write of its struct, read whole here
+            "first, computed from int memory (written at case.c:8), decides the branch at line 13",
+        ),
+        (
+            "double",
+            "a[i] = 0.5 * (double)i",
+            "const unsigned char *bytes = (const unsigned char *)a;\n"
+            "    if (bytes[0] == 0) return (int)n;\n    return 0;",
+            # a character pointer made from a double pointer reads double memory
+            "char memory (any type where pointers are converted to char pointers at case.c:12",
+        ),
+        (
+            "double",
+            "a[i] = 0.5 * (double)i",
+            "long long copy[2];\n    memcpy(copy, a, sizeof copy);\n"
+            "    if (copy[1] > 1) return 1;\n    return 0;",
+            # memcpy fills its destination's type from its source's
+            "long long memory (filled at case.c:13 from double memory (written at case.c:8)), "
+            "decides the branch at line 14",
+        ),
+        (
+            "double",
+            "a[i] = 0.5 * (double)i",
+            "int *sizes = malloc((size_t)n * sizeof *sizes);\n"
+            "    int total = (int)a[0];\n    free(malloc((size_t)total));\n"
+            "    free(sizes);\n    return 0;",
+            "total, computed from double memory (written at case.c:8), decides the size "
+            "malloc allocates (line 14)",
+        ),
+        (
+            "double",
+            "a[i] = 0.5 * (double)i",
+            'char *text = malloc(8);\n    strcpy(text, "x");\n'
+            "    int found = text[0] == 'x';\n    free(text);\n    return found ? (int)n : 0;",
+            "",  # char memory read, but no pointer to another type becomes a char pointer
+        ),
+    ],
+    ids=["received-as-bytes", "struct-member", "laundered-char", "copied", "malloc", "char-only"],
+)
+def test_memory_a_loop_writes_is_followed_to_its_readers(
+    tmp_path: Path, element: str, store: str, read: str, reason: str
+) -> None:
+    text = MEMORY_CASE.replace("TYPE", element).replace("STORE", store).replace("READ", read)
+    (tmp_path / "case.c").write_text(text)
+    line = marked_lines(text)["fill"]
+    plan = plan_threshold(profile_for("case.c", [loop(line)]), [tmp_path / "case.c"], root=tmp_path)
+    (verdict,) = plan.loops
+    if not reason:
+        assert verdict.applied, verdict.reason
+        return
+    assert verdict.reason.startswith("its body writes memory read in later (case.c:11): ")
+    assert reason in verdict.reason, verdict.reason
+
+
+def test_the_sample_sort_built_under_the_rule_sorts_and_keeps_its_mpi_calls(
+    tmp_path: Path,
+) -> None:
+    """The build that skipped the key generation and merge loops printed out_of_order != 0
+    and changed MPI_Alltoallv's counts; under the memory rule it sorts, and its trace's MPI
+    calls are those of the run with every body executed."""
+    shutil.copy(SAMPLESORT, tmp_path)
+    profile = tmp_path / "ss.taint.json"
+    profile.write_text(json.dumps(samplesort_profile().to_json()))
+    build_cmd = ["python3", "-m", "perfcast", "build", "--trace", "--threshold", str(profile)]
+    build_cmd += ["--", "mpicc", "-O2", "samplesort.c", "-o", "samplesort"]
+    done = subprocess.run(build_cmd, cwd=tmp_path, capture_output=True, text=True, env=CLANG_MPI)
+    assert done.returncode == 0, done.stderr
+    assert "threshold rule applied" not in done.stderr
+    mpi_calls = {}
+    for rule in ("1", "0"):
+        trace = tmp_path / f"trace-{rule}"
+        env = {**os.environ, "PERFCAST_TRACE_DIR": str(trace), "PERFCAST_THRESHOLD": rule}
+        run = subprocess.run(
+            [*MPIRUN, "-np", "2", "./samplesort", "200000"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert "keys=400000 out_of_order=0" in run.stdout
+        mpi_calls[rule] = [
+            [
+                line
+                for line in (trace / f"rank-{rank}.trace").read_text().splitlines()
+                if line.split()[1] != "compute"
+            ]
+            for rank in (0, 1)
+        ]
+    assert mpi_calls["1"] == mpi_calls["0"] and all(mpi_calls["1"])

@@ -7,8 +7,9 @@ epsilon after ``th`` iterations and credit ``t_th / th * (n - th)`` to the compu
 traced run gets cheaper, the trace stays the same. dPerf had to be told which loops those are;
 perfcast's taint profile already knows which loops depend on which parameters
 (:func:`plan_threshold` reads it), and this module decides per loop whether skipping bodies is
-safe, rewrites the source (:func:`rewrite`), and reads what the runtime
-(``runtime/perfcast_threshold.c``, :func:`threshold_object`) wrote (:func:`read_threshold_stats`).
+safe and rewrites the source (:func:`rewrite`); the runtime (``runtime/perfcast_threshold.c``,
+:func:`threshold_object`) writes per-loop statistics beside the trace, which
+:func:`perfcast.simulate.trace.read_threshold_stats` reads with the rest of the trace.
 
 **When the rule is safe.** Skipping a body must not change the trace: neither the sequence of
 MPI calls nor their sizes, peers and roots, nor the control flow that leads to them. A loop is
@@ -23,8 +24,9 @@ refused, with the reason, when
 * a variable declared outside the loop and written in its body (assigned, incremented, its
   address taken, passed by non-const reference, a non-const method called on it) is read,
   directly or through variables assigned from it, anywhere else in the function in a
-  condition (``if``, loop, ``switch``, ``?:``, ``&&``/``||``) or as a value argument of an
-  MPI call; or is a global or static variable; or such a value *crosses a call* and is
+  condition (``if``, loop, ``switch``, ``?:``, ``&&``/``||``), as a value argument of an
+  MPI call (or, by address, as its count array), or as an allocation's size; or is a
+  global or static variable; or such a value *crosses a call* and is
   refused there by the same rules:
 
   - passed as a value argument to a function of the program (in this file or in another
@@ -45,23 +47,52 @@ refused, with the reason, when
   :data:`MAX_FOLLOW_DEPTH` calls (refused beyond); a function reached twice is judged once.
   A value computed from a call taints the result whatever the callee does with its
   arguments (``x = g(s)`` taints ``x``);
-* the loop's own header reads such a variable, or memory of a type the body writes through a
-  pointer (the body would decide the trip count), or calls a function;
+* it writes memory through a pointer (``*p``, ``a[i]``, ``s->f``, a member of an element,
+  a library call's non-const pointer argument such as ``memcpy``'s destination), itself or
+  in the program's functions it calls (transitively), and memory of that *kind* is read
+  anywhere in the profile's files (:meth:`_FileAnalysis._memory_reason`) in a condition
+  (``if``, a loop's condition or bound, ``switch``, ``?:``, ``&&``/``||``), as an MPI
+  call's size, peer, tag or root, as an MPI count or displacement array (``const int
+  sendcounts[]`` of ``MPI_Alltoallv``: a pointer-to-const parameter that is not a buffer),
+  or as a ``malloc``/``calloc``/``realloc`` size; directly, or through the values computed
+  from the read, followed like the scalars above (every function judged whole, returns
+  into callers, arguments into callees). Kinds are compared as C's aliasing rules allow
+  objects to overlap: canonical types without qualifiers, an array's element, signed and
+  unsigned variants as one kind (``uint32_t`` and ``int``), a member's write also a write
+  of its struct and a struct's of its members. Written kinds spread before the search:
+  an MPI call's buffers receive from each other (a reduction of ``long`` fills ``long``
+  memory: received memory has the buffer's type, so when both sides have one element type
+  the rule covers it unchanged, and a buffer of another type, ``MPI_BYTE`` into ``unsigned
+  char``, is filled too), a store ``b[i] = a[j]`` fills ``b``'s kind from ``a``'s, a
+  library call fills its non-const pointers' kinds from its const ones (``memcpy``).
+  Character memory is any object's bytes: where the program turns a pointer to another
+  type (or a ``void *`` other than fresh memory or null) into a character pointer, a
+  character read counts as reading every kind and a character write as writing every
+  kind; a write through ``void *`` (``memset`` of a ``void *`` variable) writes every kind;
+* the loop's own header reads such a variable, or memory of a kind the body writes through
+  a pointer (the body would decide the trip count), or calls a function;
 * it is written inside a macro, carries a ``#pragma``, sits in a ``constexpr`` function, or is
   nested in a loop the rule already covers (outermost eligible loops only).
 
-**Limits.** Aliasing through pointers is not tracked: writes through ``*p``, ``a[i]`` or
-``s->f`` change memory whose later readers are not followed. That is why the *contents* of
-MPI buffers may differ under the rule (a result array is not computed) while MPI *sizes*
-and control flow may not: those are scalars, and scalars are followed. A program that
-decides its control flow from array contents a skipped body writes is not detected. Reads
-"afterwards" are taken to be anywhere in the function outside the loop, which also covers a
-read before the loop inside an enclosing loop. Skipped iterations still evaluate the loop
+**Limits.** Memory is told apart by type only, not by object: a loop writing ``double``
+memory is refused when *any* ``double`` memory of the program decides a branch, also an
+unrelated array's (conservative), and a loop is judged safe only because no memory of its
+kinds is read that way. That is sound for programs that do not launder types: memory
+written as one type and read as another other than through character pointers, ``memcpy``
+or MPI buffers (a ``union``, a pointer cast between two non-character types, an MPI
+datatype that differs from the buffer's type on the two sides, ``qsort``'s callback
+reading what it sorts) is not followed; nor is a value carried from one kind of memory
+into another through a scalar (``int c = a[i]; b[i] = c;``), nor memory that library
+functions read inside a call other than through its pointer arguments, nor nested structs
+more than five levels deep. The *contents* of MPI buffers may still differ under the rule
+(a result array is not computed) where no condition, size or count reads their kind.
+Reads "afterwards" are taken to be anywhere in the function outside the loop, which also
+covers a read before the loop inside an enclosing loop. Skipped iterations still evaluate the loop
 header, and that time is also part of the mean the skipped iterations are credited at.
-A function called in a skipped body is judged by its MPI calls, I/O and exits only: a
-global it writes is not followed. C++ is handled conservatively: a non-const method called
-on an object counts as writing it, so loops over members of a reference parameter are
-mostly refused.
+A function called in a skipped body is judged by its MPI calls, I/O, exits and the memory
+it writes: a global variable it writes is not followed. C++ is handled conservatively: a
+non-const method called on an object counts as writing it, so loops over members of a
+reference parameter are mostly refused.
 
 **At run time** (``runtime/perfcast_threshold.c``) ``PERFCAST_THRESHOLD=0`` runs every body,
 so the same binary gives the full traced run to compare with; ``PERFCAST_THRESHOLD_EPSILON``
@@ -74,7 +105,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import math
 import os
 import re
 import subprocess
@@ -87,7 +117,6 @@ from clang.cindex import Cursor, CursorKind, TypeKind
 
 from perfcast.clang import find_clang
 from perfcast.errors import InputError, PerfcastError
-from perfcast.inputs import read_text
 from perfcast.measure import toolchain
 from perfcast.taint.profile_model import Loop, TaintProfile
 from perfcast.taint.rewriter import LOOP_KINDS, SourceText, strip
@@ -96,18 +125,6 @@ from perfcast.taint.toolchain import mpi_compile_flags
 CK = CursorKind
 
 RUNTIME_SOURCE = toolchain.RUNTIME_DIR / "perfcast_threshold.c"
-STATS_PATTERN = "threshold-*.tsv"
-STATS_COLUMNS = (
-    "loop",
-    "file",
-    "line",
-    "rule",
-    "entries",
-    "iterations_run",
-    "iterations_skipped",
-    "seconds_measured",
-    "seconds_credited",
-)
 SITES = "__perfcast_threshold_sites"
 CXX_SUFFIXES = {".cc", ".cpp", ".cxx", ".c++", ".C", ".hpp", ".hh", ".hxx"}
 HEADER_SUFFIXES = {".h", ".hh", ".hpp", ".hxx", ".H", ".inl", ".inc"}
@@ -244,24 +261,6 @@ class ThresholdPlan:
         return [loop for loop in self.loops if loop.applied and loop.file == path]
 
 
-@dataclass(frozen=True)
-class ThresholdStats:
-    """One loop's line of a rank's ``threshold-<rank>.tsv``."""
-
-    rank: int
-    loop: int
-    file: str
-    line: int
-    rule_on: bool
-    entries: int
-    iterations_run: int
-    iterations_skipped: int
-    seconds_measured: float
-    """Time inside the loop, skipped iterations' headers included."""
-    seconds_credited: float
-    """Time credited for the skipped bodies (zero with the rule off)."""
-
-
 def plan_threshold(
     profile: TaintProfile,
     sources: Sequence[Path],
@@ -390,56 +389,6 @@ def threshold_object() -> Path:
     return toolchain.cached_object(key, "perfcast_threshold.o", build)
 
 
-def read_threshold_stats(trace_dir: Path) -> tuple[ThresholdStats, ...]:
-    """Every rank's threshold statistics under ``trace_dir``, by rank and loop; empty when
-    the run rewrote no loop. A damaged file is an InputError naming it and the line."""
-    stats: list[ThresholdStats] = []
-    for path in sorted(trace_dir.glob(STATS_PATTERN)):
-        match = re.fullmatch(r"threshold-(\d+)\.tsv", path.name)
-        if match is None:
-            continue
-        lines = read_text(path, "threshold statistics", "trace the program again").splitlines()
-        if not lines or tuple(lines[0].split("\t")) != STATS_COLUMNS:
-            raise InputError(
-                "not a perfcast threshold statistics file (its header differs); trace the "
-                "program again",
-                path=path,
-                line=1,
-            )
-        for number, text in enumerate(lines[1:], start=2):
-            stats.append(_stats_row(path, number, int(match.group(1)), text))
-    return tuple(sorted(stats, key=lambda s: (s.rank, s.loop)))
-
-
-def _stats_row(path: Path, number: int, rank: int, text: str) -> ThresholdStats:
-    fields = text.split("\t")
-    try:
-        if len(fields) != len(STATS_COLUMNS) or fields[3] not in ("on", "off"):
-            raise ValueError
-        loop, file, line, rule, entries, run, skipped, measured, credited = fields
-        seconds = float(measured), float(credited)
-        if not all(math.isfinite(s) and s >= 0 for s in seconds):
-            raise ValueError
-        return ThresholdStats(
-            rank,
-            int(loop),
-            file,
-            int(line),
-            rule == "on",
-            int(entries),
-            int(run),
-            int(skipped),
-            *seconds,
-        )
-    except ValueError:
-        raise InputError(
-            f"expected {len(STATS_COLUMNS)} tab-separated fields "
-            f"({', '.join(STATS_COLUMNS)}); the run was damaged: trace the program again",
-            path=path,
-            line=number,
-        ) from None
-
-
 # ---- analysis ---------------------------------------------------------------------------
 
 
@@ -476,6 +425,111 @@ def _escape(variable: Cursor) -> str:
     ):
         return "a global or static variable"
     return ""
+
+
+ALLOCATION_CALLS = {"malloc", "calloc", "realloc", "reallocarray", "aligned_alloc"}
+"""Library calls whose size arguments decide how much memory a later send may read."""
+ANY_KIND = {"char", "void", "std::byte"}
+"""Memory kinds that may be any object's bytes (C's character types, ``void *``)."""
+_ARRAY_KINDS = {
+    TypeKind.CONSTANTARRAY,
+    TypeKind.INCOMPLETEARRAY,
+    TypeKind.VARIABLEARRAY,
+    TypeKind.DEPENDENTSIZEDARRAY,
+}
+_CAST_KINDS = {
+    CK.UNEXPOSED_EXPR,
+    CK.CSTYLE_CAST_EXPR,
+    CK.CXX_STATIC_CAST_EXPR,
+    CK.CXX_REINTERPRET_CAST_EXPR,
+    CK.CXX_FUNCTIONAL_CAST_EXPR,
+}
+
+
+def _memory_kind(kind: cindex.Type) -> str:
+    """The type memory is accessed as, compared the way C's aliasing rules compare it:
+    canonical, an array's element, without qualifiers, signed and unsigned variants as one
+    (``uint32_t`` and ``int`` memory may be the same object)."""
+    canonical = kind.get_canonical()
+    while canonical.kind in _ARRAY_KINDS:
+        canonical = canonical.element_type.get_canonical()
+    words = canonical.spelling.replace("*", " * ").split()
+    dropped = {"const", "volatile", "restrict", "__restrict", "signed", "unsigned"}
+    kept = [word for word in words if word not in dropped]
+    return " ".join(kept) if kept and kept[0] != "*" else " ".join(["int", *kept])
+
+
+def _pointee_kind(expression: Cursor) -> str | None:
+    """The memory kind an argument points to (a pointer's pointee, an array's element),
+    looking through implicit conversions (``memcpy(keys, ...)`` points to ``uint32_t``)."""
+    kind = strip(expression).type.get_canonical()
+    if kind.kind == TypeKind.POINTER:
+        return _memory_kind(kind.get_pointee())
+    if kind.kind in _ARRAY_KINDS:
+        return _memory_kind(kind)
+    return None
+
+
+def _pointed_to(parameter: cindex.Type) -> tuple[cindex.Type, bool] | None:
+    """What a pointer parameter points to, and whether it is const; a parameter declared
+    as an array (``const int counts[]``, where libclang puts the ``const`` on the array)
+    points to its element. None for other parameters."""
+    canonical = parameter.get_canonical()
+    if canonical.kind == TypeKind.POINTER:
+        pointee = canonical.get_pointee()
+        return pointee, pointee.is_const_qualified()
+    if canonical.kind in _ARRAY_KINDS:
+        element = canonical.element_type
+        return element, element.is_const_qualified() or canonical.is_const_qualified()
+    return None
+
+
+def _memory_key(kind: str) -> tuple[str, int]:
+    """The key under which :meth:`_FileAnalysis._reads` reports a read of memory."""
+    return ("memory " + kind, -2)
+
+
+def _record_kinds(kind: cindex.Type, depth: int = 0) -> set[str]:
+    """The kinds of a struct's members, recursively: writing a whole struct writes each."""
+    found: set[str] = set()
+    canonical = kind.get_canonical()
+    while canonical.kind in _ARRAY_KINDS:
+        canonical = canonical.element_type.get_canonical()
+    if canonical.kind != TypeKind.RECORD or depth > 4:
+        return found
+    for member in canonical.get_fields():
+        found.add(_memory_kind(member.type))
+        found |= _record_kinds(member.type, depth + 1)
+    return found
+
+
+def _fresh_or_null(expression: Cursor) -> bool:
+    """Whether a ``void *`` is a null pointer or an allocation's result: converting it to
+    a character pointer launders no other type."""
+    node = strip(expression)
+    while node.kind in _CAST_KINDS and _children(node):
+        node = strip(_children(node)[-1])
+    if node.kind in (CK.INTEGER_LITERAL, CK.CXX_NULL_PTR_LITERAL_EXPR, CK.GNU_NULL_EXPR):
+        return True
+    return node.kind == CK.CALL_EXPR and node.spelling in ALLOCATION_CALLS
+
+
+@dataclass
+class _Memory:
+    """What :meth:`_Program.memory` collects over all profile files for the memory rule."""
+
+    functions: list[tuple[_FileAnalysis, Cursor]] = field(default_factory=list)
+    writes: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per function (USR): the kinds of memory it writes itself, each with where."""
+    calls: dict[str, set[str]] = field(default_factory=dict)
+    """Per function (USR): the functions of the program it calls."""
+    flows: list[tuple[frozenset[str], frozenset[str], str]] = field(default_factory=list)
+    """(from kinds, to kinds, where): a store, a library copy, an MPI call's buffers."""
+    kinds: set[str] = field(default_factory=set)
+    """Every kind of memory the program reads or writes."""
+    laundering: str = ""
+    """Where the program first turns a pointer to another type into a character pointer;
+    empty where it never does, and then character reads only read character memory."""
 
 
 MAX_FOLLOW_DEPTH = 8
@@ -757,6 +811,24 @@ class _Program:
         effect = effects.get(usr)
         return None if effect is None else f"calls {name} (line {line}), which {effect}"
 
+    @functools.cached_property
+    def memory(self) -> _Memory:
+        """What the memory rule needs from every file of the profile: per function the
+        memory it writes and the functions it calls, the flows between kinds of memory,
+        every kind accessed, and whether pointers are laundered into character pointers."""
+        analyses, _ = self._all()
+        facts = _Memory()
+        for analysis in analyses:
+            for function in analysis.definitions():
+                usr = function.get_usr()
+                if usr in facts.writes:
+                    continue  # an inline function of a header, seen in an earlier file
+                facts.functions.append((analysis, function))
+                facts.writes[usr] = analysis.memory_writes(function)
+                facts.calls[usr] = analysis.program_callees(function)
+                analysis.collect_memory(function, facts)
+        return facts
+
 
 def _callee_reference(call: Cursor) -> Cursor | None:
     """The expression naming a call's callee (``f`` in ``f(x)``, ``o.m`` in ``o.m(x)``);
@@ -1023,7 +1095,8 @@ class _FileAnalysis:
         self, loop: Cursor, body: Cursor, header: list[Cursor], function: Cursor
     ) -> str:
         """Whether what the body writes reaches control flow, MPI sizes or the result."""
-        written, memory_types = self._writes(body, loop)
+        written = self._writes(body, loop)
+        memory_types = self.memory_writes(body).keys()
         for variable in written.values():
             escape = _escape(variable)
             if escape:
@@ -1042,7 +1115,8 @@ class _FileAnalysis:
                         f"(line {node.location.line})"
                     )
         described = {key: f"{v.spelling}, written in its body," for key, v in written.items()}
-        return self.judge(described, body, function, _Trail(self.program))
+        scalars = self.judge(described, body, function, _Trail(self.program))
+        return scalars or self._memory_reason(body)
 
     def judge(
         self,
@@ -1060,15 +1134,15 @@ class _FileAnalysis:
     def _memory_type(self, node: Cursor) -> str | None:
         """The type of an access through memory (``*p``, ``a[i]``, ``s->f``), else None."""
         if node.kind == CK.ARRAY_SUBSCRIPT_EXPR:
-            return str(node.type.get_canonical().spelling)
+            return _memory_kind(node.type)
         if node.kind == CK.UNARY_OPERATOR:
             tokens = self.source.tokens_in(node.extent.start.offset, node.extent.end.offset)
             if tokens and tokens[0].spelling == "*":
-                return str(node.type.get_canonical().spelling)
+                return _memory_kind(node.type)
         if node.kind == CK.MEMBER_REF_EXPR:
             inner = _children(node)
             if not inner or strip(inner[0]).type.get_canonical().kind == TypeKind.POINTER:
-                return str(node.type.get_canonical().spelling)
+                return _memory_kind(node.type)
         return None
 
     def _root(self, lvalue: Cursor) -> Cursor | None:
@@ -1094,11 +1168,11 @@ class _FileAnalysis:
             return parts[0], parts[1]
         return None
 
-    def _writes(self, body: Cursor, loop: Cursor) -> tuple[dict[tuple[str, int], Cursor], set]:
-        """Variables declared outside the loop that the body writes, and the types of the
-        memory it writes through pointers."""
+    def _write_targets(self, code: Cursor) -> list[Cursor]:
+        """The lvalues ``code`` assigns, increments, takes the address of or binds to a
+        non-const reference."""
         targets: list[Cursor] = []
-        for node in body.walk_preorder():
+        for node in code.walk_preorder():
             assignment = self._assignment(node)
             if assignment is not None:
                 targets.append(assignment[0])
@@ -1110,15 +1184,16 @@ class _FileAnalysis:
                     targets.append(operand[0])
             elif node.kind == CK.CALL_EXPR:
                 targets.extend(self._call_writes(node))
+        return targets
+
+    def _writes(self, body: Cursor, loop: Cursor) -> dict[tuple[str, int], Cursor]:
+        """Variables declared outside the loop that the body writes (memory written
+        through pointers is :meth:`memory_writes`'s)."""
         written: dict[tuple[str, int], Cursor] = {}
-        memory: set[str] = set()
         start, end = loop.extent.start.offset, loop.extent.end.offset
-        for target in targets:
+        for target in self._write_targets(body):
             variable = self._root(target)
             if variable is None:
-                kind = self._memory_type(strip(target))
-                if kind is not None:
-                    memory.add(kind)
                 continue
             inside = (
                 variable.location.file is not None
@@ -1127,7 +1202,194 @@ class _FileAnalysis:
             )
             if not inside or variable.storage_class == cindex.StorageClass.STATIC:
                 written[_key(variable)] = variable
-        return written, memory
+        return written
+
+    def _describe_memory(self, node: Cursor) -> str:
+        """``uint32_t memory (written at samplesort.c:22)``: no comma, so that the
+        propagation's ``computed from`` names it whole."""
+        spelling = node.type.spelling.replace(",", ";")
+        return f"{spelling} memory (written at {self.program.place(node)})"
+
+    def memory_writes(self, code: Cursor) -> dict[str, str]:
+        """The kinds of memory ``code`` writes through pointers, subscripts and members of
+        pointed-to structs (a member's write also writes its struct, a struct's its
+        members), and through the non-const pointer arguments of library calls
+        (``memcpy``'s destination), each with where."""
+        found: dict[str, str] = {}
+        for target in self._write_targets(code):
+            where = self._describe_memory(strip(target))
+            for kind in sorted(self._memory_target(target)):
+                found.setdefault(kind, where)
+        for node in code.walk_preorder():
+            if node.kind == CK.CALL_EXPR:
+                for writable, kind, argument in self._library_pointers(node):
+                    if writable:
+                        described = f"{kind} memory (written by {node.spelling} at "
+                        found.setdefault(kind, described + f"{self.program.place(argument)})")
+        return found
+
+    def _memory_target(self, target: Cursor) -> set[str]:
+        """The kinds of memory an lvalue stores to; empty for a variable (the scalar rules
+        judge it). ``p[i].count`` stores to ``int`` and to the struct in memory, ``s->f``
+        to ``f``'s type and ``*s``'s, ``*s = v`` to the struct and its members."""
+        if self._root(target) is not None:
+            return set()
+        node = strip(target)
+        kinds = _record_kinds(node.type)
+        while self._memory_type(node) is None and node.kind == CK.MEMBER_REF_EXPR:
+            kinds.add(_memory_kind(node.type))
+            node = strip(_children(node)[0])
+        kind = self._memory_type(node)
+        if kind is None:
+            return set()
+        kinds.add(kind)
+        if node.kind == CK.MEMBER_REF_EXPR and _children(node):
+            base = _pointee_kind(strip(_children(node)[0]))
+            if base is not None:
+                kinds.add(base)
+        return kinds
+
+    def _library_pointers(self, call: Cursor) -> Iterator[tuple[bool, str, Cursor]]:
+        """(whether the callee may write through it, the memory kind, the argument) for
+        each pointer argument of a call to a library function (one a system header
+        declares; MPI is judged by its own rules)."""
+        callee = _callee(call)
+        if (
+            callee is None
+            or callee.location.file is None
+            or not _in_system_header(callee)
+            or callee.spelling.startswith(MPI_PREFIXES)
+            or callee.type.kind != TypeKind.FUNCTIONPROTO
+        ):
+            return
+        for parameter, argument in zip(
+            callee.type.argument_types(), call.get_arguments(), strict=False
+        ):
+            pointed = _pointed_to(parameter)
+            kind = _pointee_kind(argument) if pointed is not None else None
+            if pointed is not None and kind is not None:
+                yield not pointed[1], kind, argument
+
+    def program_callees(self, code: Cursor) -> set[str]:
+        """The functions of the program (not of system headers) that ``code`` calls."""
+        found: set[str] = set()
+        for node in code.walk_preorder():
+            callee = _callee(node) if node.kind == CK.CALL_EXPR else None
+            if callee is not None and callee.location.file and not _in_system_header(callee):
+                found.add(callee.get_usr())
+        return found
+
+    def collect_memory(self, function: Cursor, facts: _Memory) -> None:
+        """Add ``function``'s flows between kinds of memory to ``facts`` (a store of one
+        kind read from another, a library call copying from its const pointers to the
+        others, an MPI call's buffers, which send and receive: every kind among them may
+        fill every other), the kinds it accesses, and where it first converts a pointer
+        to another type into a character pointer."""
+        for node in function.walk_preorder():
+            place = functools.partial(self.program.place, node)
+            kind = self._memory_type(node)
+            if kind is not None:
+                facts.kinds.add(kind)
+            assignment = self._assignment(node)
+            if assignment is not None:
+                targets = frozenset(self._memory_target(assignment[0]))
+                reads = self._reads(assignment[1]) if targets else []
+                sources = {name.removeprefix("memory ") for name, tag in reads if tag == -2}
+                if sources:
+                    facts.flows.append((frozenset(sources), targets, place()))
+            elif node.kind == CK.CALL_EXPR:
+                library = list(self._library_pointers(node))
+                facts.kinds.update(kind for _, kind, _ in library)
+                read = frozenset(kind for writable, kind, _ in library if not writable)
+                written = frozenset(kind for writable, kind, _ in library if writable)
+                if read and written:
+                    facts.flows.append((read, written, place()))
+                buffers = frozenset(self._mpi_buffers(node))
+                if buffers:
+                    facts.kinds.update(buffers)
+                    facts.flows.append((buffers, buffers, place()))
+            if not facts.laundering and self._launders(node):
+                facts.laundering = place()
+
+    def _mpi_buffers(self, call: Cursor) -> Iterator[str]:
+        """The memory kinds of an MPI call's buffer arguments (``void *`` parameters)."""
+        callee = _callee(call)
+        if (
+            callee is None
+            or not callee.spelling.startswith(MPI_PREFIXES)
+            or callee.type.kind != TypeKind.FUNCTIONPROTO
+        ):
+            return
+        for parameter, argument in zip(
+            callee.type.argument_types(), call.get_arguments(), strict=False
+        ):
+            pointed = _pointed_to(parameter)
+            if pointed is not None and pointed[0].get_canonical().kind == TypeKind.VOID:
+                kind = _pointee_kind(argument)
+                if kind is not None:
+                    yield kind
+
+    def _launders(self, node: Cursor) -> bool:
+        """Whether ``node`` converts a pointer to another type (or a ``void *`` that is not
+        fresh memory) into a character pointer, through which any type can be read."""
+        if node.kind not in _CAST_KINDS:
+            return False
+        result = node.type.get_canonical()
+        operand = _children(node)
+        if result.kind != TypeKind.POINTER or not operand:
+            return False
+        if _memory_kind(result.get_pointee()) not in ANY_KIND - {"void"}:
+            return False
+        source = _pointee_kind(operand[-1])
+        if source is None or source in ANY_KIND - {"void"}:
+            return False
+        return not (source == "void" and _fresh_or_null(operand[-1]))
+
+    def _memory_reason(self, body: Cursor) -> str:
+        """Why the memory the body writes (itself, through the program's functions it
+        calls, or filled from it by stores, copies and MPI calls) may change the trace:
+        read anywhere in the program's files in a condition, an MPI size or count array,
+        or an allocation's size, directly or through the values computed from it
+        (:meth:`judge`, each function as a whole); empty where it cannot."""
+        facts = self.program.memory
+        written = self.memory_writes(body)
+        pending, seen = sorted(self.program_callees(body)), set()
+        while pending:
+            usr = pending.pop()
+            if usr not in seen:
+                seen.add(usr)
+                for kind, where in facts.writes.get(usr, {}).items():
+                    written.setdefault(kind, where)
+                pending.extend(sorted(facts.calls.get(usr, set())))
+        if not written:
+            return ""
+        _, failures = self.program._all()
+        if failures:
+            where = written[sorted(written)[0]]
+            return f"its body writes {where}, whose readers cannot all be found: {failures[0]}"
+        changed = True
+        while changed:
+            changed = False
+            for sources, targets, place in facts.flows:
+                origins = [written[kind] for kind in sorted(sources) if kind in written]
+                for kind in sorted(targets - written.keys()) if origins else ():
+                    written[kind] = f"{kind} memory (filled at {place} from {origins[0]})"
+                    changed = True
+        first = written[sorted(written)[0]]
+        anything = "void" in written or (facts.laundering and "char" in written)
+        for kind in sorted(facts.kinds) if anything else ():
+            written.setdefault(kind, f"{kind} memory (any type: {first})")
+        if facts.laundering:
+            converted = f"pointers are converted to char pointers at {facts.laundering}"
+            written.setdefault("char", f"char memory (any type where {converted}: {first})")
+        seed = {_memory_key(kind): f"{where}," for kind, where in written.items()}
+        trail = _Trail(self.program)
+        for analysis, function in facts.functions:
+            reason = analysis.judge(seed, None, function, trail)
+            if reason:
+                place = self.program.place(function)
+                return f"its body writes memory read in {function.spelling} ({place}): {reason}"
+        return ""
 
     def _call_writes(self, call: Cursor) -> list[Cursor]:
         """Objects a call may modify: a non-const method's receiver, arguments bound to
@@ -1157,17 +1419,25 @@ class _FileAnalysis:
         return found
 
     def _reads(self, expression: Cursor) -> list[tuple[str, int]]:
-        """Variables read by value in ``expression``: not under ``&``, not array names; and
-        the results of the functions it calls (:func:`_call_key`)."""
+        """Variables read by value in ``expression``: not under ``&`` or ``sizeof``, not
+        array names; the results of the functions it calls (:func:`_call_key`); and the
+        memory it reads (:func:`_memory_key`): through pointers, subscripts and members of
+        pointed-to structs, and what library calls read through their pointer arguments."""
         found: list[tuple[str, int]] = []
 
         def walk(node: Cursor) -> None:
+            if node.kind == CK.CXX_UNARY_EXPR:  # sizeof, alignof: nothing is read
+                return
             if node.kind == CK.UNARY_OPERATOR:
                 tokens = self.source.tokens_in(node.extent.start.offset, node.extent.end.offset)
                 if tokens and tokens[0].spelling == "&":
                     return
+            kind = self._memory_type(node)
+            if kind is not None:
+                found.append(_memory_key(kind))
             if node.kind == CK.CALL_EXPR and node.referenced is not None:
                 found.append(_call_key(node.referenced))
+                found.extend(_memory_key(kind) for _, kind, _ in self._library_pointers(node))
             if node.kind == CK.DECL_REF_EXPR and node.referenced is not None:
                 variable = node.referenced
                 if variable.kind in (
@@ -1297,12 +1567,18 @@ class _FileAnalysis:
                     if reason:
                         return reason
             elif node.kind == CK.CALL_EXPR:
-                reason = self._call_use(node, hit, trail)
+                reason = self._call_use(node, hit, tainted, trail)
                 if reason:
                     return reason
         return ""
 
-    def _call_use(self, call: Cursor, hit: Callable[[Cursor], str | None], trail: _Trail) -> str:
+    def _call_use(
+        self,
+        call: Cursor,
+        hit: Callable[[Cursor], str | None],
+        tainted: dict[tuple[str, int], str],
+        trail: _Trail,
+    ) -> str:
         callee = _callee(call)
         if callee is None:
             return ""
@@ -1313,7 +1589,12 @@ class _FileAnalysis:
                 variable = hit(argument)
                 if variable:
                     return f"{variable} is an argument of {name} (line {line})"
-            return ""
+            return self._size_array_use(call, callee, tainted)
+        if name in ALLOCATION_CALLS:
+            for argument in call.get_arguments():
+                variable = hit(argument)
+                if variable:
+                    return f"{variable} decides the size {name} allocates (line {line})"
         if _in_system_header(callee):
             return ""
         for index, argument in enumerate(call.get_arguments()):
@@ -1322,6 +1603,32 @@ class _FileAnalysis:
                 reason = self.program.follow_argument(self, callee, index, variable, line, trail)
                 if reason:
                     return reason
+        return ""
+
+    def _size_array_use(
+        self, call: Cursor, callee: Cursor, tainted: dict[tuple[str, int], str]
+    ) -> str:
+        """Whether an MPI call reads tainted memory as an array of counts, displacements
+        or the like: an argument for a pointer-to-const parameter that is not a buffer
+        (``const int sendcounts[]`` of ``MPI_Alltoallv``; buffers are ``const void *``)."""
+        if callee.type.kind != TypeKind.FUNCTIONPROTO:
+            return ""
+        for parameter, argument in zip(
+            callee.type.argument_types(), call.get_arguments(), strict=False
+        ):
+            pointed = _pointed_to(parameter)
+            if pointed is None or not pointed[1]:
+                continue
+            if pointed[0].get_canonical().kind == TypeKind.VOID:
+                continue
+            variable = self._addressed(argument)
+            kind = _pointee_kind(argument)
+            for key in (_key(variable) if variable else None, kind and _memory_key(kind)):
+                if key in tainted:
+                    return (
+                        f"{tainted[key]} is a count or displacement array of "
+                        f"{callee.spelling} (line {call.location.line})"
+                    )
         return ""
 
 
