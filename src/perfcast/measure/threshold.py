@@ -392,6 +392,27 @@ def threshold_object() -> Path:
 # ---- analysis ---------------------------------------------------------------------------
 
 
+def _spread_effects(
+    direct: Mapping[str, str], calls: Mapping[str, set[str]], names: Mapping[str, str]
+) -> dict[str, str]:
+    """Each function's effect (MPI, I/O, ...) with those it has only through its callees:
+    ``calls G, which calls MPI_X``, to a fixed point, so a chain of any length is found and
+    the reason names it (callees in sorted order, so the reason is the same every build)."""
+    effects = dict(direct)
+    changed = True
+    while changed:
+        changed = False
+        for usr, callees in calls.items():
+            if usr in effects:
+                continue
+            for callee in sorted(callees):
+                if callee in effects:
+                    effects[usr] = f"calls {names[callee]}, which {effects[callee]}"
+                    changed = True
+                    break
+    return effects
+
+
 def _key(cursor: Cursor) -> tuple[str, int]:
     """A declaration's identity across cursors: its file and offset."""
     location = cursor.location
@@ -784,19 +805,7 @@ class _Program:
                 direct.setdefault(
                     usr, f"calls {names[callee]}, defined in no file of the profile{missing}"
                 )
-        effects = dict(direct)
-        changed = True
-        while changed:
-            changed = False
-            for usr, callees in calls.items():
-                if usr in effects:
-                    continue
-                for callee in sorted(callees):
-                    if callee in effects:
-                        effects[usr] = f"calls {names[callee]}, which {effects[callee]}"
-                        changed = True
-                        break
-        return effects, frozenset(calls)
+        return _spread_effects(direct, calls, names), frozenset(calls)
 
     def effect_elsewhere(self, callee: Cursor, line: int) -> str | None:
         """What calling ``callee``, defined in another file, does that the rule cannot
@@ -924,19 +933,7 @@ class _FileAnalysis:
                 callee = _callee(node)
                 if callee is not None and callee.is_definition():
                     calls[usr].add(callee.get_usr())
-        effects = dict(direct)
-        changed = True
-        while changed:
-            changed = False
-            for usr, callees in calls.items():
-                if usr in effects:
-                    continue
-                for callee in callees:
-                    if callee in effects:
-                        effects[usr] = f"calls {names[callee]}, which {effects[callee]}"
-                        changed = True
-                        break
-        return effects
+        return _spread_effects(direct, calls, names)
 
     def _call_effect(self, call: Cursor) -> str | None:
         """What a call does that the rule cannot skip, judged by the callee's name and, for
