@@ -1,5 +1,5 @@
-"""``perfcast build [--filter FILE [--keep-inlined]] [--counters] [--trace] -- COMPILE
-COMMAND``: a measured program."""
+"""``perfcast build [--filter FILE [--keep-inlined]] [--counters] [--trace] [--smpi] --
+COMPILE COMMAND``: a measured program."""
 
 from __future__ import annotations
 
@@ -54,6 +54,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "dPerf's threshold iteration rule (bodies stop once the time per iteration is stable; "
         "the rest is credited to the trace); each loop's verdict is printed",
     )
+    parser.add_argument(
+        "--smpi",
+        action="store_true",
+        help="build for SimGrid SMPI with smpicc/smpicxx (perfcast build --smpi -- smpicc ...): "
+        "run it with smpirun -np N -platform P -hostfile H; every rank writes its profile with "
+        "call-path times on the simulated clock (docs/smpi-backend.md)",
+    )
     parser.add_argument("--verbose", action="store_true", help="print the command perfcast runs")
     # not "command": the sub-command's name is args.command, which error messages show
     parser.add_argument(
@@ -76,5 +83,6 @@ def _handle(args: argparse.Namespace) -> int:
         keep_inlined=args.keep_inlined,
         trace=args.trace,
         threshold_profile=args.threshold,
+        smpi=args.smpi,
     )
     return run(command, options, verbose=args.verbose)

@@ -2,6 +2,7 @@
 
     perfcast build [--filter FILE [--keep-inlined]] [--counters] [--trace] -- mpicxx app.cpp -o app
     make CC="perfcast build -- mpicc"
+    perfcast build --smpi -- smpicc app.c -o app   # for smpirun (SimGrid SMPI)
 
 The command runs with clang-16 underneath (``OMPI_CC``/``OMPI_CXX`` and ``MPICH_CC``/
 ``MPICH_CXX`` for MPI wrappers; ``gcc``/``cc``/``clang`` are replaced outright). Compile
@@ -40,6 +41,14 @@ The counters are requested with the compiler front end's own options
 trace-pc-guard,pc-table`` expands to) because the driver option, when it reaches a link,
 pulls in a sanitizer runtime whose weak default callbacks would replace perfcast's and
 whose copy of sanitizer_common collides with XRay's.
+
+SimGrid SMPI (``--smpi``, ``docs/smpi-backend.md``). smpicc links the program as a shared
+object, and clang-16 links no XRay runtime into one (its runtime starts from
+``.preinit_array``, which a shared object cannot have). perfcast links a copy of that
+runtime without the section and starts it from its own constructor; times are read on each
+rank's simulated clock. Measured: XRay with everything measured 0.72 s against 0.05 s
+uninstrumented for 8 M events at ``smpirun -np 4``, filtered 0.06 s; about 20 ns per event
+pair more than in a real run.
 
 Inlined functions. A function inlined at every call site has no XRay sled, so a filter
 entry naming it measures nothing (LULESH at ``-O2``: 27 of the 39 functions of its taint
@@ -103,13 +112,16 @@ OPTIONS_WITH_VALUE = frozenset(
 """Options whose value is the next argument, so that argument is not an input file."""
 
 _COMPILER = re.compile(
-    r"^(mpicc|mpicxx|mpic\+\+|mpiCC|clang\+\+|clang|gcc|g\+\+|cc|c\+\+)(-[\d.]+)?$"
+    r"^(smpicc|smpicxx|mpicc|mpicxx|mpic\+\+|mpiCC|clang\+\+|clang|gcc|g\+\+|cc|c\+\+)(-[\d.]+)?$"
 )
 _LANGUAGE = {
     "mpicc": "c", "clang": "c", "gcc": "c", "cc": "c",
+    "smpicc": "c", "smpicxx": "c++",
     "mpicxx": "c++", "mpic++": "c++", "mpiCC": "c++", "clang++": "c++", "g++": "c++", "c++": "c++",
 }  # fmt: skip
-WRAPPABLE = "mpicc, mpicxx, mpic++, mpiCC, clang, clang++, gcc, g++, cc, c++"
+WRAPPABLE = (
+    "mpicc, mpicxx, mpic++, mpiCC, clang, clang++, gcc, g++, cc, c++ (with --smpi: smpicc, smpicxx)"
+)
 
 
 class Step(Enum):
@@ -133,6 +145,9 @@ class BuildOptions:
     threshold_profile: Path | None = None
     """A taint profile whose parameter-dependent loops run under the threshold iteration
     rule (:mod:`perfcast.measure.threshold`); only with ``trace``."""
+    smpi: bool = False
+    """Build for SimGrid SMPI (``smpicc``/``smpicxx``): a shared object ``smpirun`` loads,
+    timed on the simulated clock (docs/smpi-backend.md)."""
 
 
 @dataclass(frozen=True)
@@ -199,7 +214,7 @@ def parse_command(command: Sequence[str]) -> Invocation:
     return Invocation(
         argv=tuple(command),
         language=_LANGUAGE[name],
-        mpi=name.startswith("mpi") or links_mpi,
+        mpi=name.startswith(("mpi", "smpi")) or links_mpi,
         step=step,
         sources=sources,
     )
@@ -301,14 +316,23 @@ def wrap(command: Sequence[str], options: BuildOptions = BuildOptions()) -> Wrap
     clang = toolchain.find_xray_clang()
     argv = list(invocation.argv)
     env: dict[str, str] = {}
-    if Path(invocation.argv[0]).name.startswith("mpi"):
+    smpi_after: list[str] = []
+    if _is_smpi_wrapper(invocation) != options.smpi:
+        raise PerfcastError(_smpi_mismatch(invocation, options))
+    if options.smpi:
+        _check_smpi_options(options)
+        before, smpi_after = toolchain.smpi_arguments(
+            invocation.argv[0], compile_only=invocation.step is not Step.LINK
+        )
+        argv = [clang.for_language(invocation.language), *before, *argv[1:]]
+    elif Path(invocation.argv[0]).name.startswith("mpi"):
         if shutil.which(invocation.argv[0]) is None:
             raise PerfcastError(f"{invocation.argv[0]} was not found on PATH: {toolchain.MPI_HINT}")
         env = toolchain.mpi_environment(invocation.language, clang)
     else:
         argv[0] = clang.for_language(invocation.language)
     if invocation.step is Step.PASS_THROUGH:
-        return WrappedCommand(argv, env)
+        return WrappedCommand(argv + smpi_after, env)
     keeps = options.keep_inlined and bool(invocation.sources)
     names = None
     if options.filter_file is not None and (keeps or invocation.step is Step.LINK):
@@ -327,11 +351,23 @@ def wrap(command: Sequence[str], options: BuildOptions = BuildOptions()) -> Wrap
         if options.counters:
             argv += COUNTER_COMPILE_FLAGS
     if invocation.step is not Step.LINK:
-        return WrappedCommand(argv, env)
+        return WrappedCommand(argv + smpi_after, env)
     if options.trace and not invocation.mpi:
         raise PerfcastError(
             f"--trace records MPI calls, but {shlex.join(command)!r} does not link MPI: "
             "link with an MPI wrapper (mpicc, mpicxx) or add -lmpi"
+        )
+    if options.smpi:
+        # -shared: clang links no XRay runtime; the runtime's objects include one that can
+        # be linked into a shared object (toolchain.xray_for_shared_object), which is C++
+        objects = toolchain.smpi_runtime_objects()
+        if names is not None:
+            objects.append(toolchain.filter_object(names))
+        argv += [str(path) for path in objects] + ["-lstdc++", *smpi_after]
+        if names is None:
+            return WrappedCommand(argv, env)
+        return WrappedCommand(
+            argv, env, program=output_of(invocation.argv), filter_names=tuple(names)
         )
     argv += XRAY_LINK_FLAGS
     objects = toolchain.runtime_objects(mpi=invocation.mpi, trace=options.trace)
@@ -344,6 +380,41 @@ def wrap(command: Sequence[str], options: BuildOptions = BuildOptions()) -> Wrap
         return WrappedCommand(argv, env)
     argv.append(str(toolchain.filter_object(names)))
     return WrappedCommand(argv, env, program=output_of(invocation.argv), filter_names=tuple(names))
+
+
+def _is_smpi_wrapper(invocation: Invocation) -> bool:
+    return Path(invocation.argv[0]).name in toolchain.SMPI_COMPILERS.values()
+
+
+def _smpi_mismatch(invocation: Invocation, options: BuildOptions) -> str:
+    if options.smpi:
+        return (
+            f"--smpi builds with SimGrid's compiler wrappers, not {invocation.argv[0]!r}: "
+            'write perfcast build --smpi -- smpicc ... (make CC="perfcast build --smpi -- '
+            'smpicc", or smpicxx for C++)'
+        )
+    return (
+        f"{invocation.argv[0]} builds a program for SimGrid SMPI: give --smpi "
+        f"(perfcast build --smpi -- {shlex.join(invocation.argv)})"
+    )
+
+
+def _check_smpi_options(options: BuildOptions) -> None:
+    """--smpi measures call-path time, visits and MPI records; what it cannot do yet."""
+    refused = [
+        name
+        for name, given in (
+            ("--counters", options.counters),
+            ("--trace", options.trace),
+            ("--threshold", options.threshold_profile is not None),
+        )
+        if given
+    ]
+    if refused:
+        raise PerfcastError(
+            f"{', '.join(refused)} cannot be combined with --smpi yet: an SMPI build measures "
+            "call-path time on the simulated clock, visits and MPI calls (docs/smpi-backend.md)"
+        )
 
 
 PARSE_FLAG_PREFIXES = ("-I", "-D", "-U", "-std=", "-include", "-isystem", "-iquote")

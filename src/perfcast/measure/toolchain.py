@@ -73,8 +73,8 @@ def _describe_mpi(mpicc: str) -> str:
     return mpicc
 
 
-def _compile(cmd: list[str], env: dict[str, str] | None = None) -> None:
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+def _compile(cmd: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> None:
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
     if done.returncode != 0:
         raise PerfcastError(
             f"building the perfcast runtime failed ({' '.join(cmd)}):\n{done.stderr.strip()}"
@@ -163,3 +163,94 @@ def filter_object(names: list[str]) -> Path:
             _compile([clang.cc, "-O0", "-fPIC", "-c", str(path), "-o", str(target)])
 
     return cached_object([clang.version, source], "perfcast_filter.o", build)
+
+
+SIMGRID_HINT = "install SimGrid (apt-get install libsimgrid-dev simgrid)"
+SMPI_COMPILERS = {"c": "smpicc", "c++": "smpicxx"}
+_SMPI_MARKER = "perfcast-smpi-arguments"
+
+
+def smpi_arguments(wrapper: str, *, compile_only: bool) -> tuple[list[str], list[str]]:
+    """What SimGrid's wrapper adds around the user's arguments: (before, after).
+
+    smpicc/smpicxx are shell scripts that run a fixed compiler (``/usr/bin/cc``) with the
+    SMPI helper header forced in, SMPI's include directory and, when linking, ``-shared
+    -lsimgrid``. perfcast needs clang-16 there, so it asks the wrapper for its command line
+    (``-show``) around a marker argument and runs clang-16 with the same additions: the
+    installed SimGrid, not perfcast, decides what an SMPI build needs.
+    """
+    path = shutil.which(wrapper)
+    if path is None:
+        raise PerfcastError(f"{wrapper} was not found on PATH: {SIMGRID_HINT}")
+    shown = command_output([path, "-show", *(["-c"] if compile_only else []), _SMPI_MARKER])
+    words = shown.split()
+    if _SMPI_MARKER not in words:
+        raise PerfcastError(f"cannot read the command line of {path} -show: {shown!r}")
+    at = words.index(_SMPI_MARKER)
+    before = [word for word in words[1:at] if word != "-c"]
+    return before, words[at + 1 :]
+
+
+def smpi_include_directory() -> Path:
+    """SMPI's header directory (``mpi.h`` beside ``smpi.h``; ``/usr/include`` may hold another
+    MPI's ``mpi.h``), for compiling the PMPI layer against SimGrid's MPI."""
+    before, _after = smpi_arguments("smpicc", compile_only=True)
+    for word in before:
+        if word.startswith("-I") and (Path(word[2:]) / "smpi.h").is_file():
+            return Path(word[2:])
+    raise PerfcastError(f"smpicc names no include directory with smpi.h: {SIMGRID_HINT}")
+
+
+def xray_for_shared_object() -> Path:
+    """clang-16's XRay runtime as an archive a shared object can link.
+
+    The runtime starts from ``.preinit_array``, which the linker refuses in a shared object
+    ("``.preinit_array`` section is not allowed in DSO"), and clang-16 links no XRay runtime
+    into ``-shared`` outputs at all. The copy made here is the same objects with that one
+    section removed; perfcast's runtime calls ``__xray_init`` from its constructor instead
+    (``PERFCAST_SMPI`` in ``perfcast_rt.c``). Everything else of XRay, the sleds' patching
+    included, is unchanged: it finds the instrumentation map of the object it is linked
+    into, which under SMPI is each rank's copy of the program.
+    """
+    clang = find_xray_clang()
+    archive = clang.require_runtime("xray", "XRay")
+    tools = {name: shutil.which(name) for name in ("ar", "objcopy")}
+    missing = [name for name, path in tools.items() if path is None]
+    if missing:
+        raise PerfcastError(f"{', '.join(missing)} not found on PATH: apt-get install binutils")
+
+    def build(target: Path) -> None:
+        with tempfile.TemporaryDirectory(prefix="perfcast-xray-") as scratch:
+            _compile([str(tools["ar"]), "x", str(archive)], cwd=scratch)
+            members = sorted(p.name for p in Path(scratch).glob("*.o"))
+            for member in members:
+                _compile(
+                    [str(tools["objcopy"]), "--remove-section=.preinit_array", member], cwd=scratch
+                )
+            # ar cannot add to the empty file cached_object hands out: write, then copy
+            _compile([str(tools["ar"]), "rcs", "xray.a", *members], cwd=scratch)
+            shutil.copyfile(Path(scratch) / "xray.a", target)
+
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    return cached_object([clang.version, digest], "libperfcast_xray_shared.a", build)
+
+
+def smpi_runtime_objects() -> list[Path]:
+    """The runtime for a program SimGrid SMPI loads: the core and the PMPI layer compiled
+    with ``PERFCAST_SMPI`` (simulated clock, the program read from its shared object),
+    the PMPI layer against SMPI's ``mpi.h``, and XRay made linkable into a shared object."""
+    clang = find_xray_clang()
+    header = (RUNTIME_DIR / "perfcast_rt.h").read_text()
+    include = smpi_include_directory()
+    flags = [*RUNTIME_CFLAGS, "-DPERFCAST_SMPI", f"-I{include}"]
+    objects = []
+    for source_name in (CORE_SOURCE, MPI_SOURCE):
+        source = RUNTIME_DIR / source_name
+        key = [clang.version, *flags, header, source.read_text()]
+
+        def build(target: Path, source: Path = source) -> None:
+            _compile([clang.cc, *flags, "-c", str(source), "-o", str(target)])
+
+        objects.append(cached_object(key, f"smpi-{source.with_suffix('.o').name}", build))
+    objects.append(xray_for_shared_object())
+    return objects

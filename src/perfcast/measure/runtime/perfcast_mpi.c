@@ -100,6 +100,14 @@ static uint64_t sum_bytes(const int counts[], int n, MPI_Datatype type)
     return total;
 }
 
+/* Under SMPI the rank resumes after every MPI call at a new simulated instant (or the same
+ * one, after other ranks ran): the core's clock restarts there. Null outside SMPI builds. */
+static inline void resumed(void)
+{
+    if (perfcast_resumed != NULL)
+        perfcast_resumed();
+}
+
 static inline int tracing(void)
 {
     return perfcast_trace_enter != NULL;
@@ -115,6 +123,7 @@ static inline int tracing(void)
             perfcast_trace_enter((operation), (comm));                                        \
         uint64_t start_ = perfcast_now(), cpu_start_ = perfcast_cpu_now();                    \
         int result_ = (call);                                                                 \
+        resumed();                                                                            \
         uint64_t cpu_ = perfcast_cpu_now() - cpu_start_;                                      \
         perfcast_record_mpi((operation), perfcast_now() - start_, cpu_, (p), (sent),          \
                             (received));                                                      \
@@ -132,6 +141,7 @@ static inline int tracing(void)
             perfcast_trace_unsupported(operation);                                            \
         uint64_t start_ = perfcast_now(), cpu_start_ = perfcast_cpu_now();                    \
         int result_ = (call);                                                                 \
+        resumed();                                                                            \
         uint64_t cpu_ = perfcast_cpu_now() - cpu_start_;                                      \
         perfcast_record_mpi((operation), perfcast_now() - start_, cpu_, (p), 0, 0);           \
         return result_;                                                                       \
@@ -166,6 +176,7 @@ int MPI_Init(int *argc, char ***argv)
 {
     uint64_t start = perfcast_now(), cpu_start = perfcast_cpu_now();
     int result = PMPI_Init(argc, argv);
+    resumed();
     if (result == MPI_SUCCESS)
         join_world();
     uint64_t cpu = perfcast_cpu_now() - cpu_start;
@@ -178,6 +189,7 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
     uint64_t start = perfcast_now(), cpu_start = perfcast_cpu_now();
     int result = PMPI_Init_thread(argc, argv, required, provided);
+    resumed();
     if (result == MPI_SUCCESS)
         join_world();
     uint64_t cpu = perfcast_cpu_now() - cpu_start;
@@ -196,6 +208,7 @@ int MPI_Finalize(void)
     }
     uint64_t start = perfcast_now(), cpu_start = perfcast_cpu_now();
     int result = PMPI_Finalize();
+    resumed();
     uint64_t cpu = perfcast_cpu_now() - cpu_start;
     perfcast_record_mpi(OP_FINALIZE, perfcast_now() - start, cpu, p, 0, 0);
     return result;
@@ -330,6 +343,7 @@ int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
     perfcast_trace_enter(OP_WAITALL, MPI_COMM_WORLD);
     uint64_t start = perfcast_now(), cpu_start = perfcast_cpu_now();
     int result = PMPI_Waitall(count, requests, used);
+    resumed();
     uint64_t cpu = perfcast_cpu_now() - cpu_start;
     perfcast_record_mpi(OP_WAITALL, perfcast_now() - start, cpu, 0, 0, 0);
     trace_waitall(count, before, used);

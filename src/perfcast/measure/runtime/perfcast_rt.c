@@ -23,6 +23,7 @@
  *   place, so a run that dies never leaves a file that parses as a complete profile.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -56,6 +57,9 @@ extern int __xray_patch(void) __attribute__((weak));
 extern int __xray_patch_function(int32_t id) __attribute__((weak));
 extern uintptr_t __xray_function_address(int32_t id) __attribute__((weak));
 extern size_t __xray_max_function_id(void) __attribute__((weak));
+#ifdef PERFCAST_SMPI
+extern void __xray_init(void);
+#endif
 
 /* The filter `perfcast build --filter` embeds (the names' bytes, each name ended by a zero
  * byte, `perfcast_embedded_filter_size` bytes in all: data, never source text), and the C++
@@ -218,12 +222,62 @@ static inline thread_state *this_thread(void)
 
 static int cpu_time_enabled; /* PERFCAST_CPU_TIME=1, read once at start-up */
 
-uint64_t perfcast_now(void)
+static uint64_t monotonic_ns(void)
 {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (uint64_t)now.tv_sec * 1000000000ULL + (uint64_t)now.tv_nsec;
 }
+
+#ifdef PERFCAST_SMPI
+/* Under SimGrid SMPI (`perfcast build --smpi`) the clock is the rank's simulated time.
+ * SMPI runs every rank in one process, one at a time: while a rank computes, the simulated
+ * clock (simgrid_get_clock) stands at the instant the rank was resumed, and SMPI later
+ * charges the burst's measured duration scaled by smpi/host-speed over the host's speed.
+ * Reading MPI_Wtime instead would end the burst (a simcall and a context switch per
+ * event; docs/smpi-backend.md). So the rank's time is the clock at its resumption plus
+ * the real time since then, scaled the same way. A resumption is seen as a change of
+ * the simulated clock since the last reading, or announced by the MPI layer
+ * (perfcast_resumed) right after every wrapped call returns. Every rank has its own copy
+ * of these variables: SMPI loads one copy of the program per rank (smpi/privatization). */
+extern double simgrid_get_clock(void);
+/* smpi/host-speed, parsed: SMPI keeps it in this exported double (SimGrid 3.32; the option
+ * is a string with units, so sg_cfg_get_double cannot read it). */
+extern double _smpi_cfg_host_speed __attribute__((weak));
+extern void *sg_host_self(void);
+extern double sg_host_get_speed(const void *host);
+
+static double simulated_base = -1.0; /* simulated seconds at the rank's last resumption */
+static uint64_t real_base;           /* CLOCK_MONOTONIC then */
+static double speed_ratio;           /* simulated seconds per real second of compute */
+
+void perfcast_resumed(void)
+{
+    if (speed_ratio == 0.0) {
+        if (&_smpi_cfg_host_speed == NULL)
+            fatal("this SimGrid does not export smpi/host-speed (_smpi_cfg_host_speed); "
+                  "perfcast build --smpi needs SimGrid 3.32");
+        speed_ratio = _smpi_cfg_host_speed / sg_host_get_speed(sg_host_self());
+    }
+    simulated_base = simgrid_get_clock();
+    real_base = monotonic_ns();
+}
+
+uint64_t perfcast_now(void)
+{
+    if (simgrid_get_clock() != simulated_base)
+        perfcast_resumed();
+    double elapsed = (double)(monotonic_ns() - real_base) * speed_ratio;
+    return (uint64_t)(simulated_base * 1e9 + elapsed);
+}
+#define CLOCK_DESCRIPTION "SIMGRID_SIMULATED ns"
+#else
+uint64_t perfcast_now(void)
+{
+    return monotonic_ns();
+}
+#define CLOCK_DESCRIPTION "CLOCK_MONOTONIC ns"
+#endif
 
 uint64_t perfcast_cpu_now(void)
 {
@@ -333,6 +387,27 @@ static int compare_symbols(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
+#ifdef PERFCAST_SMPI
+/* Under SMPI the program is a shared object that smpirun loaded (one copy per rank), not
+ * the executable: the object holding this runtime is the program. */
+static Dl_info program_object(void)
+{
+    Dl_info info = {0};
+    if (dladdr((void *)&perfcast_now, &info) == 0 || info.dli_fname == NULL)
+        fatal("cannot find the SMPI program's shared object");
+    return info;
+}
+
+static const char *program_file(void)
+{
+    return program_object().dli_fname;
+}
+
+static uintptr_t program_bias(void)
+{
+    return (uintptr_t)program_object().dli_fbase;
+}
+#else
 static int first_object_bias(struct dl_phdr_info *info, size_t size, void *bias)
 {
     (void)size;
@@ -340,12 +415,25 @@ static int first_object_bias(struct dl_phdr_info *info, size_t size, void *bias)
     return 1; /* the first object is the executable itself */
 }
 
+static const char *program_file(void)
+{
+    return "/proc/self/exe";
+}
+
+static uintptr_t program_bias(void)
+{
+    uintptr_t bias = 0;
+    dl_iterate_phdr(first_object_bias, &bias);
+    return bias;
+}
+#endif
+
 /* The executable's function symbols, sorted by run-time address. The file stays mapped:
  * the names point into it. */
 static symbol *load_symbols(size_t *count)
 {
     *count = 0;
-    int fd = open("/proc/self/exe", O_RDONLY);
+    int fd = open(program_file(), O_RDONLY);
     if (fd < 0)
         return NULL;
     struct stat info;
@@ -369,8 +457,7 @@ static symbol *load_symbols(size_t *count)
     const Elf64_Sym *entries = (const Elf64_Sym *)((const char *)image + table->sh_offset);
     const char *strings = (const char *)image + sections[table->sh_link].sh_offset;
     size_t total = table->sh_size / sizeof *entries;
-    uintptr_t bias = 0;
-    dl_iterate_phdr(first_object_bias, &bias);
+    uintptr_t bias = program_bias();
     symbol *symbols = checked_calloc(total ? total : 1, sizeof *symbols);
     for (size_t i = 0; i < total; ++i)
         if (ELF64_ST_TYPE(entries[i].st_info) == STT_FUNC && entries[i].st_value != 0)
@@ -755,6 +842,18 @@ static void write_profile(void)
 {
     if (aborted)
         return;
+#ifdef PERFCAST_SMPI
+    /* Every rank needs its own copy of this runtime (call-path tree, rank), which SMPI gives
+     * only when it loads the program once per rank (smpi/privatization:dlopen, the
+     * default). Otherwise the MPI_Init wrapper is never reached and all ranks share one
+     * tree: write nothing rather than a profile of mixed ranks. */
+    if (!world_known) {
+        fprintf(stderr, "perfcast runtime: no profile written: under SMPI every rank needs its "
+                        "own copy of the program; run smpirun without "
+                        "--cfg=smpi/privatization:no (the default, dlopen, is right)\n");
+        return;
+    }
+#endif
     uint64_t cpu_now = perfcast_cpu_now(), now = perfcast_now();
     int rank = world_known ? world_rank : launcher_rank();
     const char *directory = getenv(PROFILE_DIR_VARIABLE);
@@ -769,8 +868,12 @@ static void write_profile(void)
     snprintf(final_path, sizeof final_path, "%s/rank-%d.pcprof", directory, rank);
     snprintf(temporary, sizeof temporary, "%s/.rank-%d.pcprof.%d.tmp", directory, rank,
              (int)getpid());
+#ifdef PERFCAST_SMPI
+    snprintf(program, sizeof program, "%s", program_file());
+#else
     ssize_t length = readlink("/proc/self/exe", program, sizeof program - 1);
     program[length > 0 ? length : 0] = '\0';
+#endif
     FILE *out = fopen(temporary, "w");
     if (out == NULL) {
         fprintf(stderr, "perfcast runtime: cannot write %s: %s\n", temporary, strerror(errno));
@@ -786,7 +889,7 @@ static void write_profile(void)
     fprintf(out, "rank %d\nranks %d\n", rank, world_known ? world_size : 1);
     fprintf(out, "run %016llx\n", (unsigned long long)(world_known ? run_id : perfcast_new_run_id()));
     fprintf(out, "program %s\n", program);
-    fprintf(out, "clock CLOCK_MONOTONIC ns\n");
+    fprintf(out, "clock %s\n", CLOCK_DESCRIPTION);
     fprintf(out, "cpu-clock %d CLOCK_THREAD_CPUTIME_ID ns\n", cpu_time_enabled);
     fprintf(out, "counters %d %llu\n", counters_enabled, (unsigned long long)instrumented_blocks);
     fprintf(out, "functions %zu %zu %s\n", patched_count, function_count, filter_source);
@@ -827,6 +930,11 @@ static void read_cpu_time_setting(void)
 __attribute__((constructor(101))) static void perfcast_start(void)
 {
     read_cpu_time_setting();
+#ifdef PERFCAST_SMPI
+    /* clang-16's XRay runtime starts from .preinit_array, which a shared object cannot
+     * have; perfcast build --smpi links a copy without it, so it is started here. */
+    __xray_init();
+#endif
     instrument_functions();
     atexit(write_profile);
 }

@@ -10,6 +10,11 @@
 /* Nanoseconds on CLOCK_MONOTONIC. */
 uint64_t perfcast_now(void);
 
+/* Only in the runtime built for SimGrid SMPI (perfcast build --smpi), where perfcast_now()
+ * is the rank's simulated time: called right after every MPI call returns, when the rank
+ * resumes at the simulated instant its call ended. Weak: null in every other build. */
+void perfcast_resumed(void) __attribute__((weak));
+
 /* Nanoseconds of the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), or 0 when CPU
  * time is not measured (PERFCAST_CPU_TIME unset): then the system call is not made. */
 uint64_t perfcast_cpu_now(void);
