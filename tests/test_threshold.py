@@ -248,7 +248,8 @@ def test_rule_extrapolates_a_loop_of_known_cost_and_skips_most_of_it(tmp_path: P
 
 
 def test_credits_reach_the_trace_runtime_when_it_is_linked(tmp_path: Path) -> None:
-    (tmp_path / "app.c").write_text(KNOWN_COST.replace("20000", "200"))
+    # iterations of a few us: long enough to time (shorter ones run untimed and in full)
+    (tmp_path / "app.c").write_text(KNOWN_COST.replace("20000", "2000"))
     receiver = tmp_path / "receiver.c"
     receiver.write_text(
         "#include <stdint.h>\n#include <stdio.h>\n"
@@ -260,7 +261,7 @@ def test_credits_reach_the_trace_runtime_when_it_is_linked(tmp_path: Path) -> No
     profile = profile_for("app.c", [loop(marked_lines(KNOWN_COST)["rule"])])
     plan = plan_threshold(profile, [tmp_path / "app.c"], root=tmp_path)
     program = build(tmp_path, "app.c", KNOWN_COST, plan, receiver)
-    # the loop takes about 2 ms: below the default floor of sampled time, so no floor here
+    # the loop takes about 15 ms: near the default floor of sampled time, so no floor here
     env = {
         **os.environ,
         "PERFCAST_TRACE_DIR": str(tmp_path / "trace"),
@@ -599,14 +600,15 @@ def test_make_builds_the_stencil_with_sweep_under_the_rule_and_it_runs(tmp_path:
         env = {**os.environ, "PERFCAST_TRACE_DIR": str(trace), "PERFCAST_THRESHOLD": rule}
         env["PERFCAST_THRESHOLD_MIN_SECONDS"] = "0"  # sweep takes a few ms in all
         run = subprocess.run(
-            [*MPIRUN, "-np", "2", "./jacobi", "200", "40"],
+            # rows of 800 doubles, about 1 us: long enough to time (shorter ones run untimed)
+            [*MPIRUN, "-np", "2", "./jacobi", "800", "40"],
             cwd=directory,
             env=env,
             capture_output=True,
             text=True,
         )
         assert run.returncode == 0, run.stderr
-        assert "jacobi: size=200 p=2 iterations=40" in run.stdout
+        assert "jacobi: size=800 p=2 iterations=40" in run.stdout
         stats[rule] = {(s.rank, s.line): s for s in read_threshold_stats(trace)}
         mpi_calls[rule] = [
             line.split()[1:]
@@ -616,7 +618,7 @@ def test_make_builds_the_stencil_with_sweep_under_the_rule_and_it_runs(tmp_path:
     assert mpi_calls["1"] == mpi_calls["0"]
     for rank in (0, 1):
         on, off = stats["1"][(rank, 17)], stats["0"][(rank, 17)]
-        assert off.iterations_run == 40 * 200 and off.iterations_skipped == 0
+        assert off.iterations_run == 40 * 800 and off.iterations_skipped == 0
         assert on.iterations_skipped > 0.5 * off.iterations_run
 
 
