@@ -201,7 +201,7 @@ def loop(line: int, kind: str = "for", inner: tuple[dict, ...] = ()) -> dict:
     return {"line": line, "kind": kind, "params": ["n"], "loops": list(inner)}
 
 
-def build(tmp_path: Path, name: str, text: str, plan: ThresholdPlan, *extra: Path) -> Path:
+def build(tmp_path: Path, name: str, plan: ThresholdPlan, *extra: Path) -> Path:
     """The rewritten program, compiled elsewhere than its source (``-iquote`` finds the
     source's own headers) and linked with the threshold runtime."""
     source = tmp_path / name
@@ -222,7 +222,7 @@ def test_rule_extrapolates_a_loop_of_known_cost_and_skips_most_of_it(tmp_path: P
     profile = profile_for("app.c", [loop(line)])
     plan = plan_threshold(profile, [tmp_path / "app.c"], root=tmp_path)
     assert [(entry.line, entry.applied) for entry in plan.loops] == [(line, True)]
-    program = build(tmp_path, "app.c", KNOWN_COST, plan)  # no trace runtime linked
+    program = build(tmp_path, "app.c", plan)  # no trace runtime linked
     n = 20000  # about 45 us per iteration: about 1 s for the whole loop
     measured = {}
     for rule in ("1", "0"):
@@ -260,7 +260,7 @@ def test_credits_reach_the_trace_runtime_when_it_is_linked(tmp_path: Path) -> No
     )
     profile = profile_for("app.c", [loop(marked_lines(KNOWN_COST)["rule"])])
     plan = plan_threshold(profile, [tmp_path / "app.c"], root=tmp_path)
-    program = build(tmp_path, "app.c", KNOWN_COST, plan, receiver)
+    program = build(tmp_path, "app.c", plan, receiver)
     # the loop takes about 15 ms: near the default floor of sampled time, so no floor here
     env = {
         **os.environ,
@@ -341,7 +341,7 @@ def test_rewritten_loops_of_every_shape_run_and_keep_line_numbers(tmp_path: Path
     text = rewrite(tmp_path / "shapes.c", plan)
     original = SHAPES.splitlines()
     assert text.splitlines()[-len(original) :][0] == original[0]
-    program = build(tmp_path, "shapes.c", SHAPES, plan)
+    program = build(tmp_path, "shapes.c", plan)
     n = 1000
     for rule in ("0", "1"):
         trace = tmp_path / f"trace-{rule}"
