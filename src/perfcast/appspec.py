@@ -95,7 +95,8 @@ RESERVED_NAMES = frozenset({"callpath", "metric", "repetition", "value"})
 """Column names of the measurement table, so no parameter may take them."""
 BUILD_PLACEHOLDER = "perfcast_build"
 """``{perfcast_build}`` in a build command expands to the ``perfcast build [options] --``
-prefix, so ``make CC='{perfcast_build} mpicc'`` gets the spec's counters and filter."""
+prefix, so ``make CC='{perfcast_build} mpicc'`` gets the spec's counters and filter (with
+``--backend smpi`` also ``--smpi``, and the MPI wrapper after it becomes SimGrid's)."""
 
 
 @dataclass(frozen=True)

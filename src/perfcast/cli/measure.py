@@ -8,12 +8,16 @@ from pathlib import Path
 
 from perfcast.appspec import DESIGN_KINDS, SPEC_NAME, AppSpec, load_spec
 from perfcast.cli import positive_int
+from perfcast.errors import InputError
 from perfcast.measure.campaign import measure, scratch_directory
+from perfcast.measure.design import plan_from_spec
 from perfcast.measure.local import LocalBackend
 from perfcast.measure.runner import Backend
 from perfcast.measure.slurm import SlurmBackend
+from perfcast.measure.smpi import SmpiBackend, VirtualCluster
+from perfcast.simulate.platform import read_platform
 
-BACKENDS = ("local", "slurm")
+BACKENDS = ("local", "slurm", "smpi")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,6 +36,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--retry-failed", action="store_true", help="with --resume: run failed runs again"
     )
     parser.add_argument("--backend", choices=BACKENDS, default="local")
+    parser.add_argument(
+        "--platform",
+        type=Path,
+        help="with --backend smpi: the SimGrid platform file of the virtual cluster (perfcast "
+        "platform describe or calibrate writes one); rank i runs on its i-th core",
+    )
     parser.add_argument("--store", type=Path, help="campaign store (default: app.store)")
     parser.add_argument("--design", choices=DESIGN_KINDS, help="override [design] kind")
     parser.add_argument("--no-build", action="store_true", help="skip the build step")
@@ -45,7 +55,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def make_backend(name: str, spec: AppSpec, store: Path, parallel: int = 1) -> Backend:
+def make_backend(
+    name: str,
+    spec: AppSpec,
+    store: Path,
+    parallel: int = 1,
+    platform: Path | None = None,
+    design: str | None = None,
+) -> Backend:
+    if (name == "smpi") != (platform is not None):
+        raise InputError(
+            "--backend smpi needs --platform cluster.xml (the virtual cluster to run on)"
+            if platform is None
+            else "--platform describes the virtual cluster of --backend smpi; add --backend smpi"
+        )
+    if platform is not None:
+        return virtual_cluster_backend(spec, platform, design)
     if name == "slurm":
         return SlurmBackend(
             spec.slurm, scratch_directory(store) / "slurm", job_name=f"perfcast-{spec.name}"
@@ -53,12 +78,28 @@ def make_backend(name: str, spec: AppSpec, store: Path, parallel: int = 1) -> Ba
     return LocalBackend(parallel=parallel)
 
 
+def virtual_cluster_backend(spec: AppSpec, platform: Path, design: str | None) -> SmpiBackend:
+    """The SMPI backend on ``platform``, refused before anything runs when the campaign's
+    largest rank count exceeds the platform's cores."""
+    described = read_platform(platform)
+    backend = SmpiBackend(
+        VirtualCluster(
+            path=platform.resolve(),
+            name=described.name,
+            hosts=described.hosts,
+            smpi_options=described.smpi_options,
+        )
+    )
+    backend.check_fits(run.ranks for run in plan_from_spec(spec, design).runs())
+    return backend
+
+
 def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     store = args.store or spec.store
     result = measure(
         spec,
-        make_backend(args.backend, spec, store, args.parallel),
+        make_backend(args.backend, spec, store, args.parallel, args.platform, args.design),
         store_path=store,
         resume=args.resume,
         retry_failed=args.retry_failed,

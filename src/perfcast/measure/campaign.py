@@ -95,9 +95,24 @@ def scratch_directory(store: Path) -> Path:
     return store.with_name(store.name + ".runs")
 
 
-def perfcast_build_prefix(spec: AppSpec) -> list[str]:
-    """``python -m perfcast build [--counters] [--filter F [--keep-inlined]] --``"""
+SMPI_WRAPPERS = {"mpicc": "smpicc", "mpicxx": "smpicxx", "mpic++": "smpicxx", "mpiCC": "smpicxx"}
+"""The SimGrid wrapper that replaces a spec's MPI compiler wrapper when the campaign runs on
+a virtual cluster, so one perfcast.toml serves real and virtual campaigns."""
+_WRAPPED_COMPILER = re.compile(
+    r"(\{"
+    + BUILD_PLACEHOLDER
+    + r"\}\s+)("
+    + "|".join(map(re.escape, SMPI_WRAPPERS))
+    + r")(?=[\s'\"]|$)"
+)
+"""``{perfcast_build} mpicc`` in a build command: the compiler the placeholder wraps."""
+
+
+def perfcast_build_prefix(spec: AppSpec, *, smpi: bool = False) -> list[str]:
+    """``python -m perfcast build [--counters] [--filter F [--keep-inlined]] [--smpi] --``"""
     prefix = [sys.executable, "-m", "perfcast", "build"]
+    if smpi:
+        prefix.append("--smpi")
     if spec.build is not None and spec.build.counters:
         prefix.append("--counters")
     if spec.build is not None and spec.build.filter is not None:
@@ -107,20 +122,27 @@ def perfcast_build_prefix(spec: AppSpec) -> list[str]:
     return [*prefix, "--"]
 
 
-def build_program(spec: AppSpec, stream: IO[str] | None = None) -> None:
-    """Build the program through ``perfcast build`` as ``[build]`` says."""
+def build_program(spec: AppSpec, stream: IO[str] | None = None, *, smpi: bool = False) -> None:
+    """Build the program through ``perfcast build`` as ``[build]`` says; with ``smpi``, for
+    SimGrid SMPI (``perfcast build --smpi``, the MPI wrapper replaced by SimGrid's)."""
     build = spec.build
     if build is None:
         return
-    prefix = perfcast_build_prefix(spec)
+    prefix = perfcast_build_prefix(spec, smpi=smpi)
     if build.command is not None:
-        command: str | list[str] = build.command.replace(
+        template = build.command
+        if smpi:
+            template = _WRAPPED_COMPILER.sub(
+                lambda found: found.group(1) + SMPI_WRAPPERS[found.group(2)], template
+            )
+        command: str | list[str] = template.replace(
             "{" + BUILD_PLACEHOLDER + "}", shlex.join(prefix)
         )
         shown = command
     else:
         assert build.output is not None
-        command = [*prefix, build.compiler, *build.flags, *build.sources, "-o", build.output]
+        compiler = SMPI_WRAPPERS.get(build.compiler, build.compiler) if smpi else build.compiler
+        command = [*prefix, compiler, *build.flags, *build.sources, "-o", build.output]
         shown = shlex.join(command)
     if stream is not None:
         print(f"build: {shown}", file=stream, flush=True)
@@ -262,7 +284,7 @@ def measure(
             print(f"store: {store.recovery.summary()}", file=stream, flush=True)
         check_space(store_path)
         if build:
-            build_program(spec, stream)
+            build_program(spec, stream, smpi=backend.smpi)
         skip = store.finished_keys()
         if retry_failed:
             skip -= store.finished_keys(FAILED)

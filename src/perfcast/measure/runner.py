@@ -128,6 +128,9 @@ class Backend(abc.ABC):
     """Starts jobs and reports them when they finish."""
 
     name: str
+    smpi: bool = False
+    """The backend runs programs under SimGrid SMPI, so the campaign builds them with
+    ``perfcast build --smpi`` and SimGrid's compiler wrappers."""
     announce: Callable[[Job, dict[str, Any]], None] | None = None
     """Set by :func:`execute`: records a job as in flight. A backend that can call it before
     it starts the job's processes does, with what finds those processes again (a token in

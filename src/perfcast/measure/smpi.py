@@ -1,0 +1,211 @@
+"""The SMPI backend: every run on a virtual cluster, simulated by SimGrid's ``smpirun``.
+
+On a machine with a few cores every run above that many ranks measures ranks waiting for a
+core; SimGrid SMPI runs all ranks of a program in one process on a simulated platform, each
+rank on a core of its own (docs/smpi-backend.md). The campaign builds the program with
+``perfcast build --smpi`` and SimGrid's wrapper (``mpicc`` in ``[build]`` becomes
+``smpicc``, see :func:`~perfcast.measure.campaign.build_program`), and this backend runs
+each point as::
+
+    smpirun -np P -platform cluster.xml -hostfile <the platform's first P cores>
+        --cfg=smpi/host-speed:1Gf <the platform's SMPI factors> ./app ARGS
+
+so every rank writes its profile, on the simulated clock, where a real run's ranks would
+(:data:`~perfcast.measure.runner.PROFILE_DIR_VARIABLE`), and the store keeps the run
+exactly as it keeps a real one. ``smpi/host-speed`` is ``1Gf``: a platform from
+``perfcast platform calibrate`` describes this machine as 1 Gflop/s hosts, so a burst
+measured here is charged at its measured length on such a host (and at half on a ``2Gf``
+host). ``[run] mpirun_args`` are Open MPI's options and are not passed to ``smpirun``.
+
+Runs go one at a time: SMPI times each rank's compute bursts for real, one after another,
+so a second simulation beside it would stretch the bursts it measures.
+
+What a stored run ran on: ``backend`` is ``smpi`` (a virtual run), ``job`` names the
+platform (``platform <name>``; the store has no column of its own for it), and the stored
+command is the ``smpirun`` line with the platform file's path.
+
+The processes are started, timed out, stopped and found again after a crash as the local
+backend does (:class:`~perfcast.measure.local.LocalBackend`, which this extends): one
+``smpirun`` process (and the program it starts) in a session of its own, marked with a
+run token.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import os
+import shlex
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfcast.errors import PerfcastError
+from perfcast.measure.local import (
+    KILL_AFTER_SPAWN_VARIABLE,
+    RUN_TOKEN_VARIABLE,
+    LocalBackend,
+    _Running,
+    _start_time,
+)
+from perfcast.measure.runner import PROFILE_DIR_VARIABLE, Job
+from perfcast.measure.store import DiskFullError, RunRecord, disk_full_message
+
+HOST_SPEED = "1Gf"
+"""``smpi/host-speed``: this machine's compute speed in the units of a calibrated platform."""
+HOSTFILE = "hosts"
+"""The host file of a run, in its scratch directory: rank i on the platform's core i."""
+
+
+@dataclass(frozen=True)
+class VirtualCluster:
+    """The platform a virtual campaign runs on, as plain data (read by the CLI from the
+    SimGrid XML, since reading platforms belongs to a layer above measurement)."""
+
+    path: Path
+    """The platform file (absolute: runs start in the app's directory)."""
+    name: str
+    hosts: tuple[str, ...]
+    """One host per core, in the order ranks are placed."""
+    smpi_options: tuple[str, ...] = ()
+    """``--cfg`` options the runs add (the neutral SMPI factors the file does not set)."""
+
+
+class SmpiBackend(LocalBackend):
+    """Runs jobs one at a time with ``smpirun`` on a :class:`VirtualCluster`."""
+
+    name = "smpi"
+    smpi = True
+
+    def __init__(self, cluster: VirtualCluster, *, smpirun: str = "smpirun"):
+        if shutil.which(smpirun) is None:
+            raise PerfcastError(
+                f"{smpirun!r} is not on PATH: --backend smpi runs the campaign under SimGrid "
+                "SMPI; install SimGrid (Debian: libsimgrid-dev) or use --backend local"
+            )
+        super().__init__(parallel=1, mpirun=smpirun)
+        self.cluster = cluster
+        self._commands: dict[str, str] = {}
+
+    def check_fits(self, ranks: Iterable[int]) -> None:
+        """Refuse a plan whose largest rank count exceeds the platform's cores, before any
+        run starts: the host file would put two ranks on one simulated core, and the run
+        would describe a machine the platform is not."""
+        largest = max(ranks, default=0)
+        cores = len(self.cluster.hosts)
+        if largest > cores:
+            raise PerfcastError(
+                f"the platform {self.cluster.name} ({self.cluster.path}) has {cores} cores "
+                f"but the campaign runs {largest} ranks: describe a larger platform "
+                "(perfcast platform describe --nodes ...) or lower [parameters] p"
+            )
+
+    def cores_for(self, ranks: int) -> int:
+        """Every rank has a simulated core of its own (the host file places rank i on the
+        platform's core i)."""
+        return ranks
+
+    def submit(self, jobs: Sequence[Job]) -> list[tuple[Job, dict[str, Any]]]:
+        """Start the next job, after checking that its program is one smpirun can load."""
+        if jobs and jobs[0].argv:
+            check_smpi_program(jobs[0].cwd / jobs[0].argv[0])
+        return super().submit(jobs)
+
+    def command(self, job: Job) -> list[str]:
+        """``smpirun -np P -platform X -hostfile H --cfg=smpi/host-speed:1Gf ... program args``"""
+        return [
+            self.mpirun, "-np", str(job.ranks), "-platform", str(self.cluster.path),
+            "-hostfile", str(job.directory / HOSTFILE), f"--cfg=smpi/host-speed:{HOST_SPEED}",
+            *self.cluster.smpi_options, *job.argv,
+        ]  # fmt: skip
+
+    def _start(self, job: Job) -> dict[str, Any]:
+        handle: dict[str, Any] = {"host": socket.gethostname(), "token": uuid.uuid4().hex}
+        if self.announce is not None:
+            self.announce(job, handle)
+        env = dict(
+            os.environ,
+            **{PROFILE_DIR_VARIABLE: str(job.profile_dir), RUN_TOKEN_VARIABLE: handle["token"]},
+        )
+        command = self.command(job)
+        try:
+            if job.directory.exists():
+                shutil.rmtree(job.directory)
+            job.profile_dir.mkdir(parents=True)
+            hosts = self.cluster.hosts[: job.ranks]
+            (job.directory / HOSTFILE).write_text("".join(f"{host}\n" for host in hosts))
+            with (
+                open(job.directory / "stdout", "wb") as out,
+                open(job.directory / "stderr", "wb") as err,
+            ):
+                process = subprocess.Popen(
+                    command,
+                    cwd=job.cwd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                )
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise DiskFullError(
+                    disk_full_message(
+                        job.directory, "the runs' scratch area", f"run {job.key} was not started"
+                    )
+                ) from None
+            raise PerfcastError(f"cannot start {command[0]}: {exc}") from None
+        if os.environ.get(KILL_AFTER_SPAWN_VARIABLE) == "1":
+            os.kill(os.getpid(), signal.SIGKILL)
+        self._commands[job.key] = shlex.join(command)
+        self._running.append(_Running(job, process, time.time(), time.monotonic() + job.timeout))
+        return {**handle, "session": process.pid, "start_time": _start_time(process.pid)}
+
+    def wait(self) -> list[RunRecord]:
+        """The finished runs, each with its ``smpirun`` line and its platform."""
+        return [
+            dataclasses.replace(
+                record,
+                command=self._commands.pop(record.key, record.command),
+                job=f"platform {self.cluster.name}",
+            )
+            for record in super().wait()
+        ]
+
+
+PT_INTERP = 3
+"""Program header type of the dynamic loader's path: only an executable has one."""
+_PROGRAM_HEADERS = struct.Struct("<32xQ14xHH")
+"""ELF64 header: where the program headers are, their size and number."""
+
+
+def check_smpi_program(program: Path) -> None:
+    """Refuse an ELF executable before it runs: smpirun loads programs as shared objects,
+    and a build that ``make`` found up to date from an earlier build for ``mpirun`` leaves
+    an executable that every run would abort on (``dlopen failed``). Anything else
+    (a shared object, a script, a missing file) is left to smpirun."""
+    try:
+        with open(program, "rb") as file:
+            header = file.read(64)
+            if len(header) < 64 or header[:5] != b"\x7fELF\x02":
+                return
+            offset, size, count = _PROGRAM_HEADERS.unpack_from(header)
+            file.seek(offset)
+            table = file.read(size * count)
+    except OSError:
+        return
+    types = [int.from_bytes(table[i : i + 4], "little") for i in range(0, len(table), size)]
+    if PT_INTERP in types:
+        raise PerfcastError(
+            f"{program} is an executable for mpirun, not a program built for SimGrid SMPI "
+            "(smpirun loads a shared object built by perfcast build --smpi -- smpicc): the "
+            "build found it up to date; clean the build (e.g. make clean) and measure again"
+        )
