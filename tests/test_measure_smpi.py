@@ -74,6 +74,8 @@ def test_virtual_campaign_is_stored_and_modeled_like_a_real_one(tmp_path, capsys
 
     models = tmp_path / "models.json"
     assert main(["model", str(store), "-o", str(models)]) == 0
+    note = f"note: 3 of 3 runs in {store} ran on a virtual cluster (SimGrid SMPI, platform "
+    assert note + "'virtual8'): their times are simulated" in capsys.readouterr().err
     saved = ModelSet.load(models)
     at = {p: saved.predict({"p": p}) for p in (2, 8)}
     # each rank sweeps the same block at every p; the Allreduce takes log2(p) rounds
@@ -149,3 +151,24 @@ def test_missing_smpirun_names_the_package(tmp_path):
     cluster = VirtualCluster(path=tmp_path / "c.xml", name="c", hosts=("node-0",))
     with pytest.raises(PerfcastError, match="libsimgrid-dev"):
         SmpiBackend(cluster, smpirun="perfcast-no-such-smpirun")
+
+
+@pytest.mark.slow
+@needs_simgrid
+def test_a_store_mixing_real_and_virtual_runs_is_named_by_perfcast_model(tmp_path, capsys):
+    """Two real runs (mpirun, p = 1, 2) and two virtual ones in one store: the models would
+    describe neither machine, and perfcast model says so."""
+    app = copy_stencil(tmp_path)
+    real = write_spec(app, VIRTUAL_STENCIL.replace("p = [2, 4, 8]", "p = [1, 2]"))
+    assert main(["measure", str(real)]) == 0
+    subprocess.run(["make", "-s", "clean"], cwd=app, check=True)  # an mpirun build
+    virtual = write_spec(app, VIRTUAL_STENCIL.replace("p = [2, 4, 8]", "p = [4, 8]"))
+    cluster = platform(tmp_path, 8)
+    argv = ["measure", str(virtual), "--backend", "smpi", "--platform", str(cluster)]
+    assert main([*argv, "--resume"]) == 0  # a user adding virtual points to a real store
+    capsys.readouterr()
+    store = app / "stencil.sqlite"
+    assert main(["model", str(store)]) == 0
+    error = capsys.readouterr().err
+    assert f"2 of 4 runs in {store} ran on a virtual cluster" in error
+    assert "the other 2 runs are real, and a model fitted to both describes neither" in error

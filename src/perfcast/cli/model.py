@@ -304,7 +304,8 @@ def _with_counts_from(
 
 def _note_shared_cores(args: argparse.Namespace) -> Oversubscription | None:
     """A campaign store knows which runs had more ranks than cores: their time is partly
-    waiting for a core, which no model of the program should be taken to describe."""
+    waiting for a core, which no model of the program should be taken to describe; and
+    which ran on a virtual cluster, whose times describe its platform, not this machine."""
     if (args.format or detect_format(args.input).name) != CAMPAIGN_STORE:
         return None
     from perfcast.measure.oversubscription import oversubscription
@@ -313,6 +314,11 @@ def _note_shared_cores(args: argparse.Namespace) -> Oversubscription | None:
     if shared is not None:
         note = shared.describe(args.input, effort_priors="effort" in args.priors)
         print(f"note: {note}", file=sys.stderr)
+    from perfcast.measure.smpi import virtual_runs_note
+
+    virtual = virtual_runs_note(Path(args.input))
+    if virtual is not None:
+        print(f"note: {virtual}", file=sys.stderr)
     return shared
 
 

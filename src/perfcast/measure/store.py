@@ -182,6 +182,10 @@ class StoredRun:
     ranks: int | None = None
     cores: int | None = None
     """Cores the run's ranks had (None: unknown, e.g. a run stored by schema version 1)."""
+    backend: str | None = None
+    """The backend that ran it (``local``, ``slurm``, ``smpi``: a virtual cluster)."""
+    job: str | None = None
+    """The backend's name for it (for ``smpi``: ``platform <name>``)."""
 
 
 @dataclass(frozen=True)
@@ -532,7 +536,8 @@ class CampaignStore:
 
     def runs(self, status: str | None = None) -> list[StoredRun]:
         newer = ", ".join(
-            name if name in self._run_columns else "NULL" for name in ("ranks", "cores")
+            name if name in self._run_columns else "NULL"
+            for name in ("ranks", "cores", "backend", "job")
         )
         query = (
             "SELECT id, key, point, repetition, command, status, exit_code, reason, "
@@ -587,6 +592,8 @@ class CampaignStore:
             attempts=row[10],
             ranks=row[11],
             cores=row[12],
+            backend=row[13] if isinstance(row[13], str) else None,
+            job=row[14] if isinstance(row[14], str) else None,
         )
 
     def profiles(self, run_id: int) -> dict[str, bytes]:
