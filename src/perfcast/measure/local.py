@@ -144,6 +144,14 @@ class LocalBackend(Backend):
             started.append((job, self._start(job)))
         return started
 
+    def command(self, job: Job) -> list[str]:
+        """The launcher line of ``job`` (a subclass runs it under another launcher)."""
+        return mpirun_command(job, mpirun=self.mpirun, cores=self.cores)
+
+    def _prepare(self, job: Job) -> None:
+        """Write what the launcher reads from the run's fresh scratch directory (nothing
+        for mpirun; a host file for smpirun)."""
+
     def _start(self, job: Job) -> dict[str, Any]:
         handle: dict[str, Any] = {"host": socket.gethostname(), "token": uuid.uuid4().hex}
         if self.announce is not None:
@@ -152,11 +160,12 @@ class LocalBackend(Backend):
             os.environ,
             **{PROFILE_DIR_VARIABLE: str(job.profile_dir), RUN_TOKEN_VARIABLE: handle["token"]},
         )
-        command = mpirun_command(job, mpirun=self.mpirun, cores=self.cores)
+        command = self.command(job)
         try:
             if job.directory.exists():
                 shutil.rmtree(job.directory)
             job.profile_dir.mkdir(parents=True)
+            self._prepare(job)
             with (
                 open(job.directory / "stdout", "wb") as out,
                 open(job.directory / "stderr", "wb") as err,

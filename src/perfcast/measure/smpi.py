@@ -33,16 +33,9 @@ run token.
 from __future__ import annotations
 
 import dataclasses
-import errno
-import os
 import shlex
 import shutil
-import signal
-import socket
 import struct
-import subprocess
-import time
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,14 +43,10 @@ from typing import Any
 
 from perfcast.errors import PerfcastError
 from perfcast.measure.local import (
-    KILL_AFTER_SPAWN_VARIABLE,
-    RUN_TOKEN_VARIABLE,
     LocalBackend,
-    _Running,
-    _start_time,
 )
-from perfcast.measure.runner import PROFILE_DIR_VARIABLE, Job
-from perfcast.measure.store import OK, DiskFullError, RunRecord, disk_full_message, open_store
+from perfcast.measure.runner import Job
+from perfcast.measure.store import OK, RunRecord, open_store
 
 HOST_SPEED = "1Gf"
 """``smpi/host-speed``: this machine's compute speed in the units of a calibrated platform."""
@@ -159,47 +148,15 @@ class SmpiBackend(LocalBackend):
             *self.cluster.smpi_options, *job.argv,
         ]  # fmt: skip
 
+    def _prepare(self, job: Job) -> None:
+        """The host file: rank i on the platform's core i."""
+        hosts = self.cluster.hosts[: job.ranks]
+        (job.directory / HOSTFILE).write_text("".join(f"{host}\n" for host in hosts))
+
     def _start(self, job: Job) -> dict[str, Any]:
-        handle: dict[str, Any] = {"host": socket.gethostname(), "token": uuid.uuid4().hex}
-        if self.announce is not None:
-            self.announce(job, handle)
-        env = dict(
-            os.environ,
-            **{PROFILE_DIR_VARIABLE: str(job.profile_dir), RUN_TOKEN_VARIABLE: handle["token"]},
-        )
-        command = self.command(job)
-        try:
-            if job.directory.exists():
-                shutil.rmtree(job.directory)
-            job.profile_dir.mkdir(parents=True)
-            hosts = self.cluster.hosts[: job.ranks]
-            (job.directory / HOSTFILE).write_text("".join(f"{host}\n" for host in hosts))
-            with (
-                open(job.directory / "stdout", "wb") as out,
-                open(job.directory / "stderr", "wb") as err,
-            ):
-                process = subprocess.Popen(
-                    command,
-                    cwd=job.cwd,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=err,
-                    start_new_session=True,
-                )
-        except OSError as exc:
-            if exc.errno == errno.ENOSPC:
-                raise DiskFullError(
-                    disk_full_message(
-                        job.directory, "the runs' scratch area", f"run {job.key} was not started"
-                    )
-                ) from None
-            raise PerfcastError(f"cannot start {command[0]}: {exc}") from None
-        if os.environ.get(KILL_AFTER_SPAWN_VARIABLE) == "1":
-            os.kill(os.getpid(), signal.SIGKILL)
-        self._commands[job.key] = shlex.join(command)
-        self._running.append(_Running(job, process, time.time(), time.monotonic() + job.timeout))
-        return {**handle, "session": process.pid, "start_time": _start_time(process.pid)}
+        handle = super()._start(job)
+        self._commands[job.key] = shlex.join(self.command(job))
+        return handle
 
     def wait(self) -> list[RunRecord]:
         """The finished runs, each with its ``smpirun`` line and its platform."""
