@@ -138,3 +138,46 @@ def test_without_a_program_copy_per_rank_no_mixed_profile_is_written(smpi_jacobi
     )  # fmt: skip
     assert "smpi/privatization:no" in done.stderr
     assert not profiles.exists()
+
+
+WORK_BEFORE_INIT = r"""
+#include <mpi.h>
+__attribute__((noinline)) double setup(void)
+{
+    volatile double x = 0;
+    for (long i = 0; i < 20000000; i++) x += 0.5;
+    return x;
+}
+int main(int argc, char **argv)
+{
+    double x = setup();
+    MPI_Init(&argc, &argv);
+    MPI_Finalize();
+    return x < 0;
+}
+"""
+
+
+@needs_simgrid
+def test_no_call_path_outlasts_main_however_smpi_charged_the_bursts(tmp_path):
+    """SMPI charges nothing before MPI_Init (nor bursts below smpi/cpu-threshold), so the
+    simulated clock after a call can stand before the rank's reading at its start: a time
+    that went back wrapped to about 1.8e19 ns (LULESH's MPI_Init). Readings never go back."""
+    (tmp_path / "early.c").write_text(WORK_BEFORE_INIT)
+    subprocess.run(
+        ["python3", "-m", "perfcast", "build", "--smpi", "--", "smpicc", "-O1", "early.c",
+         "-o", "early"],
+        cwd=tmp_path, check=True, capture_output=True,
+    )  # fmt: skip
+    xml, hosts = platform(tmp_path, "10GBps")
+    subprocess.run(
+        ["smpirun", "-np", "1", "-platform", str(xml), "-hostfile", str(hosts),
+         "--cfg=smpi/host-speed:1Gf", str(tmp_path / "early")],
+        env={**os.environ, "PERFCAST_PROFILE_DIR": str(tmp_path / "profiles")},
+        check=True, capture_output=True,
+    )  # fmt: skip
+    paths = read_rank_profile(tmp_path / "profiles" / "rank-0.pcprof").callpaths
+    main = paths["main"].inclusive_ns
+    assert 0 < main < 10**11
+    assert all(path.inclusive_ns <= main for path in paths.values())
+    assert paths["main->MPI_Init"].inclusive_ns < main
