@@ -22,7 +22,7 @@ from perfcast.experiment.points import parse_point
 from perfcast.modeling import PMNFModeler
 from perfcast.modeling.modelset import MODEL_FILE, ModelSet
 from perfcast.modeling.options import add_flags, from_arguments
-from perfcast.modeling.provenance import Provenance
+from perfcast.modeling.provenance import Provenance, SimulatedPlatform
 from perfcast.modeling.scaling import SCALINGS, total_over_ranks
 from perfcast.outputs import check_target
 from perfcast.priors import PRECEDENCE, PriorSource, fit_with_priors
@@ -62,6 +62,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=FORMATS,
         metavar="FORMAT",  # argparse lists the choices only for help: no metadata scan
         help="input format: %(choices)s (default: detect)",
+    )
+    parser.add_argument(
+        "--runs",
+        metavar="MACHINE",
+        help="of a campaign store holding real and virtual runs, model these: real, virtual "
+        "(the virtual runs, of one platform) or a platform's name (default: the real runs, "
+        "or the virtual runs of a store that has only those); the others are kept apart",
     )
     parser.add_argument("-o", "--output", type=Path, help="write the models as JSON here")
     parser.add_argument(
@@ -203,13 +210,13 @@ def run(args: argparse.Namespace) -> int:
     experiment = experiment.restricted(
         callpaths=callpaths, metrics=_modeled_metrics(args, experiment)
     )
-    shared = _note_shared_cores(args)
+    shared, platform = _note_machine(args)
     report = None
     if not args.priors:
         models = modeler.fit(experiment)
     else:
         models, report = _fit_with_priors(effort, experiment, args)
-    provenance = _provenance(experiment, models, shared)
+    provenance = _provenance(experiment, models, shared, platform)
     models = models.with_provenance(provenance)
     _note_shared_core_models(provenance)
     written = models.save(args.output, inputs) if args.output else None
@@ -285,9 +292,19 @@ def _read_scaled(args: argparse.Namespace, ranks: str) -> Experiment:
     """The input as ``--scaling`` asks: a Cube set's processes summed by its reader, as
     Extra-P does, other formats' per-rank values multiplied by the number of ranks."""
     strong = args.scaling == "strong"
-    if strong and (args.format or detect_format(args.input).name) == "cube":
+    format = args.format or detect_format(args.input).name
+    if strong and format == "cube":
         return read_experiment(args.input, args.format, scaling="strong")
-    experiment = read_experiment(args.input, args.format)
+    options = {}
+    if args.runs is not None:
+        if format != CAMPAIGN_STORE:
+            raise InputError(
+                f"--runs chooses among the runs of a campaign store, and this is a {format} "
+                "file: leave --runs out",
+                path=args.input,
+            )
+        options["runs"] = args.runs
+    experiment = read_experiment(args.input, format, **options)
     return total_over_ranks(experiment, ranks) if strong else experiment
 
 
@@ -302,39 +319,51 @@ def _with_counts_from(
     return combined.experiment
 
 
-def _note_shared_cores(args: argparse.Namespace) -> Oversubscription | None:
-    """A campaign store knows which runs had more ranks than cores: their time is partly
-    waiting for a core, which no model of the program should be taken to describe; and
-    which ran on a virtual cluster, whose times describe its platform, not this machine."""
+def _note_machine(
+    args: argparse.Namespace,
+) -> tuple[Oversubscription | None, SimulatedPlatform | None]:
+    """What a campaign store knows of the machine its runs describe: which runs had more
+    ranks than cores (their time is partly waiting for a core, which no model of the
+    program should be taken to describe), and whether the runs modeled ran on a virtual
+    cluster (their times describe its platform, not this machine) while runs of another
+    machine were kept apart. Notes on stderr; both facts go into the model file."""
     if (args.format or detect_format(args.input).name) != CAMPAIGN_STORE:
-        return None
+        return None, None
     from perfcast.measure.oversubscription import oversubscription
+    from perfcast.measure.virtual import selection
 
-    shared = oversubscription(args.input)
+    shared = oversubscription(args.input, args.runs)
     if shared is not None:
         note = shared.describe(args.input, effort_priors="effort" in args.priors)
         print(f"note: {note}", file=sys.stderr)
-    from perfcast.measure.smpi import virtual_runs_note
-
-    virtual = virtual_runs_note(Path(args.input))
-    if virtual is not None:
-        print(f"note: {virtual}", file=sys.stderr)
-    return shared
+    chosen = selection(Path(args.input), args.runs)
+    machine = chosen.note(Path(args.input))
+    if machine is not None:
+        print(f"note: {machine}", file=sys.stderr)
+    if chosen.platform is None:
+        return shared, None
+    return shared, SimulatedPlatform(chosen.platform.name, chosen.platform.file)
 
 
 def _provenance(
-    experiment: Experiment, models: ModelSet, shared: Oversubscription | None
+    experiment: Experiment,
+    models: ModelSet,
+    shared: Oversubscription | None,
+    platform: SimulatedPlatform | None,
 ) -> Provenance:
     """What `perfcast predict` needs to know of the measurements: each parameter's measured
-    range, and the models fitted on wall time of runs with more ranks than cores."""
+    range, the models fitted on wall time of runs with more ranks than cores, and the
+    simulated platform of virtual runs."""
     ranges = experiment.ranges()
     if shared is None:
-        return Provenance(ranges)
+        return Provenance(ranges, platform=platform)
     from perfcast.measure.oversubscription import shared_core_models
 
     on_shared_cores = shared_core_models(experiment, shared)
     fitted = {(model.callpath, model.metric) for model in models}
-    return Provenance(ranges, replace(on_shared_cores, models=on_shared_cores.models & fitted))
+    return Provenance(
+        ranges, replace(on_shared_cores, models=on_shared_cores.models & fitted), platform
+    )
 
 
 def _note_shared_core_models(provenance: Provenance) -> None:

@@ -168,6 +168,13 @@ def _notes(
         ]
     else:
         notes = _extrapolation(point, provenance)
+        if provenance.platform is not None:
+            notes.insert(
+                0,
+                f"the models rest on runs simulated on {provenance.platform.describe()} "
+                "(a virtual cluster, SimGrid SMPI): the predictions describe that platform's "
+                "machine, not one that was measured",
+            )
         shared = provenance.shared_cores
         if shared is not None and shared.models & selected:
             # Imported here: the measure stage's module reads experiments (pandas), and

@@ -29,6 +29,7 @@ from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment, Metric
 from perfcast.experiment.metrics import CPU_TIME_METRIC
 from perfcast.experiment.names import display_names
 from perfcast.measure.store import OK, open_store
+from perfcast.measure.virtual import select_runs
 from perfcast.modeling.provenance import SharedCores
 
 CONSEQUENCE = (
@@ -100,11 +101,14 @@ class Oversubscription:
         return text
 
 
-def oversubscription(store_path: str | Path) -> Oversubscription | None:
+def oversubscription(store_path: str | Path, which: str | None = None) -> Oversubscription | None:
     """The successful runs of a store that had more ranks than cores (None: no such run;
-    runs whose cores are unknown — stored before perfcast kept them — are only counted)."""
+    runs whose cores are unknown — stored before perfcast kept them — are only counted),
+    among the runs of one machine as the store's reader selects them (``which``:
+    :func:`perfcast.measure.virtual.select_runs`)."""
     with open_store(store_path) as store:
-        runs = store.runs(OK)
+        stored = store.runs(OK)
+    runs = select_runs(stored, which, Path(store_path)).runs if stored else ()
     over = [
         (run.ranks, run.cores)
         for run in runs

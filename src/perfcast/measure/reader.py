@@ -10,7 +10,9 @@ Every successful run contributes its per-rank profiles, parsed straight from the
 in the store (:mod:`perfcast.measure.profiles`: per call path, the mean and the maximum
 over ranks); runs at the same point are repetitions. The experiment's parameters are the
 campaign's parameters that take more than one value among the stored runs — fixed ones
-cannot be modeled. Failed runs are left out (``perfcast measure`` reports them).
+cannot be modeled. Failed runs are left out (``perfcast measure`` reports them), and so are
+the runs of the other machine in a store holding real and virtual runs
+(:mod:`perfcast.measure.virtual`).
 
 A program run without perfcast's instrumentation leaves no profiles; such runs still give
 one measurement, the run's wall time as perfcast saw it (launcher start-up included), as
@@ -46,6 +48,7 @@ from perfcast.measure.profiles import (
     parse_rank_profile,
 )
 from perfcast.measure.store import OK, CampaignStore, StoredRun
+from perfcast.measure.virtual import select_runs
 
 RUN_TIME = Metric("run_time", "s")
 """Wall time of a whole run, for programs that write no profiles."""
@@ -57,20 +60,23 @@ class MissingMetricWarning(UserWarning):
     """A metric the campaign declares in ``[metrics] collect`` is in none of its runs."""
 
 
-def read_sqlite(path: str | Path) -> Experiment:
-    """Read a campaign store's successful runs into an Experiment."""
+def read_sqlite(path: str | Path, runs: str | None = None) -> Experiment:
+    """Read a campaign store's successful runs of one machine into an Experiment: ``runs``
+    is ``real``, ``virtual`` or a platform's name (:func:`perfcast.measure.virtual.select_runs`;
+    None: the real runs, or the virtual runs of a store that has only those)."""
     path = Path(path)
     with CampaignStore.open(path) as store:
         info = store.info()
-        runs = store.runs(OK)
-        if not runs:
+        stored = store.runs(OK)
+        if not stored:
             failed = store.counts()["failed"]
             raise InputError(
                 f"the campaign has no successful run yet ({failed} failed); run "
                 "`perfcast measure` (with --resume) first",
                 path=path,
             )
-        for run in runs:
+        selected = select_runs(stored, runs, path).runs
+        for run in selected:
             absent = [name for name in info.parameters if name not in run.point]
             if absent:
                 raise InputError(
@@ -80,11 +86,11 @@ def read_sqlite(path: str | Path) -> Experiment:
                     path=path,
                 )
         parameters = [
-            name for name in info.parameters if len({run.point[name] for run in runs}) > 1
+            name for name in info.parameters if len({run.point[name] for run in selected}) > 1
         ]
         profiled: list[tuple[dict[str, float], list[RankProfile]]] = []
         unprofiled: list[StoredRun] = []
-        for run in runs:
+        for run in selected:
             blobs = store.profiles(run.id)
             if not blobs:
                 unprofiled.append(run)

@@ -9,7 +9,10 @@ change how far a prediction can be trusted, so the model file carries them:
   extrapolation by 64x, which a reader must see next to the number;
 - which models were fitted on the wall time of runs with more ranks than cores (see
   :mod:`perfcast.measure.oversubscription`): their growth in the ranks is partly waiting for
-  a core, and extrapolating it predicts the scheduler of a small machine.
+  a core, and extrapolating it predicts the scheduler of a small machine;
+- the simulated platform, when the runs ran on a virtual cluster
+  (:mod:`perfcast.measure.virtual`): every number then describes the machine of a platform
+  file, not one anybody measured, and a prediction must say which.
 
 In the model file this is the optional ``"provenance"`` object with its own ``"version"``
 (:data:`VERSION`); files without it (written before it existed) stay readable, and a file
@@ -44,12 +47,28 @@ class SharedCores:
 
 
 @dataclass(frozen=True)
+class SimulatedPlatform:
+    """The platform virtual runs were simulated on (SimGrid SMPI)."""
+
+    name: str
+    file: str | None = None
+    """The platform file as the runs named it (a path on the machine that simulated)."""
+
+    def describe(self) -> str:
+        file = f" ({self.file})" if self.file else ""
+        return f"the simulated platform {self.name!r}{file}"
+
+
+@dataclass(frozen=True)
 class Provenance:
-    """The measured range per parameter, and the models that rest on shared cores."""
+    """The measured range per parameter, the models that rest on shared cores, and the
+    platform of simulated runs."""
 
     ranges: dict[str, tuple[float, float]]
     """Parameter -> (smallest, largest) measured value."""
     shared_cores: SharedCores | None = None
+    platform: SimulatedPlatform | None = None
+    """None: the runs were real."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -63,6 +82,8 @@ class Provenance:
                 "ranks_on": {str(cores): list(ranks) for cores, ranks in shared.ranks_on.items()},
                 "models": [list(key) for key in sorted(shared.models)],
             }
+        if self.platform is not None:
+            data["platform"] = {"name": self.platform.name, "file": self.platform.file}
         return data
 
     @classmethod
@@ -94,6 +115,7 @@ class Provenance:
                         (str(callpath), str(metric)) for callpath, metric in shared["models"]
                     ),
                 )
+            platform = _platform(data.get("platform"))
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise InputError(f"malformed '{KEY}' object ({exc})", path=path) from None
         for name, (low, high) in ranges.items():
@@ -103,4 +125,17 @@ class Provenance:
                     "the file again with `perfcast model FILE -o FILE`",
                     path=path,
                 )
-        return cls(ranges, shared_cores)
+        return cls(ranges, shared_cores, platform)
+
+
+def _platform(data: object) -> SimulatedPlatform | None:
+    """The ``platform`` object; a name that is not a string is malformed (TypeError), since
+    str() of anything would turn a damaged file into a platform nobody named."""
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        raise TypeError("'platform' must be an object")
+    name, file = data.get("name"), data.get("file")
+    if not isinstance(name, str) or not (file is None or isinstance(file, str)):
+        raise TypeError("'platform' needs a string 'name' and a string or null 'file'")
+    return SimulatedPlatform(name, file)
