@@ -112,8 +112,36 @@ def test_smpi_wrappers_need_smpi_and_smpi_needs_them():
         wrap(["smpicc", "-c", "app.c"])
     with pytest.raises(PerfcastError, match="smpicc"):
         wrap(["mpicc", "-c", "app.c"], BuildOptions(smpi=True))
-    with pytest.raises(PerfcastError, match="--counters cannot be combined with --smpi"):
-        wrap(["smpicc", "app.c", "-o", "app"], BuildOptions(smpi=True, counters=True))
+    with pytest.raises(PerfcastError, match="--trace cannot be combined with --smpi"):
+        wrap(["smpicc", "app.c", "-o", "app"], BuildOptions(smpi=True, trace=True))
+
+
+@needs_simgrid
+def test_basic_block_counters_count_exactly_in_every_ranks_copy_of_the_program(tmp_path):
+    """--counters under SMPI: each rank's dlopen copy of the program has its own coverage
+    guards and its own runtime, so each counts its own blocks: sweep's count is the
+    stencil README's exact formula on every rank."""
+    build = tmp_path / "build"
+    build.mkdir()
+    for source in STENCIL.iterdir():
+        if source.suffix in (".c", ".h") or source.name == "Makefile":
+            shutil.copy(source, build)
+    subprocess.run(
+        ["make", "-s", "CC=python3 -m perfcast build --smpi --counters -- smpicc"],
+        cwd=build, check=True, capture_output=True,
+    )  # fmt: skip
+    size, iterations = 48, 7
+    xml, hosts = platform(tmp_path, "10GBps")
+    profiles = tmp_path / "counted"
+    subprocess.run(
+        ["smpirun", "-np", str(NODES), "-platform", str(xml), "-hostfile", str(hosts),
+         "--cfg=smpi/host-speed:1Gf", str(build / "jacobi"), str(size), str(iterations)],
+        env={**os.environ, "PERFCAST_PROFILE_DIR": str(profiles)},
+        check=True, capture_output=True,
+    )  # fmt: skip
+    for rank in range(NODES):
+        sweep = read_rank_profile(profiles / f"rank-{rank}.pcprof").callpaths["main->sweep"]
+        assert sweep.basic_blocks == iterations * (size * size + 2 * size + 3)
 
 
 @needs_simgrid

@@ -400,11 +400,11 @@ def _smpi_mismatch(invocation: Invocation, options: BuildOptions) -> str:
 
 
 def _check_smpi_options(options: BuildOptions) -> None:
-    """--smpi measures call-path time, visits and MPI records; what it cannot do yet."""
+    """--smpi measures call-path time, visits, MPI records and (--counters) basic blocks;
+    what it cannot do yet."""
     refused = [
         name
         for name, given in (
-            ("--counters", options.counters),
             ("--trace", options.trace),
             ("--threshold", options.threshold_profile is not None),
         )
@@ -413,7 +413,8 @@ def _check_smpi_options(options: BuildOptions) -> None:
     if refused:
         raise PerfcastError(
             f"{', '.join(refused)} cannot be combined with --smpi yet: an SMPI build measures "
-            "call-path time on the simulated clock, visits and MPI calls (docs/smpi-backend.md)"
+            "call-path time on the simulated clock, visits, MPI calls and basic blocks "
+            "(docs/smpi-backend.md)"
         )
 
 
