@@ -244,10 +244,13 @@ static int bit_of(const char *name) {
   return -1;
 }
 
+/* Registering a variable makes it that parameter: its labels are replaced, not added to, so
+ * `ranks` computed from MPI_Comm_size and registered as `ranks` carries `ranks`, not `p` too.
+ * A parameter this run does not track (another batch's) leaves the variable unlabelled. */
 void __perfcast_register(void *addr, unsigned long size, const char *name) {
   init();
   int bit = bit_of(name);
-  if (bit >= 0) dfsan_add_label((dfsan_label)(1u << bit), addr, size);
+  dfsan_set_label(bit >= 0 ? (dfsan_label)(1u << bit) : 0, addr, size);
 }
 
 static void note_missing(const char *name) {
