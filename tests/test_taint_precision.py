@@ -5,12 +5,17 @@ DataFlowSanitizer."""
 
 from __future__ import annotations
 
+import json
+import re
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from perfcast.cli import main
+from perfcast.errors import InputError
 from perfcast.taint import ArgvParameter, taint_program
+from perfcast.taint.libdb import MPI_DATABASE
 
 pytestmark = pytest.mark.slow
 
@@ -57,3 +62,118 @@ def test_registering_a_variable_makes_it_that_parameter_instead_of_adding_one(
     ).to_json()
     assert loop_parameters(profile, "main") == [(13, ["ranks"]), (14, ["cells"]), (15, ["size"])]
     assert profile["functions"]["main"]["dependency"] == "cells + ranks + size"
+
+
+ONE = "int main(int argc, char **argv) { return argc > 5; }\n"
+
+
+@pytest.mark.parametrize(
+    ("binding", "message"),
+    [
+        ("size=flag:-s", "the run command './one 1' has no -s, so the program would use its"),
+        ("size=argv:2", "has 1 argument(s) after ./one, so there is no argument 2 to label"),
+    ],
+)
+def test_a_binding_the_run_command_cannot_satisfy_is_refused_before_the_build(
+    tmp_path: Path, binding: str, message: str
+) -> None:
+    """Class 5: a flag missing from the run command was reported only after the rewrite,
+    build and run; the program's default value is what would have run, unlabelled."""
+    (tmp_path / "one.c").write_text(ONE)
+    with pytest.raises(InputError, match=re.escape(message)):
+        taint_program(
+            ["cc", "one.c", "-o", "one"], "./one 1", [ArgvParameter.parse(binding)], cwd=tmp_path
+        )
+    assert not (tmp_path / "one").exists()  # refused before anything was built
+
+
+def test_a_run_that_marks_no_parameter_says_so(tmp_path: Path) -> None:
+    """Class 5: without any marked parameter every function is constant; the profile must
+    say why its table is empty."""
+    (tmp_path / "loop.c").write_text(
+        "int main(int argc, char **argv) {\n  long s = 0;\n"
+        "  for (int i = 0; i < argc * 100; i++) s += i;\n  return s < 0;\n}\n"
+    )
+    profile = taint_program(["cc", "loop.c", "-o", "loop"], "./loop 3", cwd=tmp_path).to_json()
+    assert profile["parameters"] == {}
+    assert any("no parameter was marked in this run" in w for w in profile["warnings"])
+
+
+CONTROL_FLOW = """\
+#include <stdlib.h>
+static void count_regions(int num_elem, const int *region_of, int *region_size) {
+  for (int i = 0; i < num_elem; i++) {
+    int r = region_of[i];
+    region_size[r]++;
+  }
+}
+static void per_region(const int *region_size) {
+  for (int j = 0; j < region_size[0]; j++) {}
+}
+int main(int argc, char **argv) {
+  int n = atoi(argv[1]);
+  int *region_of = calloc(n, sizeof(int));
+  int region_size[2] = {0, 0};
+  count_regions(n, region_of, region_size);
+  per_region(region_size);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("control_flow", [True, False])
+def test_control_flow_taint_can_be_turned_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, control_flow: bool
+) -> None:
+    """Class 5: region_size[r]++ runs under the size-bound loop; with control-flow taint
+    the count carries size, with data flow only (--no-control-flow) it carries nothing."""
+    (tmp_path / "regions.c").write_text(CONTROL_FLOW)
+    monkeypatch.chdir(tmp_path)
+    argv = ["taint", "-o", str(tmp_path / "profile.json"), "--run", "./regions 5"]
+    argv += ["--param", "size=argv:1", *([] if control_flow else ["--no-control-flow"])]
+    assert main([*argv, "--", "cc", "regions.c", "-o", "regions"]) == 0
+    profile = json.loads((tmp_path / "profile.json").read_text())
+    assert loop_parameters(profile, "per_region") == [(9, ["size"] if control_flow else [])]
+    assert loop_parameters(profile, "count_regions") == [(3, ["size"])]  # data flow
+    assert profile["run"].get("control_flow", True) is control_flow
+
+
+SENDER = """\
+#include <mpi.h>
+static void send_one(int rank) {
+  int x = rank;
+  if (rank == 0) MPI_Send(&x, 1, MPI_INT, 1, 0, MPI_COMM_WORLD);
+  else if (rank == 1) MPI_Recv(&x, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+}
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  send_one(rank);
+  MPI_Finalize();
+  return 0;
+}
+"""
+
+
+def test_another_mpi_database_changes_what_point_to_point_depends_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Class 5: perf-taint's view (MPI_Send and MPI_Recv depend on p) from a database the
+    user passes, without editing the installed mpi.json."""
+    (tmp_path / "sender.c").write_text(SENDER)
+    monkeypatch.chdir(tmp_path)
+    database = json.loads(MPI_DATABASE.read_text())
+    for routine in ("MPI_Send", "MPI_Recv"):
+        database["routines"][routine]["p"] = True
+    (tmp_path / "perf-taint-like.json").write_text(json.dumps(database))
+    dependencies = {}
+    for name, extra in (("ours", []), ("theirs", ["--mpi-database", "perf-taint-like.json"])):
+        output = tmp_path / f"{name}.json"
+        argv = ["taint", "-o", str(output), "--run", f"{MPIRUN} -np 2 ./sender", *extra]
+        assert main([*argv, "--", "mpicc", "sender.c", "-o", "sender"]) == 0
+        profile = json.loads(output.read_text())
+        dependencies[name] = profile["functions"]["MPI_Send"]["dependency"]
+        assert profile["run"].get("library_database") == (extra[1] if extra else None)
+    assert dependencies == {"ours": "1", "theirs": "p"}

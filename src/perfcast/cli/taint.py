@@ -65,6 +65,20 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", type=Path, help="project directory to instrument")
     parser.add_argument("--timeout", type=positive_seconds, help="seconds one taint run may take")
     parser.add_argument(
+        "--no-control-flow",
+        dest="control_flow",
+        action="store_false",
+        help="follow data flow only: stores under parameter-dependent conditions keep their "
+        "own labels (to compare with data-flow-only tools and see what control flow adds)",
+    )
+    parser.add_argument(
+        "--mpi-database",
+        type=Path,
+        metavar="FILE",
+        help="the MPI library database to use instead of perfcast's mpi.json (same format; "
+        "see perfcast/taint/README.md, 'Library database')",
+    )
+    parser.add_argument(
         "--print-include-dir",
         action="store_true",
         help="print the directory holding perfcast.h and exit",
@@ -132,7 +146,7 @@ def _one_off(args: argparse.Namespace, compile_command: list[str]) -> int:
         raise InputError("--point belongs to the campaign form (perfcast taint perfcast.toml)")
     check_target(args.output, PROFILE_FILE)  # before the taint run, which takes minutes
     parameters = [ArgvParameter.parse(text) for text in args.param]
-    options = TaintOptions(root=args.root, work_dir=args.work_dir, timeout=args.timeout)
+    options = _options(args)
     profile = taint_program(compile_command, args.run, parameters, options=options)
     _write(profile, args.output, args.filter)
     return 0
@@ -150,7 +164,7 @@ def _campaign(args: argparse.Namespace, spec_path: Path | None, compile_command:
             "form: perfcast taint -o profile.json --run 'RUN COMMAND' -- COMPILE COMMAND"
         )
     spec = load_spec(spec_path or Path(SPEC_NAME))
-    options = TaintOptions(root=args.root, work_dir=args.work_dir, timeout=args.timeout)
+    options = _options(args)
     point = parse_point(args.point, "--point") if args.point else None
     output = args.output or default_profile_path(spec)
     check_target(output, PROFILE_FILE, [spec.path])  # before the taint run, which takes minutes
@@ -160,6 +174,16 @@ def _campaign(args: argparse.Namespace, spec_path: Path | None, compile_command:
     print(f"parameters marked: {bound or 'none on the command line'}\n")
     _write(done.profile, output, args.filter)
     return 0
+
+
+def _options(args: argparse.Namespace) -> TaintOptions:
+    return TaintOptions(
+        root=args.root,
+        work_dir=args.work_dir,
+        timeout=args.timeout,
+        control_flow=args.control_flow,
+        library_database=args.mpi_database,
+    )
 
 
 def _write(profile: TaintProfile, output: Path, filter_path: Path | None) -> None:

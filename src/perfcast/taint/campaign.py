@@ -243,8 +243,9 @@ def taint_campaign(
         )
     profile = replace(
         profile,
-        run=TaintRun(
-            expand(spec.run.command, chosen),
+        run=replace(
+            profile.run or TaintRun(""),
+            command=expand(spec.run.command, chosen),
             spec=str(spec.path),
             point={name: chosen[name] for name in names},
         ),

@@ -9,6 +9,7 @@ runtime objects.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,18 @@ class CompileCommand:
     @property
     def mpi(self) -> bool:
         return Path(self.compiler).name in MPI_C_WRAPPERS | MPI_CXX_WRAPPERS
+
+    @property
+    def output(self) -> str:
+        """The program the command builds (``-o``'s value; ``a.out`` as compilers default)."""
+        args = self.arguments
+        for flag, value in itertools.pairwise(args):
+            if flag == "-o":
+                return value
+        for arg in args:
+            if arg.startswith("-o") and len(arg) > 2:
+                return arg[2:]
+        return "a.out"
 
     @property
     def cplusplus(self) -> bool:

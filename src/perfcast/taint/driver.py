@@ -14,8 +14,8 @@ from perfcast.errors import PerfcastError
 from perfcast.taint.build import RuntimeBuilder
 from perfcast.taint.compile_command import CompileCommand, default_root
 from perfcast.taint.instrument import Instrumenter
-from perfcast.taint.libdb import LibraryDatabase
-from perfcast.taint.params import ArgvParameter
+from perfcast.taint.libdb import MPI_DATABASE, LibraryDatabase
+from perfcast.taint.params import ArgvParameter, check_bindings
 from perfcast.taint.profile import ProfileBuilder
 from perfcast.taint.profile_model import TaintProfile, TaintRun
 from perfcast.taint.runner import LABELS, BatchRunner
@@ -33,12 +33,20 @@ class TaintOptions:
             temporary directory, removed afterwards).
         labels: taint labels per run (8; smaller values force batching).
         timeout: seconds a single run may take.
+        control_flow: whether stores under parameter-dependent conditions inherit the
+            conditions' labels (False: data flow only, to compare with tools that have no
+            control-flow taint and to see what control flow adds).
+        library_database: the MPI library database (default: ``mpi.json`` beside
+            :mod:`perfcast.taint.libdb`; README.md says why its point-to-point routines do
+            not depend on ``p`` and how to write another).
     """
 
     root: Path | None = None
     work_dir: Path | None = None
     labels: int = LABELS
     timeout: float | None = None
+    control_flow: bool = True
+    library_database: Path | None = None
 
 
 def taint_program(
@@ -58,9 +66,11 @@ def taint_program(
     """
     options = options or TaintOptions()
     cwd = (cwd or Path.cwd()).resolve()
-    database = database or LibraryDatabase.load()
+    if database is None:
+        database = LibraryDatabase.load(options.library_database or MPI_DATABASE)
     toolchain = find_toolchain()
     command = CompileCommand.parse(compile_command, cwd)
+    check_bindings(parameters, run_command, command.output)
     root = (options.root or default_root(command.sources)).resolve()
     temporary = options.work_dir is None
     work = Path(tempfile.mkdtemp(prefix="perfcast-taint-")) if temporary else options.work_dir
@@ -95,13 +105,20 @@ def taint_program(
             parameters,
             labels=options.labels,
             timeout=options.timeout,
+            control_flow=options.control_flow,
         )
         records, batches = runner.run()
         sources = {p.name: p.describe() for p in parameters}
         if "MPI_Comm_size" in rewritten.library_calls:
             sources.setdefault(database.implicit_process_parameter, "MPI_Comm_size")
         profile = ProfileBuilder(rewritten.sitemap, records, database).build(batches, sources)
-        return replace(profile, run=TaintRun(run_command))
+        database_file = options.library_database
+        run = TaintRun(
+            run_command,
+            control_flow=options.control_flow,
+            library_database=None if database_file is None else str(database_file),
+        )
+        return replace(profile, run=run)
     finally:
         if temporary:
             shutil.rmtree(work, ignore_errors=True)

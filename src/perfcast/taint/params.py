@@ -13,7 +13,10 @@ source with ``perfcast_register(&var, "name")`` need no binding.
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import PurePath
 
 from perfcast.errors import InputError
 
@@ -52,3 +55,35 @@ class ArgvParameter:
 def runtime_spec(parameters: list[ArgvParameter]) -> str:
     """The ``$PERFCAST_TAINT_ARGV`` value the runtime reads."""
     return ";".join(f"{p.name}:{p.kind}:{p.where}" for p in parameters)
+
+
+def check_bindings(parameters: Sequence[ArgvParameter], run_command: str, program: str) -> None:
+    """Refuse, before the rewrite and build that take minutes, a binding the run command
+    cannot satisfy: a flag it does not contain, or a position beyond its last argument.
+    The program would then run with its default value, which no label marks, and the
+    parameter would seem to drive nothing. Positions are checked only where the command
+    names ``program`` (the built program); under a wrapper script the runtime's own report
+    after the run is what remains."""
+    try:
+        words = shlex.split(run_command)
+    except ValueError:
+        return  # the runner reports a command it cannot split
+    name = PurePath(program).name
+    starts = [i for i, word in enumerate(words) if PurePath(word).name == name]
+    for parameter in parameters:
+        if parameter.kind == "flag":
+            flag = parameter.where
+            if not any(word == flag or word.startswith(flag + "=") for word in words):
+                raise InputError(
+                    f"--param {parameter.name}={parameter.describe()}: the run command "
+                    f"{run_command!r} has no {flag}, so the program would use its default "
+                    f"value, which nothing labels: add '{flag} VALUE' to the run command, or "
+                    f'mark the variable in the source (perfcast_register(&var, "{parameter.name}"))'
+                )
+        elif starts and starts[-1] + int(parameter.where) >= len(words):
+            raise InputError(
+                f"--param {parameter.name}={parameter.describe()}: the run command "
+                f"{run_command!r} has {len(words) - starts[-1] - 1} argument(s) after "
+                f"{words[starts[-1]]}, so there is no argument {parameter.where} to label: "
+                "give the position of the value after the program name"
+            )

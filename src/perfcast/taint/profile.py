@@ -189,15 +189,28 @@ class ProfileBuilder:
             functions[routine] = self._routine(routine_state)
         parameters = self._coverage(functions, batches, sources)
         unused = sorted(n for n, c in parameters.items() if not c.loops and not c.mpi)
-        warnings = [
-            f"parameter {name} reaches no loop condition and no MPI call in this run: "
-            "it does not change the cost of any function; leave it out of the model"
-            for name in unused
-        ] + [
-            f"{name} is recursive: its dependency over-approximates (recursion depth is "
-            "not a loop the analysis sees)"
-            for name in sorted(recursive)
-        ]
+        unmarked = (
+            []
+            if parameters
+            else [
+                "no parameter was marked in this run (no --param binding, no "
+                "perfcast_register, no MPI_Comm_size): every function is reported as "
+                "constant; mark the parameters to model (perfcast taint --param NAME=argv:N)"
+            ]
+        )
+        warnings = (
+            unmarked
+            + [
+                f"parameter {name} reaches no loop condition and no MPI call in this run: "
+                "it does not change the cost of any function; leave it out of the model"
+                for name in unused
+            ]
+            + [
+                f"{name} is recursive: its dependency over-approximates (recursion depth is "
+                "not a loop the analysis sees)"
+                for name in sorted(recursive)
+            ]
+        )
         user = [f for f in self.sitemap.functions if f.name in functions]
         return TaintProfile(
             parameters=parameters,

@@ -281,6 +281,10 @@ class TaintRun:
     command: str
     spec: str | None = None
     point: Mapping[str, float] | None = None
+    control_flow: bool = True
+    """False: the run followed data flow only (``perfcast taint --no-control-flow``)."""
+    library_database: str | None = None
+    """The MPI library database the run used, when not perfcast's own ``mpi.json``."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"command": self.command}
@@ -288,6 +292,10 @@ class TaintRun:
             data["spec"] = self.spec
         if self.point is not None:
             data["point"] = dict(self.point)
+        if not self.control_flow:
+            data["control_flow"] = False
+        if self.library_database is not None:
+            data["library_database"] = self.library_database
         return data
 
 
@@ -550,8 +558,13 @@ class _Reader(JsonChecker):
                 isinstance(v, int | float) and not isinstance(v, bool) for v in values.values()
             ):
                 raise self.fail(f"{where}.point", "an object of parameter values")
+        database = entry.get("library_database")
         return TaintRun(
             command=self.text(self.required(entry, "command", where), f"{where}.command"),
             spec=None if spec is None else self.text(spec, f"{where}.spec"),
             point=point,
+            control_flow=self.flag(entry.get("control_flow", True), f"{where}.control_flow"),
+            library_database=(
+                None if database is None else self.text(database, f"{where}.library_database")
+            ),
         )

@@ -67,6 +67,7 @@ static int n_nodes, cap_nodes;
 static pc_frame *frames;
 static int depth, cap_frames;
 static int initialised;
+static int control_flow = 1; /* stores under tainted conditions inherit labels */
 
 static char param_names[PC_MAX_LABELS][PC_NAME_MAX];
 static int n_params;
@@ -143,6 +144,8 @@ static void load_params(void) {
 static void init(void) {
   if (initialised) return;
   initialised = 1;
+  const char *flow = getenv("PERFCAST_TAINT_CONTROL_FLOW");
+  control_flow = !(flow && strcmp(flow, "0") == 0);
   load_params();
   new_node(-1, -1, -1, 0); /* root: the program before main's frame */
   push_frame(0);
@@ -224,9 +227,12 @@ long long __dfsw___perfcast_value(int site, long long value, dfsan_label *slot,
   return value;
 }
 
-/* Control-flow taint: a store made under a tainted condition inherits its labels. */
+/* Control-flow taint: a store made under a tainted condition inherits its labels, unless
+ * the run turned it off (PERFCAST_TAINT_CONTROL_FLOW=0, `perfcast taint --no-control-flow`:
+ * data flow only, as tools without control-flow taint see the program). */
 void __perfcast_flow(void *addr, unsigned long size, dfsan_label label) {
-  if (label && addr) dfsan_add_label(label, addr, size);
+  init();
+  if (label && addr && control_flow) dfsan_add_label(label, addr, size);
 }
 
 /* ---- parameters -------------------------------------------------------------------------- */
