@@ -14,8 +14,10 @@ import pytest
 
 from perfcast.cli import main
 from perfcast.errors import InputError
+from perfcast.experiment.experiment import Experiment
 from perfcast.taint import ArgvParameter, taint_program
 from perfcast.taint.libdb import MPI_DATABASE
+from perfcast.taint.validity import algorithm_switch_warnings, match_profile
 
 pytestmark = pytest.mark.slow
 
@@ -177,3 +179,53 @@ def test_another_mpi_database_changes_what_point_to_point_depends_on(
         dependencies[name] = profile["functions"]["MPI_Send"]["dependency"]
         assert profile["run"].get("library_database") == (extra[1] if extra else None)
     assert dependencies == {"ours": "1", "theirs": "p"}
+
+
+POSITION = """\
+#include <mpi.h>
+#include <stdlib.h>
+static long boundary(int rank, int size, int n) {
+  long s = 0;
+  int last = rank == size - 1;
+  if (last) { for (int i = 0; i < n; i++) s += i; }
+  if (n > 100) { for (int i = 0; i < n; i++) s -= i; }
+  for (int i = rank * n; i < (rank + 1) * n; i++) s += i;
+  return s;
+}
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  long s = boundary(rank, size, atoi(argv[1]));
+  MPI_Finalize();
+  return s == 42;
+}
+"""
+
+
+def test_branches_decided_by_the_ranks_position_are_no_algorithm_switch(tmp_path: Path) -> None:
+    """Class 6: ``if (rank == size - 1)`` tells the last rank from the others in every run
+    (LULESH's ``if (colLoc == tp - 1)``); ``if (n > 100)`` may switch code between runs.
+    The rank's position also stays off the loop whose bounds it offsets."""
+    (tmp_path / "position.c").write_text(POSITION)
+    typed = taint_program(
+        ["mpicc", "position.c", "-o", "position"],
+        f"{MPIRUN} -np 2 ./position 8",
+        [ArgvParameter.parse("size=argv:1")],
+        cwd=tmp_path,
+    )
+    profile = typed.to_json()
+    branches = {b["line"]: b for b in profile["functions"]["boundary"]["branches"]}
+    assert branches[6]["params"] == ["p"] and branches[6].get("position") is True
+    assert branches[7]["params"] == ["size"] and "position" not in branches[7]
+    # the loop under n > 100 did not run at n = 8; the last one is offset by rank * n
+    assert loop_parameters(profile, "boundary") == [(6, ["size"]), (7, []), (8, ["size"])]
+    assert set(profile["parameters"]) == {"p", "size"}  # the rank is no parameter
+
+    rows = [("main->boundary", "time", (p, n), 1.0) for p in (2, 4, 8) for n in (50, 100, 200)]
+    experiment = Experiment.from_rows(["p", "size"], rows)
+    warnings = algorithm_switch_warnings(typed, experiment, match_profile(typed, experiment))
+    assert [w for w in warnings["main->boundary"] if "possible algorithm switch" in w] == [
+        "possible algorithm switch on size: the branch at position.c:7 is decided by size"
+    ]

@@ -96,7 +96,19 @@ class LibraryDatabase:
 
     @property
     def implicit_process_parameter(self) -> str:
-        return next(iter(self.implicit_parameters), "p")
+        return next(
+            (name for name, entry in self.implicit_parameters.items() if not entry.get("position")),
+            "p",
+        )
+
+    @property
+    def position_labels(self) -> frozenset[str]:
+        """Labels that mark a process's position (``rank``), not a parameter of the run:
+        branches they decide differ between ranks of one run, so they are kept apart from
+        algorithm switches, and off every loop and cost (:mod:`perfcast.taint.profile`)."""
+        return frozenset(
+            name for name, entry in self.implicit_parameters.items() if entry.get("position")
+        )
 
     def wrapper_source(self) -> str:
         """C source of the ``custom`` wrappers (compiled uninstrumented)."""

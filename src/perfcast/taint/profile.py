@@ -52,7 +52,7 @@ class ProfileBuilder:
     def __init__(self, sitemap: SiteMap, records: RunRecords, database: LibraryDatabase):
         self.sitemap = sitemap
         self.functions = sitemap.by_fid()
-        self.records = records
+        self.records = _without_positions(records, database.position_labels)
         self.database = database
 
     # ---- per context ----------------------------------------------------------------------
@@ -126,6 +126,7 @@ class ProfileBuilder:
                     evaluated=observed.count,
                     taken=observed.taken,
                     calls=tuple(site.calls),
+                    position=observed.positional,
                 )
             )
         return out
@@ -304,7 +305,8 @@ class ProfileBuilder:
         batches: list[list[str]],
         sources: dict[str, str],
     ) -> dict[str, ParameterCoverage]:
-        names = [n for batch in batches for n in batch]
+        positions = self.database.position_labels
+        names = [n for batch in batches for n in batch if n not in positions]
         implicit = self.database.implicit_process_parameter
         if implicit not in names and _library_parameters(functions) & {implicit}:
             # p enters through a collective's cost law even if MPI_Comm_size is never called
@@ -412,6 +414,7 @@ def _merge_branches(lists: Iterable[list[Branch]]) -> tuple[Branch, ...]:
                     calls=tuple(sorted({*target.calls, *branch.calls})),
                     evaluated=target.evaluated + branch.evaluated,
                     taken=target.taken + branch.taken,
+                    position=target.position or branch.position,
                 )
             )
     return tuple(merged[line] for line in sorted(merged))
@@ -426,3 +429,36 @@ def _library_uses(states: Iterable[_PathState]) -> dict[str, LibraryUse]:
         routine: LibraryUse(params=tuple(sorted(uses.params)), calls=uses.calls)
         for routine, uses in sorted(merged.items())
     }
+
+
+def _without_positions(records: RunRecords, positions: frozenset[str]) -> RunRecords:
+    """The records with position labels (``rank``) taken off every condition and call.
+
+    A rank's position decides which neighbours a process talks to and where its share of
+    the data starts, so it reaches loop bounds (``for (i = first; i < first + n; i++)``)
+    and branches (``if (colLoc == tp - 1)``), but it is not a parameter of the run: no
+    model has a ``rank`` term. A branch whose condition carried it keeps the mark
+    (:attr:`SiteRecord.positional`): it tells boundary ranks from interior ones, which is
+    not an algorithm switch between runs."""
+    if not positions:
+        return records
+    contexts = {}
+    for context, record in records.contexts.items():
+        sites = {
+            index: replace(
+                site,
+                labels=site.labels - positions,
+                positional=site.positional or bool(site.labels & positions),
+            )
+            for index, site in record.sites.items()
+        }
+        calls = {
+            key: replace(call, labels=call.labels - positions) for key, call in record.calls.items()
+        }
+        contexts[context] = replace(record, sites=sites, calls=calls)
+    return replace(
+        records,
+        tracked=[name for name in records.tracked if name not in positions],
+        untracked=records.untracked - positions,
+        contexts=contexts,
+    )

@@ -150,6 +150,9 @@ class Branch:
     taken: int = 0
     calls: tuple[str, ...] = ()
     """Functions called in its arms (statically)."""
+    position: bool = False
+    """Also decided by the process's position (``rank``): it tells ranks of one run apart
+    (boundary from interior), so it is no algorithm switch between runs."""
 
     @property
     def uniform(self) -> bool:
@@ -166,6 +169,7 @@ class Branch:
             "evaluated": self.evaluated,
             "taken": self.taken,
             "calls": list(self.calls),
+            **({"position": True} if self.position else {}),
         }
 
 
@@ -547,6 +551,7 @@ class _Reader(JsonChecker):
             evaluated=self.integer(entry.get("evaluated", 0), f"{where}.evaluated", "a count"),
             taken=self.integer(entry.get("taken", 0), f"{where}.taken", "a count"),
             calls=self.names(entry.get("calls", []), f"{where}.calls"),
+            position=self.flag(entry.get("position", False), f"{where}.position"),
         )
 
     def run(self, entry: Any, where: str) -> TaintRun:

@@ -23,6 +23,8 @@ class SiteRecord:
     labels: set[str] = field(default_factory=set)
     count: int = 0
     taken: int = 0
+    positional: bool = False
+    """The condition also carried a position label (``rank``), removed from ``labels``."""
 
 
 @dataclass

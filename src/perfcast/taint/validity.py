@@ -338,7 +338,10 @@ def algorithm_switch_warnings(
       value, not the data visited in a loop, chose the path -- a branch with mixed outcomes
       splits work per iteration rather than switching algorithms, and
     * ``X`` takes more than one value in the experiment, so the measured range may
-      straddle the branch's threshold.
+      straddle the branch's threshold, and
+    * the rank's position does not take part in the condition (:attr:`Branch.position`):
+      ``if (colLoc == tp - 1)`` in LULESH tells the boundary ranks of one run from the
+      interior ones; every run has both, so it switches nothing between runs.
 
     Such a branch flags the call path of its own function (it selects code inside it), and
     every call path through a call it guards: ``if (n < 4) kernel_linear(n); else
@@ -395,7 +398,7 @@ def _possible_switches(
     found = []
     for branch in function.branches:
         parameters = [p for p in branch.params if p in varying]
-        if parameters and branch.uniform and not branch.exits_loops_at:
+        if parameters and branch.uniform and not branch.exits_loops_at and not branch.position:
             found.append((branch, f"{function.file or name}:{branch.line}", parameters))
     return found
 
