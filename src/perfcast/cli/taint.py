@@ -17,6 +17,13 @@ One-off form for a single program::
 
 The compile command after ``--`` is rewritten and built with DataFlowSanitizer, the run
 command runs it (once per batch of 8 parameters), and the profile is written.
+
+Import form, perf-taint's results into a perfcast profile (no taint run)::
+
+    perfcast taint import app_0.json -o profile.json [--filter relevant.txt]
+
+reads the JSON a perf-taint run wrote (or JSONConverter's output), so that
+``perfcast model --taint profile.json`` uses it.
 """
 
 from __future__ import annotations
@@ -40,6 +47,9 @@ from perfcast.taint.campaign import (
 from perfcast.taint.profile_model import PROFILE_FILE, TaintProfile
 
 SPEC_SUFFIX = ".toml"
+IMPORT_WORD = "import"
+"""First word of the import form. No spec is named so (a spec ends in ``.toml``), and the
+one-off form's words are a compile command, so the word is free in both other forms."""
 
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
@@ -93,7 +103,9 @@ def register(subparsers: Any) -> None:
     )
     _add_options(parser)
     parser.add_argument(
-        "words", nargs=argparse.REMAINDER, help="[perfcast.toml] [-- COMPILE COMMAND]"
+        "words",
+        nargs=argparse.REMAINDER,
+        help="[perfcast.toml] [-- COMPILE COMMAND], or: import PERF_TAINT.json",
     )
     parser.set_defaults(handler=run)
 
@@ -128,6 +140,8 @@ def run(args: argparse.Namespace) -> int:
     if args.print_include_dir:
         print(INCLUDE_DIR)
         return 0
+    if args.run is None and args.words[:1] == [IMPORT_WORD]:
+        return _import(args)
     spec_path, compile_command = _split_words(args)
     if args.run is not None:
         if spec_path is not None:
@@ -149,6 +163,42 @@ def _one_off(args: argparse.Namespace, compile_command: list[str]) -> int:
     options = _options(args)
     profile = taint_program(compile_command, args.run, parameters, options=options)
     _write(profile, args.output, args.filter)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    """``perfcast taint import FILE -o PROFILE``: only ``-o`` and ``--filter`` apply; the
+    options of a taint run are refused rather than ignored."""
+    again = argparse.ArgumentParser(prog="perfcast taint import")
+    again.add_argument("source", type=Path, help="perf-taint's result JSON")
+    again.add_argument("-o", "--output", type=Path, default=args.output)
+    again.add_argument("--filter", type=Path, default=args.filter)
+    parsed = again.parse_args(args.words[1:])
+    misplaced = [
+        flag
+        for flag, given in (
+            ("--param", args.param),
+            ("--point", args.point),
+            ("--work-dir", args.work_dir),
+            ("--root", args.root),
+            ("--timeout", args.timeout),
+            ("--no-control-flow", not args.control_flow),
+            ("--mpi-database", args.mpi_database),
+        )
+        if given
+    ]
+    if misplaced:
+        raise InputError(
+            f"{', '.join(misplaced)} {'belongs' if len(misplaced) == 1 else 'belong'} to a "
+            "taint run; perfcast taint import only reads "
+            "perf-taint's JSON (-o PROFILE, --filter FILE)"
+        )
+    if parsed.output is None:
+        raise InputError("usage: perfcast taint import PERF_TAINT.json -o profile.json")
+    from perfcast.taint.perftaint import import_perftaint
+
+    check_target(parsed.output, PROFILE_FILE, [parsed.source])  # never over the input
+    _write(import_perftaint(parsed.source), parsed.output, parsed.filter)
     return 0
 
 
