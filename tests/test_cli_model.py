@@ -1,6 +1,7 @@
 """`perfcast model` and `perfcast predict` end to end, through the real entry point."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -73,8 +74,8 @@ def test_predict_evaluates_saved_models(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:2] == ["callpath", "metric"]
     assert "p=4096, n=48000" in lines[0]
-    values = [float(v) for v in lines[1].split()[-2:]]
-    assert values[1] > values[0] > 0
+    values = [float(v) for v in re.findall(r"(\S+) \[", lines[1])]  # "value [low, high]"
+    assert len(values) == 2 and values[1] > values[0] > 0
 
 
 def test_predict_names_unknown_parameters(tmp_path, capsys):

@@ -557,7 +557,9 @@ def test_seeds_are_accepted(scratch):
     path = scratch / "models.json"
     path.write_text(json.dumps(MODEL_SEED))
     assert "main->solve" in run_cli_output(["predict", str(path), "p=4", "size=128"])
-    assert np.isfinite(float(run_cli_output(["predict", str(path), "p=4", "size=128"]).split()[-1]))
+    printed = run_cli_output(["predict", str(path), "p=4", "size=128"])
+    value = re.split(r"\s{2,}", printed.strip().splitlines()[-1])[-1].split()[0]  # "v [lo, hi]"
+    assert np.isfinite(float(value))
 
 
 def run_cli_output(argv: list[str]) -> str:

@@ -3,17 +3,20 @@ models, points outside a model's domain, and the notes that keep a prediction fr
 misleading (extrapolation, shared cores, callees above their callers)."""
 
 import json
+import re
 import shutil
 import warnings
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pytest
 from campaign_helpers import build_program, write_spec
 
 from perfcast.cli import main
+from perfcast.experiment import Experiment
 from perfcast.measure.local import available_cores
-from perfcast.modeling import ModelSet
+from perfcast.modeling import ModelSet, PMNFModeler
 from perfcast.modeling.pmnf import Factor, Model, Term
 from perfcast.modeling.provenance import Provenance, SharedCores
 
@@ -36,8 +39,19 @@ def save(tmp_path, models, provenance=None, parameters=("p", "size")):
     return path
 
 
+INTERVAL_NOTES = ("note: [low, high] is the", "carry no uncertainty")
+
+
 def predict(capsys, *argv):
-    """Exit status, table lines, note lines."""
+    """Exit status, table lines, note lines but those on prediction intervals (what the
+    brackets mean, which models have none: see the tests of intervals below), so that each
+    test sees the notes it is about."""
+    status, table, notes = predict_all(capsys, *argv)
+    return status, table, [n for n in notes if not any(text in n for text in INTERVAL_NOTES)]
+
+
+def predict_all(capsys, *argv):
+    """Exit status, table lines, every note line."""
     status = main(["predict", *map(str, argv)])
     captured = capsys.readouterr()
     return status, captured.out.splitlines(), captured.err.splitlines()
@@ -286,3 +300,58 @@ def test_callpath_takes_a_function_name_or_a_glob(tmp_path, capsys):
     assert status == 0 and len(table) == 3
     status, _, err = predict(capsys, path, "p=64", "size=1", "--callpath", "CalcForce")
     assert status == 2 and "CalcForceForNodes" in err[0].split("close function names:")[1]
+
+
+def fitted(tmp_path, noise=0.05, seed=0):
+    """A model file fitted to ``2 + 0.5 p n`` with uniform +-``noise``, 5 repetitions."""
+    rng = np.random.default_rng(seed)
+    rows = [
+        ("main", "time", (p, n), (2 + 0.5 * p * n) * (1 + noise * rng.uniform(-1, 1)))
+        for p in (4, 8, 16, 32, 64)
+        for n in (10, 20, 30, 40, 50)
+        for _ in range(5)
+    ]
+    models = PMNFModeler().fit(Experiment.from_rows(["p", "n"], rows))
+    path = tmp_path / "fitted.json"
+    models.with_provenance(Provenance({"p": (4.0, 64.0), "n": (10.0, 50.0)})).save(path)
+    return path
+
+
+def intervals(row):
+    """(value, low, high) of every cell of a table row."""
+    return [tuple(map(float, cell)) for cell in re.findall(r"(\S+) \[(\S+), (\S+)\]", row)]
+
+
+def test_each_value_is_printed_with_its_prediction_interval(tmp_path, capsys):
+    path = fitted(tmp_path)
+    status, table, notes = predict_all(capsys, path, "p=16,512", "n=30")
+    assert status == 0
+    (inside, low, high), beyond = intervals(table[1])
+    assert low < inside < high and beyond[1] < beyond[0] < beyond[2]
+    assert 0.01 < (high - low) / 2 / inside < 0.2  # about two standard deviations of +-5 %
+    assert notes[0].startswith("note: [low, high] is the 95 % prediction interval of one new")
+    assert "p=512 is 8x the largest measured p (64)" in notes[1]
+    status, table, notes = predict_all(capsys, path, "p=16,512", "n=30", "--level", "0.5")
+    assert status == 0 and notes[0].startswith("note: [low, high] is the 50 % prediction")
+    (same, narrow_low, narrow_high), _ = intervals(table[1])
+    assert same == inside and low < narrow_low < inside < narrow_high < high
+    for bad in ("1", "0", "ninety", "nan"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["predict", str(path), "p=16", "n=30", "--level", bad])
+        assert exit_.value.code == 2
+        assert "is not a probability between 0 and 1" in capsys.readouterr().err
+
+
+def test_models_without_uncertainty_are_printed_without_an_interval(tmp_path, capsys):
+    """Model files written before perfcast stored the fit's uncertainty, and models imported
+    from Extra-P, have none: their values stand alone and a note says why."""
+    path = save(tmp_path, [model("main", "time", 2.0, (0.5, "p", 1, 0)), model("init", "time", 7)])
+    status, table, notes = predict_all(capsys, path, "p=64", "size=1")
+    assert status == 0
+    assert [row.split()[-1] for row in table[1:]] == ["34", "7"]
+    assert notes[0] == (
+        f"note: 2 model(s) in {path} carry no uncertainty (time of main, time of init): no "
+        "prediction interval; models written before perfcast stored it, or imported from "
+        "Extra-P, have none: fit them again with `perfcast model ... -o`"
+    )
+    assert not any("[low, high]" in n for n in notes)

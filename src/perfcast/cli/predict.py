@@ -5,6 +5,12 @@ table (on stderr, so that the table stays machine-readable) say when it should n
 how far a point lies beyond the measured range, which models rest on wall time of runs
 that shared cores, and where a call path's inclusive time is predicted above its caller's,
 which no program can do and which therefore marks a model extrapolated past its validity.
+
+Beside each value the table prints its prediction interval, ``1330.48 [1280, 1381]``:
+where one new measurement falls with the probability ``--level`` (0.95), from the fit, the
+repetitions' spread and the alternative models the measurements could not tell apart
+(:mod:`perfcast.modeling.intervals`); a note states the level and what the interval leaves
+out.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from perfcast.experiment.calltree import join_callpath, split_callpath
 from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, MAX_SUFFIX
 from perfcast.experiment.names import display_names, select_callpaths
 from perfcast.modeling import ModelSet
+from perfcast.modeling.intervals import DEFAULT_LEVEL, prediction_interval
 from perfcast.modeling.provenance import Provenance
 
 CONTRADICTION_TOLERANCE = 0.10
@@ -50,11 +57,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="only these call paths (repeatable): a call path, a function name, or a glob",
     )
     parser.add_argument(
+        "--level",
+        type=_level,
+        default=DEFAULT_LEVEL,
+        help="probability of the prediction interval printed beside each value "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
         "--full-names",
         action="store_true",
         help="print call paths in full (default: function names, C++ signatures shortened)",
     )
     parser.set_defaults(handler=run)
+
+
+def _level(text: str) -> float:
+    """``--level``: a probability strictly between 0 and 1 (at 1 the interval is infinite,
+    at 0 empty), so that a typo fails here and not as a nan interval."""
+    try:
+        level = float(text)
+    except ValueError:
+        level = math.nan
+    if not 0 < level < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a probability between 0 and 1 (such as 0.95)"
+        )
+    return level
 
 
 def parse_value_lists(items: list[str]) -> dict[str, list[float]]:
@@ -121,14 +149,55 @@ def run(args: argparse.Namespace) -> int:
         if args.full_names
         else display_names(callpath for callpath, _ in selected)
     )
+    intervals = {key: prediction_interval(models[key], point, args.level) for key in selected}
     rows = [
-        [names[callpath], metric] + [f"{v:.6g}" for v in values.reshape(-1)]
+        [names[callpath], metric]
+        + [
+            _with_interval(v, low, high)
+            for v, low, high in zip(
+                values.reshape(-1),
+                *(b.reshape(-1) for b in intervals[callpath, metric]),
+                strict=True,
+            )
+        ]
         for (callpath, metric), values in selected.items()
     ]
     print("\n".join(aligned([header, *rows])))
-    for note in _notes(models, point, predictions, set(selected), args.models):
+    notes = _interval_notes(intervals, args.level, args.models)
+    for note in notes + _notes(models, point, predictions, set(selected), args.models):
         print(f"note: {note}", file=sys.stderr)
     return 0
+
+
+def _with_interval(value: float, low: float, high: float) -> str:
+    """``12.5 [11.9, 13.1]``; the value alone where the model has no interval."""
+    if math.isnan(low):
+        return f"{value:.6g}"
+    return f"{value:.6g} [{low:.4g}, {high:.4g}]"
+
+
+def _interval_notes(
+    intervals: Mapping[tuple[str, str], tuple[np.ndarray, np.ndarray]], level: float, path: Path
+) -> list[str]:
+    """What the brackets mean, and which models have none (their files predate it)."""
+    without = [key for key, (low, _) in intervals.items() if np.isnan(low).all()]
+    notes = []
+    if len(without) < len(intervals):
+        notes.append(
+            f"[low, high] is the {100 * level:g} % prediction interval of one new measurement, "
+            "from the fit's coefficients, the repetitions' spread and the alternative models "
+            "the measurements could not tell apart; far beyond the measured range a truth "
+            "outside those can lie outside it (see benchmarks/prediction_intervals.py)"
+        )
+    if without:
+        shown = ", ".join(f"{metric} of {callpath}" for callpath, metric in without[:SHOWN])
+        more = f" and {len(without) - SHOWN} more" if len(without) > SHOWN else ""
+        notes.append(
+            f"{len(without)} model(s) in {path} carry no uncertainty ({shown}{more}): "
+            "no prediction interval; models written before perfcast stored it, or imported "
+            "from Extra-P, have none: fit them again with `perfcast model ... -o`"
+        )
+    return notes
 
 
 def _check_positive(

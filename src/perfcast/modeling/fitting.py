@@ -43,6 +43,10 @@ class BatchFit:
     predictions: np.ndarray  # (batch, n)
     loo_predictions: np.ndarray  # (batch, n)
     valid: np.ndarray  # (batch,)
+    gram_inverse: np.ndarray  # (batch, t, t) of the scaled weighted columns
+    scales: np.ndarray  # (batch, t) the columns' scales: coefficient j is beta_j * scales_j there
+    """Scaled coordinates, in which the coefficients' covariance is ``s^2 gram_inverse``:
+    what a prediction interval needs (:mod:`perfcast.modeling.intervals`)."""
 
 
 def relative_weights(y: np.ndarray) -> np.ndarray:
@@ -76,6 +80,8 @@ def fit_subsets(
         np.empty((rows, hypotheses, n)),
         np.empty((rows, hypotheses, n)),
         np.empty((rows, hypotheses), dtype=bool),
+        np.empty((rows, hypotheses, t, t)),
+        np.empty((rows, hypotheses, t)),
     )
     step = max(1, MAX_BATCH_ELEMENTS // (n * max(d * d, hypotheses * t)))
     for start in range(0, rows, step):
@@ -85,6 +91,8 @@ def fit_subsets(
         out.predictions[part] = fit.predictions
         out.loo_predictions[part] = fit.loo_predictions
         out.valid[part] = fit.valid
+        out.gram_inverse[part] = fit.gram_inverse
+        out.scales[part] = fit.scales
     return out
 
 
@@ -165,8 +173,9 @@ def _fit_subsets_chunk(
         ok &= (leverage < LEVERAGE_LIMIT).all(axis=2)
         residual = y[:, None, :] - fitted
         loo = y[:, None, :] - residual / (1.0 - np.where(ok[:, :, None], leverage, 0.0))
-        coefficients = beta / np.where(finite, scale, 1.0)[:, subsets]
-    return BatchFit(coefficients, fitted, loo, ok)
+        scales = np.where(finite, scale, 1.0)[:, subsets]
+        coefficients = beta / scales
+    return BatchFit(coefficients, fitted, loo, ok, gram_inv, scales)
 
 
 def screen_shared_basis(design: np.ndarray, y: np.ndarray, weights: np.ndarray | None) -> Screen:

@@ -35,6 +35,10 @@ How a call path is modeled, and why:
 Repetitions are aggregated per point, by default by Huber's M-estimate with a scale pooled
 over the call path's points, which also gives the noise level that ``parsimony`` uses.
 
+Every model carries its fit's uncertainty (:class:`~perfcast.modeling.pmnf.Uncertainty`:
+the selected terms' scaled covariance and the repetitions' noise), from which
+:mod:`perfcast.modeling.intervals` derives prediction intervals anywhere.
+
 Every model carries warnings where it should not be read as a scaling law: a poor fit
 (:func:`poor_fit`), fewer than :data:`RECOMMENDED_VALUES` values of a parameter (with the
 values to add), fewer than :data:`RECOMMENDED_REPETITIONS` repetitions, and where a call
@@ -77,6 +81,7 @@ from perfcast.modeling.fitting import (
     screen_subsets,
     selection_cost,
 )
+from perfcast.modeling.intervals import FitResiduals, RepetitionNoise, fit_uncertainty
 from perfcast.modeling.lines import batched_lines
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.noise import RepetitionGrid, parameter_p_values
@@ -88,7 +93,7 @@ from perfcast.modeling.options import (
     document_options,
     option,
 )
-from perfcast.modeling.pmnf import Factor, FitStatistics, Model, Term
+from perfcast.modeling.pmnf import Alternative, Factor, FitStatistics, Model, Term, Uncertainty
 from perfcast.modeling.prior import Prior
 from perfcast.modeling.space import (
     Family,
@@ -148,11 +153,44 @@ that a high power happens to follow."""
 PARSIMONY_POOL = 10
 """Best-screened hypotheses per call path among which ``parsimony`` picks the simplest."""
 
+RIVAL_TOLERANCE = 2.0
+"""Noise standard errors of the screening score (:meth:`_GroupSearch._score_error`) within
+which another hypothesis counts as one the measurements cannot tell from the selected
+model: it is kept with the model (:class:`~perfcast.modeling.pmnf.Alternative`) and widens
+its prediction interval where the two part. Measured with ``python3
+benchmarks/prediction_intervals.py --quick --rival-tolerance T``: share of new measurements
+(Gaussian noise) inside the 95 % / 80 % interval 8x beyond the measured range, all models,
+79.0 / 64.3 % with none kept (T=0), 87.6 / 75.7 % at 1, 90.5 / 79.3 % at 2 and
+91.3 / 80.8 % at 3, while inside the range it stays 94.6-95.1 % at 95 %: two is where the
+80 % interval holds and more buys little."""
+
 LINE_BLOCK = 200_000
 """Elements (rows x shapes x points) of the per-line search processed at once."""
 
 ColumnKey = tuple[tuple[str, int, int], ...]
 """A design column: (parameter, candidate rank, shape term) for each factor of a product."""
+
+
+@dataclass(frozen=True)
+class _Design:
+    """The selected fit's scaled design (:class:`~perfcast.modeling.fitting.BatchFit`):
+    what its coefficients' covariance is made of."""
+
+    gram_inverse: np.ndarray  # (t, t)
+    scales: np.ndarray  # (t,)
+    alternatives: tuple[Alternative, ...] = ()
+
+
+@dataclass
+class _Fits:
+    """Fitted hypotheses per (call path, slot): leave-one-out cost (inf: rejected) and what
+    a model and its uncertainty are made of."""
+
+    cost: np.ndarray  # (K, width)
+    coefficients: np.ndarray  # (K, width, t)
+    predictions: np.ndarray  # (K, width, n)
+    gram_inverse: np.ndarray  # (K, width, t, t)
+    scales: np.ndarray  # (K, width, t)
 
 
 @dataclass(frozen=True)
@@ -482,6 +520,8 @@ class _GroupSearch:
         self.dropped_by_noise: dict[int, list[str]] = {}  # row -> parameters within the noise
         self.kept: dict[str, int] = {}  # name -> candidate shapes ranked (before the pair)
         self.mixed: dict[str, np.ndarray] = {}  # name -> (K,) falls on some lines, rises on others
+        self.noise = RepetitionNoise.of(group.repetitions, self.y, self.weights)
+        self._keys: dict[_Hypothesis, list[ColumnKey]] = {}  # memo of _column_keys
 
     # stage 0 ---------------------------------------------------------------------------------
 
@@ -694,9 +734,11 @@ class _GroupSearch:
                     if hypotheses:
                         pool.offer(members, hypotheses, self._screen(rows[members], hypotheses))
             self._offer_splits(rows, families, pool)
+        standard_error = self._score_error(rows)
         if m.parsimony:
-            pool.prefer_fewest_terms(self._column_counts(pool), self._tolerance(rows))
-        return self._select(rows, pool, stage_a[0], active)
+            pool.prefer_fewest_terms(self._column_counts(pool), m.parsimony * standard_error)
+        rivals = pool.within(RIVAL_TOLERANCE * standard_error)
+        return self._select(rows, pool, stage_a[0], active, rivals)
 
     def _offer_splits(self, rows: np.ndarray, families: list[Family], pool: _Finalists) -> None:
         """For call paths that fall along a parameter on some lines and rise on others,
@@ -722,17 +764,17 @@ class _GroupSearch:
             if hypotheses:
                 pool.offer(mixed, hypotheses, self._screen(rows[mixed], hypotheses))
 
-    def _tolerance(self, rows: np.ndarray) -> np.ndarray:
-        """(K,) screening-score differences that the noise explains: ``parsimony`` standard
-        errors of the residual sum of squares that pure noise leaves over ``n`` points,
+    def _score_error(self, rows: np.ndarray) -> np.ndarray:
+        """(K,) the screening-score difference that the noise explains: one standard error
+        of the residual sum of squares that pure noise leaves over ``n`` points,
         ``sigma^2 * sqrt(2 n)`` (a chi-square's), with ``sigma^2`` the estimated variance
         of one aggregated point (a repetition's over the number of repetitions) in the
-        weighted units of the score."""
+        weighted units of the score. ``parsimony`` and :data:`RIVAL_TOLERANCE` count in it."""
         y = self.y[rows]
         weighted = y if self.weights is None else y * self.weights[rows]
         counts = np.sum(~np.isnan(self.group.repetitions[rows]), axis=2).mean(axis=1)
         variance = np.square(self.group.spread[rows]) / counts * np.square(weighted).mean(axis=1)
-        return self.modeler.parsimony * variance * np.sqrt(2.0 * y.shape[1])
+        return variance * np.sqrt(2.0 * y.shape[1])
 
     def _column_counts(self, pool: _Finalists) -> np.ndarray:
         """(len(pool.hypotheses),) non-constant columns (coefficients) of each hypothesis."""
@@ -797,21 +839,59 @@ class _GroupSearch:
         pool: _Finalists,
         constant: _Hypothesis,
         active: tuple[str, ...],
+        rivals: np.ndarray,
     ) -> list[Model]:
         """Leave-one-out validation of each call path's finalists (and the constant model,
         always); the lowest cost wins, ties going to the hypothesis enumerated first (the
-        simpler one), which is what makes exact data pick the simplest exact model."""
+        simpler one), which is what makes exact data pick the simplest exact model.
+
+        ``rivals`` (K, pool size; -1 pads) are the hypotheses each model's uncertainty
+        keeps as the alternatives its data cannot tell from it (:meth:`_alternatives`)."""
         ids = pool.finalist_ids(pool.register([constant])[0], self.modeler.finalists)
+        fits = self._fit_ids(rows, ids, pool)
+        pick = np.argmin(fits.cost, axis=1)
+        chosen = ids[np.arange(len(rows)), pick]
+        alternatives = self._alternatives(
+            rows, np.where(rivals == chosen[:, None], -1, rivals), pool
+        )
+        models = []
+        for r, row in enumerate(rows):
+            factors = self._column_factors(pool.hypotheses[chosen[r]], int(row))
+            t = len(factors) + 1
+            design = _Design(
+                fits.gram_inverse[r, pick[r], :t, :t], fits.scales[r, pick[r], :t], alternatives[r]
+            )
+            models.append(
+                self._model(
+                    int(row),
+                    factors,
+                    fits.coefficients[r, pick[r]],
+                    fits.predictions[r, pick[r]],
+                    float(fits.cost[r, pick[r]]),
+                    active,
+                    design,
+                )
+            )
+        return models
+
+    def _fit_ids(self, rows: np.ndarray, ids: np.ndarray, pool: _Finalists) -> _Fits:
+        """Fit the hypotheses ``ids`` (K, width; -1 pads) of each call path ``rows`` with
+        leave-one-out costs, stacked by number of columns."""
         n_rows, width = ids.shape
         n = self.y.shape[1]
-        cost = np.full((n_rows, width), np.inf)
         by_width: dict[int, list[tuple[np.ndarray, np.ndarray, list[ColumnKey]]]] = {}
         for h in np.unique(ids[ids >= 0]):
             at_row, at_slot = np.nonzero(ids == h)
             keys = self._column_keys(pool.hypotheses[h])
             by_width.setdefault(len(keys) + 1, []).append((at_row, at_slot, keys))
-        coefficients = np.full((n_rows, width, max(by_width)), np.nan)
-        predictions = np.full((n_rows, width, n), np.nan)
+        widest = max(by_width, default=1)
+        fits = _Fits(
+            cost=np.full((n_rows, width), np.inf),
+            coefficients=np.full((n_rows, width, widest), np.nan),
+            predictions=np.full((n_rows, width, n), np.nan),
+            gram_inverse=np.full((n_rows, width, widest, widest), np.nan),
+            scales=np.full((n_rows, width, widest), np.nan),
+        )
         for t, groups in by_width.items():
             at_row = np.concatenate([g[0] for g in groups])
             at_slot = np.concatenate([g[1] for g in groups])
@@ -827,23 +907,38 @@ class _GroupSearch:
             y = self.y[rows[at_row]]
             weights = None if self.weights is None else self.weights[rows[at_row]]
             fit = fit_subsets(columns, y, weights, np.arange(t)[None, :])
-            cost[at_row, at_slot] = self.modeler._cost(
+            fits.cost[at_row, at_slot] = self.modeler._cost(
                 y[:, None, :], fit.loo_predictions, fit.coefficients, fit.valid
             )[:, 0]
-            coefficients[at_row, at_slot, :t] = fit.coefficients[:, 0]
-            predictions[at_row, at_slot] = fit.predictions[:, 0]
-        pick = np.argmin(cost, axis=1)
-        return [
-            self._model(
-                int(row),
-                self._column_factors(pool.hypotheses[ids[r, pick[r]]], int(row)),
-                coefficients[r, pick[r]],
-                predictions[r, pick[r]],
-                float(cost[r, pick[r]]),
-                active,
-            )
-            for r, row in enumerate(rows)
-        ]
+            fits.coefficients[at_row, at_slot, :t] = fit.coefficients[:, 0]
+            fits.predictions[at_row, at_slot] = fit.predictions[:, 0]
+            fits.gram_inverse[at_row, at_slot, :t, :t] = fit.gram_inverse[:, 0]
+            fits.scales[at_row, at_slot, :t] = fit.scales[:, 0]
+        return fits
+
+    def _alternatives(
+        self, rows: np.ndarray, rivals: np.ndarray, pool: _Finalists
+    ) -> list[tuple[Alternative, ...]]:
+        """Per call path, its ``rivals`` fitted: the hypotheses whose screening score lies
+        within :data:`RIVAL_TOLERANCE` noise standard errors of the best. The selection
+        cannot tell them from the model it picked, and beyond the measured range they part
+        from it; a prediction interval that assumed the pick right would miss where one of
+        them is (``benchmarks/prediction_intervals.py`` measures how often). Fits the
+        search rejects (singular, a negative term) are left out."""
+        fits = self._fit_ids(rows, rivals, pool)
+        out = []
+        for r, row in enumerate(rows):
+            found = []
+            for slot in np.flatnonzero((rivals[r] >= 0) & np.isfinite(fits.cost[r])):
+                factors = self._column_factors(pool.hypotheses[rivals[r, slot]], int(row))
+                coefficients = fits.coefficients[r, slot]
+                terms = tuple(
+                    Term(float(coefficients[c + 1]), tuple(sorted(f)))
+                    for c, f in enumerate(factors)
+                )
+                found.append(Alternative(float(coefficients[0]), terms))
+            out.append(tuple(found))
+        return out
 
     def _products(self, active: tuple[str, ...]) -> frozenset[frozenset[str]] | None:
         prior = self.group.prior
@@ -857,10 +952,13 @@ class _GroupSearch:
         )
 
     def _column_keys(self, hypothesis: _Hypothesis) -> list[ColumnKey]:
-        """Each term's columns: one per choice of a shape term for each of its parameters."""
+        """Each term's columns: one per choice of a shape term for each of its parameters
+        (computed once per hypothesis: selection and alternatives ask for it per call path)."""
+        if hypothesis in self._keys:
+            return self._keys[hypothesis]
         slots = dict(hypothesis.slots)
         own = {(index, name): rank for index, name, rank in hypothesis.term_slots}
-        return [
+        keys = self._keys[hypothesis] = [
             tuple(
                 (name, own.get((index, name), slots[name]), q)
                 for name, q in zip(sorted(term), picks, strict=True)
@@ -868,6 +966,7 @@ class _GroupSearch:
             for index, term in enumerate(hypothesis.family)
             for picks in product(range(self.modeler.terms), repeat=len(term))
         ]
+        return keys
 
     def _column_factors(self, hypothesis: _Hypothesis, row: int) -> list[tuple[Factor, ...]]:
         return [
@@ -888,7 +987,13 @@ class _GroupSearch:
         cost = selection_cost(self.modeler.criterion, self.y, fit.loo_predictions[:, 0])
         return [
             self._model(
-                k, shapes, fit.coefficients[k, 0], fit.predictions[k, 0], float(cost[k]), ()
+                k,
+                shapes,
+                fit.coefficients[k, 0],
+                fit.predictions[k, 0],
+                float(cost[k]),
+                (),
+                _Design(fit.gram_inverse[k, 0], fit.scales[k, 0]),
             )
             for k in range(n_rows)
         ]
@@ -903,6 +1008,7 @@ class _GroupSearch:
         prediction: np.ndarray,
         cv_error: float,
         active: tuple[str, ...],
+        design: _Design,
     ) -> Model:
         callpath, metric = self.group.keys[row]
         y = self.y[row]
@@ -941,6 +1047,26 @@ class _GroupSearch:
             statistics=statistics,
             prior=None if prior is None else prior.describe(),
             warnings=tuple(warnings),
+            uncertainty=self._uncertainty(row, prediction, design),
+        )
+
+    def _uncertainty(self, row: int, prediction: np.ndarray, design: _Design) -> Uncertainty | None:
+        """The selected fit's uncertainty (:mod:`perfcast.modeling.intervals`), from its
+        residuals and the repetitions."""
+        weights = None if self.weights is None else self.weights[row]
+        noise = self.noise
+        return fit_uncertainty(
+            FitResiduals(
+                self.y[row],
+                prediction,
+                weights,
+                float(noise.noise[row]),
+                float(noise.dof[row]),
+                float(noise.aggregate[row]),
+            ),
+            design.gram_inverse,
+            design.scales,
+            design.alternatives,
         )
 
     def _repetition_warnings(self, row: int, statistics: FitStatistics) -> list[str]:
@@ -1009,6 +1135,13 @@ class _Finalists:
         order = np.argsort(np.where(slots == chosen, -1, slots), axis=1, kind="stable")
         self.score = np.take_along_axis(self.score, order, axis=1)
         self.id = np.take_along_axis(self.id, order, axis=1)
+
+    def within(self, tolerance: np.ndarray) -> np.ndarray:
+        """(K, size) ids of each row's hypotheses scoring within ``tolerance`` (K,) of its
+        best; -1 elsewhere."""
+        best = self.score.min(axis=1, keepdims=True)
+        close = np.isfinite(self.score) & (self.score <= best + tolerance[:, None])
+        return np.where(close, self.id, -1)
 
     def finalist_ids(self, always: int, count: int) -> np.ndarray:
         """(K, count + 1) ids of each row's first ``count`` hypotheses, sorted per row, plus

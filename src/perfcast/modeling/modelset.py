@@ -247,6 +247,65 @@ class _ModelFileCheck(JsonChecker):
             raise self.fail(f"{where}.terms", "a list")
         for index, term in enumerate(terms):
             self.term(term, f"{where}.terms[{index}]", parameters)
+        if model.get("uncertainty") is not None:  # absent or null: no interval (nan)
+            self.uncertainty(
+                model["uncertainty"], f"{where}.uncertainty", len(terms) + 1, parameters
+            )
+
+    def uncertainty(
+        self, value: object, where: str, coefficients: int, parameters: list[str]
+    ) -> None:
+        """What :class:`~perfcast.modeling.pmnf.Uncertainty` needs: a positive scale per
+        coefficient, a symmetric covariance matrix of that size with a non-negative
+        diagonal, degrees of freedom above zero for both estimates, a non-negative noise,
+        and alternatives that are models' constants and terms."""
+        record = self.table(value, where)
+        scales = self.required(record, "scales", where)
+        if not isinstance(scales, list) or len(scales) != coefficients:
+            raise self.fail(
+                f"{where}.scales", f"a list of {coefficients} numbers (one per coefficient)"
+            )
+        for index, scale in enumerate(scales):
+            self.number(scale, f"{where}.scales[{index}]")
+            if scale <= 0:
+                raise self.fail(f"{where}.scales[{index}]", "a positive number")
+        matrix = self.required(record, "covariance", where)
+        square = f"a {coefficients}x{coefficients} list of lists of numbers"
+        if not isinstance(matrix, list) or len(matrix) != coefficients:
+            raise self.fail(f"{where}.covariance", square)
+        for i, row in enumerate(matrix):
+            if not isinstance(row, list) or len(row) != coefficients:
+                raise self.fail(f"{where}.covariance", square)
+            for j, entry in enumerate(row):
+                self.number(entry, f"{where}.covariance[{i}][{j}]")
+        for i in range(coefficients):
+            if matrix[i][i] < 0:
+                raise self.fail(f"{where}.covariance[{i}][{i}]", "a variance, not negative")
+            for j in range(i):  # perfcast writes it exactly symmetric; rounding by hand aside
+                tolerance = 1e-9 * math.sqrt(abs(matrix[i][i] * matrix[j][j]))
+                if abs(matrix[i][j] - matrix[j][i]) > tolerance:
+                    raise self.fail(f"{where}.covariance", "a symmetric matrix")
+        for key in ("dof", "noise_dof"):
+            dof = self.required(record, key, where)
+            self.number(dof, f"{where}.{key}")
+            if dof <= 0:
+                raise self.fail(f"{where}.{key}", "a positive number of degrees of freedom")
+        noise = self.required(record, "noise", where)
+        self.number(noise, f"{where}.noise")
+        if noise < 0:
+            raise self.fail(f"{where}.noise", "a relative standard deviation, not negative")
+        alternatives = record.get("alternatives", [])
+        if not isinstance(alternatives, list):
+            raise self.fail(f"{where}.alternatives", "a list")
+        for index, alternative in enumerate(alternatives):
+            entry = self.table(alternative, f"{where}.alternatives[{index}]")
+            at = f"{where}.alternatives[{index}]"
+            self.number(self.required(entry, "constant", at), f"{at}.constant")
+            terms = self.required(entry, "terms", at)
+            if not isinstance(terms, list):
+                raise self.fail(f"{at}.terms", "a list")
+            for number, term in enumerate(terms):
+                self.term(term, f"{at}.terms[{number}]", parameters)
 
     def term(self, value: object, where: str, parameters: list[str]) -> None:
         term = self.table(value, where)

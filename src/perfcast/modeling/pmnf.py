@@ -187,6 +187,67 @@ class FitStatistics:
 
 
 @dataclass(frozen=True)
+class Alternative:
+    """Another fit of the same measurements that the model selection could not tell from
+    the selected one (:data:`perfcast.modeling.modeler.RIVAL_TOLERANCE`): its constant and
+    terms, enough to evaluate it where a prediction interval is wanted."""
+
+    constant: float
+    terms: tuple[Term, ...]
+
+    def to_json(self) -> dict:
+        return {"constant": self.constant, "terms": [t.to_json() for t in self.terms]}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> Alternative:
+        return cls(float(data["constant"]), tuple(Term.from_json(t) for t in data["terms"]))
+
+
+@dataclass(frozen=True)
+class Uncertainty:
+    """What a fit knows of its own uncertainty: enough for a prediction interval anywhere
+    (:func:`perfcast.modeling.intervals.prediction_interval`), stored with the model because
+    the measurements behind it are not.
+
+    Coefficients are kept in the fit's scaled coordinates: each column of the weighted
+    design divided by its norm, ``scales`` (constant first, then the terms in order). Their
+    covariance is then a small, well-conditioned matrix of relative numbers, where the raw
+    coefficients' covariance spans as many orders of magnitude as ``p^3`` and ``log2(p)``.
+    ``covariance`` already includes the fit's noise estimate (``s^2 (X'X)^-1`` of the scaled
+    design), which rests on ``dof`` degrees of freedom; ``noise`` is the relative standard
+    deviation of one new repetition around the model, resting on ``noise_dof``.
+    ``alternatives`` are the other fits the selection could not tell from this one."""
+
+    scales: tuple[float, ...]
+    covariance: tuple[tuple[float, ...], ...]
+    dof: float
+    noise: float
+    noise_dof: float
+    alternatives: tuple[Alternative, ...] = ()
+
+    def to_json(self) -> dict:
+        return {
+            "scales": list(self.scales),
+            "covariance": [list(row) for row in self.covariance],
+            "dof": self.dof,
+            "noise": self.noise,
+            "noise_dof": self.noise_dof,
+            "alternatives": [a.to_json() for a in self.alternatives],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> Uncertainty:
+        return cls(
+            scales=tuple(float(v) for v in data["scales"]),
+            covariance=tuple(tuple(float(v) for v in row) for row in data["covariance"]),
+            dof=float(data["dof"]),
+            noise=float(data["noise"]),
+            noise_dof=float(data["noise_dof"]),
+            alternatives=tuple(Alternative.from_json(a) for a in data.get("alternatives", [])),
+        )
+
+
+@dataclass(frozen=True)
 class Model:
     """A fitted PMNF function for one (call path, metric): a fact, never changed.
 
@@ -202,6 +263,16 @@ class Model:
     statistics: FitStatistics = field(default_factory=FitStatistics)
     prior: str | None = None
     warnings: tuple[str, ...] = ()
+    uncertainty: Uncertainty | None = None
+    """The fit's uncertainty (None: unknown, e.g. a model read from an Extra-P file or
+    written before perfcast stored it); one scale per coefficient, the constant's first."""
+
+    def __post_init__(self) -> None:
+        if self.uncertainty is not None and len(self.uncertainty.scales) != len(self.terms) + 1:
+            raise ValueError(
+                f"uncertainty of {len(self.uncertainty.scales)} coefficients for a model of "
+                f"{len(self.terms) + 1}"
+            )
 
     @property
     def parameters(self) -> tuple[str, ...]:
@@ -311,7 +382,7 @@ class Model:
         return " ".join(parts)
 
     def to_json(self) -> dict:
-        return {
+        data = {
             "callpath": self.callpath,
             "metric": self.metric,
             "constant": self.constant,
@@ -321,6 +392,9 @@ class Model:
             "warnings": list(self.warnings),
             "formula": self.text(),
         }
+        if self.uncertainty is not None:
+            data["uncertainty"] = self.uncertainty.to_json()
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping) -> Model:
@@ -332,6 +406,9 @@ class Model:
             statistics=FitStatistics.from_json(data.get("statistics", {})),
             prior=data.get("prior"),
             warnings=tuple(data.get("warnings", [])),
+            uncertainty=(
+                Uncertainty.from_json(data["uncertainty"]) if data.get("uncertainty") else None
+            ),
         )
 
 
