@@ -11,6 +11,7 @@ APT_PACKAGES=(
   valgrind                              # exact instruction counts (ground truth)
   slurm-wlm munge                       # the Slurm campaign backend (and its test)
   libsimgrid-dev                        # SimGrid/SMPI: smpirun replays traces on platforms
+  chromium                              # headless browser: the HTML report's tests
 )
 
 missing=()

@@ -36,6 +36,10 @@ def test_demo_measures_time_light_and_counts_once(tmp_path, capsys):
     sweep = next(line for line in effort.splitlines() if "main->sweep " in line)
     assert "size^2 * iterations" in sweep and "iterations * size^(2)" in sweep  # expected, fitted
     assert "--priors effort --effort-counts" in out
+    report = tmp_path / "report.html"
+    assert f"report: {report}" in out
+    page = report.read_text()
+    assert "main-\\u003esweep" in page  # the call paths, escaped as the page's data
 
 
 @pytest.mark.slow
@@ -77,3 +81,5 @@ def test_demo_runs_from_an_installed_wheel_outside_the_checkout(tmp_path):
     assert f"the Jacobi stencil ({environment}" in demo.stdout
     assert "timing: " in demo.stdout and "50 runs ok, 0 failed" in demo.stdout
     assert "measured in a temporary directory" in demo.stdout
+    assert "report: perfcast-demo.html" in demo.stdout  # the page's script and style too
+    assert "perfcast-data" in (elsewhere / "perfcast-demo.html").read_text()

@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "model": "fit PMNF models to measurements",
     "export": "write measurements as Extra-P text or JSON",
     "predict": "evaluate saved models at a point",
+    "report": "write one self-contained HTML page of a campaign's models",
     "static": "static instruction-count model from source and binary",
     "platform": "SimGrid platforms of machines to predict for",
     "simulate": "predict run time on SimGrid platforms by replaying a traced run",

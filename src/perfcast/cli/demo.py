@@ -9,7 +9,9 @@ build, whose own time is inflated by the counting. It fits PMNF models with
 :class:`~perfcast.modeling.PMNFModeler` and prints each call path's model beside the
 complexity the example documents (its ``README.md``): time black-box, the
 exact effort counters, and time fitted with the effort priors
-(:class:`~perfcast.effort.EffortModeler` on :func:`~perfcast.effort.combine_sources`).
+(:class:`~perfcast.effort.EffortModeler` on :func:`~perfcast.effort.combine_sources`). It ends
+by writing the HTML report of those models (:mod:`perfcast.report.html`) and saying where
+it is, since looking at the plots is how a first-time user sees what the models mean.
 
 The rank count stays fixed: on a machine with few cores, runs with more ranks than cores
 measure the oversubscription, not the program.
@@ -32,6 +34,10 @@ from perfcast.experiment.metrics import BYTES_SENT, COMPUTATION_METRIC, TIME_MET
 from perfcast.measure.campaign import measure
 from perfcast.measure.local import LocalBackend
 from perfcast.modeling import PMNFModeler
+from perfcast.outputs import check_target
+from perfcast.report.campaign import campaign_facts
+from perfcast.report.html import REPORT_FILE, write_report
+from perfcast.report.page import ReportInputs, report_data
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "stencil"
 
@@ -79,6 +85,10 @@ EXPECTED = {
 README: the sweep touches size^2 points per iteration, the halo exchange sends two rows
 of size doubles, the residual is one allreduce of one double per iteration."""
 
+REPORT_NAME = "perfcast-demo.html"
+"""The report of a demo measured in a temporary directory: beside the user, since the
+directory is gone when the demo ends."""
+
 EFFORT_METRICS = (COMPUTATION_METRIC, BYTES_SENT)
 """The deterministic counters beside the time: blocks for code, bytes for MPI calls."""
 
@@ -91,6 +101,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--workdir", type=Path, help="where to build and measure (default: a temporary one)"
+    )
+    parser.add_argument(
+        "--report",
+        type=Path,
+        help="where to write the HTML report (default: report.html in --workdir, else "
+        f"{REPORT_NAME} in the current directory)",
     )
     parser.set_defaults(handler=run)
 
@@ -121,12 +137,16 @@ def run(args: argparse.Namespace) -> int:
             "its package data; reinstall it (pip install --force-reinstall perfcast)"
         )
     if args.workdir is None:
+        report = args.report or Path(REPORT_NAME)
+        check_target(report, REPORT_FILE)  # before a minute of measuring
         with tempfile.TemporaryDirectory(prefix="perfcast-demo-") as scratch:
-            return demo(Path(scratch), keep=False)
-    return demo(args.workdir)
+            return demo(Path(scratch), keep=False, report=report)
+    report = args.report or args.workdir / "report.html"
+    check_target(report, REPORT_FILE)
+    return demo(args.workdir, report=report)
 
 
-def demo(workdir: Path, *, keep: bool = True) -> int:
+def demo(workdir: Path, *, report: Path, keep: bool = True) -> int:
     print(f"perfcast demo: the Jacobi stencil ({EXAMPLE}) at p={RANKS}", flush=True)
     print(
         f"  {len(SIZES)} sizes x {len(ITERATIONS)} iteration counts: {REPETITIONS} timing runs "
@@ -167,6 +187,11 @@ def demo(workdir: Path, *, keep: bool = True) -> int:
     for note in [*combined.notes, *modeled.notes]:
         print(f"  note: {note}")
     print()
+    facts = campaign_facts(stores[0])
+    notes = (f"Time models fitted with effort priors: the counters come from {stores[1]}.",)
+    page = ReportInputs(modeled.models, str(stores[0]), experiment, facts, notes)
+    size = write_report(report, report_data(page), "perfcast demo: the Jacobi stencil", stores)
+    print(f"report: {report} ({size / 1024:,.0f} KiB; open it in a browser)")
     if keep:
         time_store, counts_store = stores
         print(f"stores: {time_store} (time), {counts_store} (counts)")
