@@ -12,6 +12,7 @@ import fnmatch
 import json
 import shutil
 import subprocess
+import textwrap
 import tomllib
 from html.parser import HTMLParser
 from pathlib import Path
@@ -20,13 +21,17 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 from campaign_helpers import build_program, write_spec
+from test_simulate_cli import WORK, write_platform, write_trace
+from test_taint_modeling import PROGRAM, measurements
 
 from perfcast.cli import main
-from perfcast.experiment import read_experiment
+from perfcast.experiment import read_experiment, write_experiment
 from perfcast.modeling import PMNFModeler
 from perfcast.modeling.intervals import prediction_interval
 from perfcast.report.html import script_safe_json
 from perfcast.report.page import ReportInputs, report_data
+from perfcast.simulate.platform import PlatformSpec
+from perfcast.taint import ArgvParameter, taint_program
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium")
@@ -40,31 +45,37 @@ SIZES = (64, 128, 256, 512, 1024)
 RANKS = (2, 4, 8, 16)
 
 
-def _truth(point: tuple[int, int]) -> dict[str, float]:
+def _truth(point: tuple[int, int], halo: float = 0.5, new: bool = False) -> dict[str, float]:
     """Exclusive time per call path of a program with known costs: a kernel in size^2, an
     allreduce in log2(p), a halo exchange in size * p^(1/2), and the two crafted names as
-    cheap leaves."""
+    cheap leaves. ``halo`` and ``new`` are the code change of the comparison: the halo
+    exchange's exponent of p, and a new phase."""
     p, size = point
-    return {
+    costs = {
         "main": 0.01,
         "main->solve": 0.002,
         "main->solve->kernel": 2e-6 * size**2,
         "main->solve->MPI_Allreduce": 0.003 * np.log2(p),
-        "main->solve->halo": 1e-5 * size * np.sqrt(p),
+        "main->solve->halo": 1e-5 * size * p**halo,
         f"main->{CRAFTED}": 0.001,
         f"main->{CLOSING}": 0.001 * size / 64,
     }
+    if new:
+        costs["main->solve->pack"] = 1e-6 * size
+    return costs
 
 
-def write_text_measurements(path: Path, repetitions: int = 3, seed: int = 1) -> Path:
+def write_text_measurements(
+    path: Path, repetitions: int = 3, seed: int = 1, halo: float = 0.5, new: bool = False
+) -> Path:
     """An Extra-P text file of the program above, with 2 % multiplicative noise."""
     rng = np.random.default_rng(seed)
     points = [(p, s) for p in RANKS for s in SIZES]
     lines = ["PARAMETER p size", *(f"POINTS ( {p} {s} )" for p, s in points), "METRIC time"]
-    for callpath in _truth(points[0]):
+    for callpath in _truth(points[0], halo, new):
         lines.append(f"REGION {callpath}")
         for point in points:
-            value = _truth(point)[callpath]
+            value = _truth(point, halo, new)[callpath]
             noisy = value * (1 + 0.02 * rng.standard_normal(repetitions))
             lines.append("DATA " + " ".join(f"{v:.6g}" for v in noisy))
     path.write_text("\n".join(lines) + "\n")
@@ -116,6 +127,22 @@ def load(page: Path, fragment: str = "") -> tuple[Dom, list[str]]:
     assert done.returncode == 0, done.stderr[-2000:]
     console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
     return Dom(done.stdout), console
+
+
+def page_data(page: Path) -> dict:
+    """The JSON document a written report draws from."""
+    text = page.read_text()
+    start = text.index('id="perfcast-data">') + len('id="perfcast-data">')
+    return json.loads(text[start : text.index("</script>", start)])
+
+
+def write_before_and_after(tmp_path: Path) -> tuple[Path, Path]:
+    """Two campaigns of the program, before and after a code change: B is measured with
+    other noise, its halo exchange grows as size * p instead of size * p^(1/2), and it has
+    a new phase, pack."""
+    before = write_text_measurements(tmp_path / "before.txt", seed=1)
+    after = write_text_measurements(tmp_path / "after.txt", seed=2, halo=1.0, new=True)
+    return before, after
 
 
 # -- the data and the page, without a browser ------------------------------------------------
@@ -303,3 +330,186 @@ def test_report_of_a_real_campaign_shows_its_failed_runs(tmp_path, capsys) -> No
     assert failed, text
     assert campaign.tags("path", **{"class": "model"})
     assert len(campaign.tags("circle", **{"class": "repetition"})) == 5  # every run that ran
+
+
+# -- comparison, simulation results, taint ---------------------------------------------------
+
+
+def test_comparison_names_the_changed_call_path_and_the_rest_within_noise(tmp_path, capsys) -> None:
+    before, after = write_before_and_after(tmp_path)
+    page = tmp_path / "diff.html"
+    assert main(["report", str(before), str(after), "-o", str(page), "--at", "p=64"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    listed = page_data(page)["comparison"]["rows"]
+    rows = {row["callpath"]: row for row in listed}
+    halo = rows["main->solve->halo"]
+    assert halo["verdict"] == "costs more" and halo["model_changed"]
+    assert halo["ratio"] == pytest.approx(8, rel=0.05)  # p^(1/2) more at p=64
+    kernel = rows["main->solve->kernel"]
+    assert kernel["verdict"] == "within noise" and not kernel["model_changed"]
+    # other noise: the fits differ, but each value lies in the other's interval
+    assert kernel["value_before"] != kernel["value_after"]
+    low, high = kernel["interval_before"]
+    assert low <= kernel["value_after"] <= high
+    low, high = kernel["interval_after"]
+    assert low <= kernel["value_before"] <= high
+    assert rows["main->solve->pack"]["verdict"] == "only in B"
+    assert rows["main->solve->pack"]["before"] is None
+    unchanged = sorted(path for path, row in rows.items() if not row["changed"])
+    assert unchanged == sorted(set(_truth((2, 64))) - {"main->solve->halo"})
+    assert listed[0]["callpath"] == "main->solve->halo"  # the largest change first
+    # a few lines on stdout say the same
+    assert out[0].startswith("A = ") and "p=64, size=4096" in out[0]
+    assert out[1].strip() == "1 changed model, 1 costs more, 6 within noise, 1 only in B"
+    assert "main->solve->halo" in out[2] and out[2].split()[0] == "x" + format(halo["ratio"], ".3g")
+    assert "main->solve->pack" in out[3] and "only in B" in out[3]
+
+
+def test_comparison_refuses_campaigns_of_other_parameters(tmp_path, capsys) -> None:
+    measurements_ = write_text_measurements(tmp_path / "app.txt")
+    other = tmp_path / "other.txt"
+    other.write_text(
+        "PARAMETER n\nPOINTS 1 2 3 4 5\nREGION main\nMETRIC time\n"
+        + "".join(f"DATA {v}\n" for v in (1, 2, 3, 4, 5))
+    )
+    code = main(["report", str(other), str(measurements_), "-o", str(tmp_path / "r.html")])
+    assert code == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1
+    assert "other.txt" in error and "models over n" in error
+
+
+SIMULATED = {
+    "trace": "perfcast-trace",
+    "ranks": 2,
+    "trace_seconds": 1.0,
+    "platforms": [{"name": "a", "time": 1.0, "compute": 0.5, "communication": 0.5}],
+}
+
+
+def _with(platform: dict, **top: object) -> str:
+    return json.dumps({**SIMULATED, "platforms": [platform], **top})
+
+
+@pytest.mark.parametrize(
+    ("content", "named"),
+    [
+        (
+            _with({"name": "a", "time": "fast", "compute": 1, "communication": 0}),
+            "run.platforms[0].time must be a number >= 0",
+        ),
+        (
+            "[" + _with({"name": "a", "time": 1, "communication": 0}) + "]",
+            "runs[0].platforms[0] has no 'compute'",
+        ),
+        (
+            _with({"name": "a", "time": 1, "compute": 1, "communication": float("inf")}),
+            "run.platforms[0].communication must be a finite number",
+        ),
+        (json.dumps({**SIMULATED, "platforms": []}), "run.platforms must be a non-empty list"),
+        (json.dumps({**SIMULATED, "slowdown": -1}), "run.slowdown must be a number > 0"),
+        (json.dumps(SIMULATED) + "\n[1]", "runs[1] must be a JSON object"),
+        ('{"platforms": ', "not JSON"),
+    ],
+)
+def test_bad_simulation_input_exits_2_naming_the_key(tmp_path, capsys, content, named) -> None:
+    measurements_ = write_text_measurements(tmp_path / "app.txt")
+    results = tmp_path / "simulated.json"
+    results.write_text(content)
+    page = tmp_path / "r.html"
+    code = main(["report", str(measurements_), "--simulation", str(results), "-o", str(page)])
+    assert code == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1
+    assert str(results) in error
+    assert named in error
+    assert not page.exists()
+
+
+@pytest.mark.slow
+@needs_chromium
+@pytest.mark.skipif(shutil.which("smpirun") is None, reason="needs SimGrid's smpirun")
+def test_page_in_chromium_comparison_and_simulation_views(tmp_path, capsys) -> None:
+    trace = write_trace(tmp_path / "trace", WORK, [2.0, 1.5])
+    base = write_platform(tmp_path, PlatformSpec("base", nodes=2))
+    double = write_platform(tmp_path, PlatformSpec("double", nodes=1, cores=2, speed=2e9))
+    argv = ["simulate", str(trace), "--platform", str(base), "--platform", str(double)]
+    assert main([*argv, "--json", "--native", "4"]) == 0
+    results = tmp_path / "simulated.json"
+    results.write_text(capsys.readouterr().out * 2)  # two runs, as `>> FILE` collects them
+    before, after = write_before_and_after(tmp_path)
+    page = tmp_path / "diff.html"
+    argv = ["report", str(before), str(after), "--simulation", str(results), "-o", str(page)]
+    assert main(argv) == 0
+    capsys.readouterr()
+
+    diff, console = load(page, "view=diff")
+    assert console == []
+    verdicts = {a["data-path"]: a["data-verdict"] for a in diff.tags("tr") if "data-verdict" in a}
+    assert verdicts["main->solve->halo"] == "costs more"
+    assert verdicts["main->solve->kernel"] == "within noise"
+    assert verdicts["main->solve->pack"] == "only in B"
+    # the largest change is drawn at once: both models along each parameter with bands
+    assert len(diff.tags("svg", **{"class": "plot compare"})) == 2
+    assert len(diff.tags("path", **{"class": "model before"})) == 2
+    assert len(diff.tags("path", **{"class": "model after"})) == 2
+    assert len(diff.tags("path", **{"class": "band after"})) == 2
+    assert "main->solve->halo [time]" in "".join(diff.text)
+
+    added, console = load(page, "pair=main-%3Esolve-%3Epack")
+    assert console == []
+    assert "no model: not measured there" in "".join(added.text)
+    assert added.tags("path", **{"class": "model before"}) == []
+    assert len(added.tags("path", **{"class": "model after"})) == 2
+
+    simulated, console = load(page, "view=simulation")
+    assert console == []
+    text = "".join(simulated.text)
+    assert text.count("2 rank(s)") == 2
+    assert len(simulated.tags("rect", **{"class": "compute"})) == 4  # 2 runs x 2 platforms
+    assert len(simulated.tags("rect", **{"class": "communication"})) == 4
+    assert len(simulated.tags("line", **{"class": "native"})) == 2
+    assert "measured 4 s" in text  # --native recovered from the slowdown
+    compute = [float(a["width"] or 0) for a in simulated.tags("rect", **{"class": "compute"})]
+    assert compute[0] == pytest.approx(2 * compute[1], rel=0.01)  # twice the speed
+
+
+@pytest.mark.slow
+def test_taint_report_shows_each_prior_its_findings_and_the_black_box_model(
+    tmp_path, capsys
+) -> None:
+    """The program and contended measurements of test_taint_modeling: the report fits them
+    as perfcast model --taint does, and beside each model shows its prior, the findings and
+    the black-box model the prior overruled."""
+    (tmp_path / "app.c").write_text(textwrap.dedent(PROGRAM))
+    parameters = [ArgvParameter.parse("n=argv:1"), ArgvParameter.parse("t=argv:2")]
+    profile = taint_program(["cc", "app.c", "-o", "app"], "./app 10 3", parameters, cwd=tmp_path)
+    profile.save(tmp_path / "profile.json")
+    times = tmp_path / "times.json"
+    write_experiment(measurements(), times)
+    page = tmp_path / "report.html"
+    argv = ["report", str(times), "--taint", str(tmp_path / "profile.json"), "-o", str(page)]
+    assert main(argv) == 0
+    assert "unknown to the taint profile" in capsys.readouterr().err
+    data = page_data(page)
+    by_path = {data["nodes"][r["node"]]["path"]: r for r in data["models"]}
+    setup = by_path["main->setup()"]
+    assert setup["prior"] == setup["taint"]["prior"] == "taint: constant"
+    assert "log2(t)" in setup["alternative"]["formula"]  # contention, which the prior rules out
+    assert setup["alternative"]["smape"] < setup["stats"]["smape"]
+    assert {"contention", "prior-conflict"} <= {f["kind"] for f in setup["findings"]}
+    compute = by_path["main->compute(int)"]
+    assert compute["taint"]["functions"] == [["compute", "n"]]
+    assert compute["taint"]["matched"] == "by call path"
+    assert "t" not in compute["formula"] and "t)" in compute["alternative"]["formula"]
+    assert [f["kind"] for f in by_path["main->choose(int)"]["findings"]] == ["algorithm-switch"]
+    untouched = by_path["main->log_progress"]
+    assert untouched["taint"] is None and untouched["alternative"] is None
+
+    models = tmp_path / "models.json"
+    assert main(["model", str(times), "-o", str(models)]) == 0
+    capsys.readouterr()
+    argv = ["report", str(models), "--taint", str(tmp_path / "profile.json"), "-o", str(page)]
+    assert main(argv) == 2
+    error = capsys.readouterr().err.strip()
+    assert "models.json" in error and "--taint fits measurements" in error

@@ -6,6 +6,13 @@ against them and the campaign's design, cost and failed runs. Models fitted with
 or other search options come from ``perfcast model ... -o models.json``: ``perfcast report
 STORE --models models.json`` draws those against the store's repetitions, and ``perfcast
 report models.json`` draws the models alone.
+
+``perfcast report A B`` compares two campaigns (before and after a code change): the page
+is B's, with a comparison view of what changed against A, and a few lines on stdout say
+the same (:mod:`perfcast.report.compare`). ``--simulation`` adds the predictions of
+``perfcast simulate --json`` (:mod:`perfcast.report.simulation`). ``--taint`` fits the
+measurements as ``perfcast model --taint`` does and shows beside each model its taint
+prior, the validity findings, and the black-box model it replaced.
 """
 
 from __future__ import annotations
@@ -26,12 +33,15 @@ from perfcast.modeling.modelset import MODEL_FILE, ModelSet
 from perfcast.modeling.provenance import Provenance, SimulatedPlatform
 from perfcast.outputs import SNIFF_BYTES, check_target
 from perfcast.report.campaign import campaign_facts
+from perfcast.report.compare import compare, comparison_data, render_comparison
 from perfcast.report.html import REPORT_FILE, write_report
 from perfcast.report.page import ReportInputs, report_data
+from perfcast.report.simulation import read_simulations
 from perfcast.report.summary import TARGET_FACTOR
 
 if TYPE_CHECKING:
     from perfcast.measure.oversubscription import Oversubscription
+    from perfcast.taint.profile_model import TaintProfile
 
 CAMPAIGN_STORE = "sqlite"
 
@@ -42,13 +52,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Write one self-contained HTML page (no network, no server) with the "
         "call paths ranked by cost and growth at a target point, the call tree, every "
         "repetition against its model with the prediction interval beyond the measured "
-        "range, priors, findings, and the campaign's design, cost and failed runs.",
+        "range, priors, findings, and the campaign's design, cost and failed runs. Two "
+        "inputs (A B: before and after a code change) add a comparison: which call paths "
+        "changed their model or their cost beyond the prediction intervals.",
     )
     parser.add_argument(
         "input",
         type=Path,
+        nargs="+",
+        metavar="INPUT",
         help="a campaign store (or other measurement file perfcast model reads), or a model "
-        "file written by `perfcast model -o`",
+        "file written by `perfcast model -o`; two (A B): compare B (after a change) with A",
     )
     parser.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write")
     parser.add_argument(
@@ -69,6 +83,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         help="rank this metric first (repeatable); fitting INPUT, model only these",
     )
+    parser.add_argument(
+        "--simulation",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE.json",
+        help="add the results of `perfcast simulate ... --json` (one or more runs; "
+        "repeatable): predicted vs measured time and compute vs communication per platform",
+    )
+    parser.add_argument(
+        "--taint",
+        type=Path,
+        metavar="PROFILE.json",
+        help="a taint profile (perfcast taint): fit INPUT's measurements with its priors, as "
+        "perfcast model --taint does, and show each model's prior, findings and black-box "
+        "alternative",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -82,22 +113,36 @@ def is_model_file(path: Path) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    inputs = [path for path in (args.input, args.models) if path is not None]
+    if len(args.input) > 2:
+        raise InputError("give one INPUT, or two (A B) to compare B (after a change) with A")
+    if len(args.input) == 2 and args.models is not None:
+        raise InputError(
+            "--models draws models against one INPUT; to compare two model files give them as A B"
+        )
+    optional = [args.models, args.taint, *args.simulation]
+    inputs = [*args.input, *(path for path in optional if path is not None)]
     check_target(args.output, REPORT_FILE, inputs)
-    if is_model_file(args.input):
-        if args.models is not None:
-            raise InputError(
-                "is a model file already: give --models with a campaign store or measurement "
-                "file as INPUT",
-                path=args.input,
-            )
-        models = ModelSet.load(args.input)
-        report = ReportInputs(models, str(args.input), notes=tuple(_model_notes(models.provenance)))
-    else:
-        report = _from_measurements(args)
+    simulations = [run for path in args.simulation for run in read_simulations(path)]
+    reports = [_report_inputs(path, args) for path in args.input]
+    report = reports[-1]
     target = parse_point(args.at, "--at", report.models.parameters) if args.at else None
     data = report_data(report, target=target, metrics=args.metric)
-    size = write_report(args.output, data, f"perfcast report: {args.input.name}", inputs)
+    data["simulations"] = [run.to_json() for run in simulations]
+    title = f"perfcast report: {args.input[-1].name}"
+    if len(reports) == 2:
+        before = reports[0]
+        if before.models.parameters != report.models.parameters:
+            raise InputError(
+                f"has models over {', '.join(before.models.parameters)} but "
+                f"{args.input[1]} over {', '.join(report.models.parameters)}: compare two "
+                "campaigns of the same parameters",
+                path=args.input[0],
+            )
+        changes = compare(before.models, report.models, data["target"], data["level"])
+        data["comparison"] = comparison_data(changes, before, data)
+        title = f"perfcast report: {args.input[1].name} against {args.input[0].name}"
+        print("\n".join(render_comparison(changes, before.source, report.source, data["target"])))
+    size = write_report(args.output, data, title, inputs)
     call_paths = len({m.callpath for m in report.models})
     print(
         f"wrote {args.output} ({size / 1024:,.0f} KiB: {call_paths:,} call paths, "
@@ -106,37 +151,90 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _from_measurements(args: argparse.Namespace) -> ReportInputs:
-    """Models and repetitions of a measurement file; for a store also the campaign."""
-    store = detect_format(args.input).name == CAMPAIGN_STORE
-    experiment = read_experiment(args.input)
+def _report_inputs(path: Path, args: argparse.Namespace) -> ReportInputs:
+    """What the report of one INPUT is made of."""
+    if not is_model_file(path):
+        return _from_measurements(path, args)
+    if args.models is not None:
+        raise InputError(
+            "is a model file already: give --models with a campaign store or measurement "
+            "file as INPUT",
+            path=path,
+        )
+    if args.taint is not None:
+        raise InputError(
+            "is a model file: --taint fits measurements with the profile's priors; give the "
+            "campaign store or measurement file",
+            path=path,
+        )
+    models = ModelSet.load(path)
+    return ReportInputs(models, str(path), notes=tuple(_model_notes(models.provenance)))
+
+
+def _from_measurements(path: Path, args: argparse.Namespace) -> ReportInputs:
+    """Models and repetitions of a measurement file; for a store also the campaign. Models
+    fitted with a prior get the black-box model of the same measurements beside them."""
+    store = detect_format(path).name == CAMPAIGN_STORE
+    experiment = read_experiment(path)
     notes: list[str] = []
     shared: Oversubscription | None = None
     platform: SimulatedPlatform | None = None
     if store:
-        shared, platform, notes = _machine_notes(args.input)
+        shared, platform, notes = _machine_notes(path)
+    if args.metric and args.models is None:
+        experiment = experiment.restricted(metrics=args.metric)
+    profile = None
+    if args.taint is not None:
+        from perfcast.taint.profile_model import read_profile
+
+        profile = read_profile(args.taint)
+    alternatives = None
     if args.models is not None:
         models = ModelSet.load(args.models)
         if models.parameters != experiment.parameters:
             raise InputError(
-                f"has models over {', '.join(models.parameters)} but {args.input} measured "
+                f"has models over {', '.join(models.parameters)} but {path} measured "
                 f"{', '.join(experiment.parameters)}: give the model file fitted to it",
                 path=args.models,
             )
+    elif profile is not None:
+        models, alternatives = _fit_with_taint(experiment, profile, args.taint)
     else:
-        if args.metric:
-            experiment = experiment.restricted(metrics=args.metric)
         models = PMNFModeler().fit(experiment)
+    if args.models is None:
         models = models.with_provenance(_provenance(experiment, models, shared, platform))
+    taint = None
+    if profile is not None:
+        from perfcast.report.taint import taint_priors
+
+        taint = taint_priors(profile, experiment)
+        notes += taint.notes
+    if alternatives is None and any(model.prior for model in models):
+        fitted = [m for m in models.metrics if m in experiment.metrics]
+        alternatives = PMNFModeler().fit(experiment.restricted(metrics=fitted))
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     return ReportInputs(
         models,
-        str(args.input),
+        str(path),
         experiment=experiment,
-        campaign=campaign_facts(args.input) if store else None,
+        campaign=campaign_facts(path) if store else None,
         notes=(*notes, *_model_notes(models.provenance)),
+        alternatives=alternatives,
+        taint=taint,
     )
+
+
+def _fit_with_taint(
+    experiment: Experiment, profile: TaintProfile, path: Path
+) -> tuple[ModelSet, ModelSet]:
+    """The models ``perfcast model --taint`` fits (with the taint stage's findings) and
+    the black-box models of the same measurements."""
+    from perfcast.priors import fit_with_priors
+    from perfcast.taint.source import TaintSource
+
+    fit = fit_with_priors(PMNFModeler(), experiment, [TaintSource(profile, path=path)])
+    return fit.models, fit.free
 
 
 def _machine_notes(

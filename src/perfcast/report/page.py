@@ -18,7 +18,7 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from perfcast.report.summary import (
     summarised_metrics,
 )
 
+if TYPE_CHECKING:
+    from perfcast.report.taint import TaintPriors
+
 DIGITS = 4
 BAND_POINTS = 16
 """Points per parameter at which the prediction interval is computed; the page joins them
@@ -62,6 +65,12 @@ class ReportInputs:
     notes: tuple[str, ...] = ()
     """What the reader must know of all models (shared cores, a virtual platform, what a
     value is over ranks and repetitions)."""
+    alternatives: ModelSet | None = None
+    """The black-box models of the same measurements, shown beside models fitted with a
+    prior: where they differ, the prior decided the model, and the reader sees by how
+    much the fit paid for it (both SMAPEs)."""
+    taint: TaintPriors | None = None
+    """The taint profile's prior of each call path (``--taint``)."""
 
 
 def _round(value: float) -> float | None:
@@ -82,6 +91,27 @@ def _leading(model: Model) -> str:
     return "1" if term is None else " * ".join(f.text() for f in term.factors)
 
 
+def drawable(model: Model, parameters: Sequence[str]) -> dict[str, Any]:
+    """What the page's script needs to evaluate and name ``model``: its formula, constant,
+    terms as [coefficient, [[parameter index, exponent, log exponent], ...]], and the
+    leading term."""
+    return {
+        "formula": model.text(),
+        "constant": model.constant,
+        "terms": [
+            [
+                term.coefficient,
+                [
+                    [parameters.index(f.parameter), float(f.exponent), f.log_exponent]
+                    for f in term.factors
+                ],
+            ]
+            for term in model.terms
+        ],
+        "lead": _leading(model),
+    }
+
+
 def _axis(low: float, high: float) -> tuple[list[float], bool]:
     """The points of a parameter's band from its smallest measured value to the farthest
     plotted one, and whether its axis is logarithmic."""
@@ -94,7 +124,7 @@ def _axis(low: float, high: float) -> tuple[list[float], bool]:
     return grid.tolist(), logarithmic
 
 
-def _band(
+def band(
     model: Model, parameter: str, grid: Sequence[float], fixed: Mapping[str, float], level: float
 ) -> list[list[float | None]] | None:
     """The prediction interval along ``parameter`` (the others at ``fixed``): [lower, upper]
@@ -212,6 +242,9 @@ def report_data(
     provenance = models.provenance
     if provenance is not None and provenance.shared_cores is not None:
         shared = set(provenance.shared_cores.models)
+    taint_of = {}
+    if inputs.taint is not None:
+        taint_of = {c: prior.to_json() for c, prior in inputs.taint.by_callpath.items()}
     records = []
     totals = {}
     for metric_index, metric in enumerate(metric_names):
@@ -228,19 +261,7 @@ def report_data(
                 {
                     "node": node_of[model.callpath],
                     "metric": metric_index,
-                    "formula": model.text(),
-                    "constant": model.constant,
-                    "terms": [
-                        [
-                            term.coefficient,
-                            [
-                                [parameters.index(f.parameter), float(f.exponent), f.log_exponent]
-                                for f in term.factors
-                            ],
-                        ]
-                        for term in model.terms
-                    ],
-                    "lead": _leading(model),
+                    **drawable(model, parameters),
                     "stats": {  # nan (a statistic the fit could not compute) as null
                         name: _round(value) if name != "points" else value
                         for name, value in model.statistics.to_json().items()
@@ -259,10 +280,12 @@ def report_data(
                     "exclusive_target": _round(later.exclusive),
                     "inclusive_target": _round(later.inclusive),
                     "bands": {
-                        p: _band(model, p, grids[p][0], _others(largest, p), level)
+                        p: band(model, p, grids[p][0], others_at(largest, p), level)
                         for p in parameters
                     },
                     "observed": observed.get(key, []),
+                    "alternative": _alternative(model, inputs.alternatives),
+                    "taint": taint_of.get(model.callpath),
                 }
             )
     return {
@@ -294,7 +317,16 @@ def report_data(
     }
 
 
-def _others(largest: Mapping[str, float], parameter: str) -> dict[str, float]:
+def _alternative(model: Model, alternatives: ModelSet | None) -> dict[str, Any] | None:
+    """The black-box model beside one fitted with a prior (its formula and SMAPE)."""
+    key = (model.callpath, model.metric)
+    if not model.prior or alternatives is None or key not in alternatives:
+        return None
+    free = alternatives[key]
+    return {"formula": free.text(), "smape": _round(free.statistics.smape)}
+
+
+def others_at(largest: Mapping[str, float], parameter: str) -> dict[str, float]:
     return {p: v for p, v in largest.items() if p != parameter}
 
 

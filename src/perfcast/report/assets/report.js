@@ -22,6 +22,7 @@
     expanded: new Set(roots),
     search: "",
     showAll: {},
+    pair: data.comparison && data.comparison.rows.length ? 0 : null,  // the largest change
   };
   const costliest = data.models.filter((r) => r.metric === state.metric)
     .sort((a, b) => (b.at_target ?? -Infinity) - (a.at_target ?? -Infinity))[0];
@@ -91,7 +92,10 @@
   }
 
   // -- layout ---------------------------------------------------------------------------
-  const VIEWS = [["summary", "Scalability"], ["tree", "Call tree"], ["campaign", "Campaign"], ["notes", "Notes"]];
+  const VIEWS = [["summary", "Scalability"], ["tree", "Call tree"],
+    ...(data.comparison ? [["diff", "Comparison"]] : []),
+    ...(data.simulations && data.simulations.length ? [["simulation", "Simulation"]] : []),
+    ["campaign", "Campaign"], ["notes", "Notes"]];
   const tabs = {};
   const select = el("select", { id: "metric", "aria-label": "metric" });
   data.metrics.forEach((m, i) => select.appendChild(el("option", { value: i }, m.name + (m.unit ? " [" + m.unit + "]" : ""))));
@@ -115,7 +119,8 @@
     for (const [key, button] of Object.entries(tabs)) button.className = key === state.view ? "active" : "";
     select.value = String(state.metric);
     clear(view);
-    ({ summary: renderSummary, tree: renderTree, campaign: renderCampaign, notes: renderNotes })[state.view]();
+    ({ summary: renderSummary, tree: renderTree, diff: renderComparison, simulation: renderSimulation,
+      campaign: renderCampaign, notes: renderNotes })[state.view]();
     renderDetail();
   }
   function choose(node) { state.selected = node; renderDetail(); detail.scrollTop = 0; }
@@ -243,6 +248,7 @@
   // -- one call path --------------------------------------------------------------------
   function renderDetail() {
     clear(detail);
+    if (state.view === "diff" && state.pair !== null) { renderPair(data.comparison.rows[state.pair]); return; }
     if (state.selected === null) {
       detail.appendChild(el("p", { className: "hint" }, "Choose a call path (in a ranking or the call tree) to see its models, " +
         "every repetition against them, and the prediction beyond the measured range."));
@@ -265,7 +271,12 @@
       el("dt", {}, "now / at target"), el("dd", {}, withUnit(record.at_largest, unit) + " / " + withUnit(record.at_target, unit) + " (" + growth(record) + ")"),
       el("dt", {}, "fit"), el("dd", {}, "SMAPE " + num(stats.smape) + " %, adj. R\u00b2 " + num(stats.adjusted_r2) +
         ", CV error " + num(stats.cv_error) + ", " + stats.points + " points"),
-      el("dt", {}, "prior"), el("dd", {}, record.prior || "none: the black-box search chose the terms")));
+      el("dt", {}, "prior"), el("dd", {}, record.prior || "none: the black-box search chose the terms"),
+      record.alternative && [el("dt", {}, "black-box"), el("dd", {}, el("code", {}, record.alternative.formula),
+        " (SMAPE " + num(record.alternative.smape) + " % without the prior, " + num(stats.smape) + " % with it)")],
+      record.taint && [el("dt", {}, "taint prior"), el("dd", {}, record.taint.prior + ", matched " + record.taint.matched,
+        record.taint.functions.length ? el("ul", { className: "dependencies" }, record.taint.functions.map(([name, dependency]) =>
+          el("li", {}, el("code", {}, name), ": " + (dependency || "constant")))) : null)]));
     const said = [
       ...record.warnings.map((w) => ["fit", w]),
       ...record.findings.map((f) => [f.stage, f.message]),
@@ -453,6 +464,130 @@
       (P.length > 2 ? " (others at the largest measured point)" : "") + "; the outline is the measured range, dots the measured points."));
   }
 
+  // -- comparison of two campaigns ------------------------------------------------------
+  function renderComparison() {
+    const c = data.comparison;
+    const level = Math.round(100 * data.level);
+    view.appendChild(el("p", { className: "lead" }, "A = " + c.before + " (before), B = " + data.source + " (after), at the target " +
+      pointText(data.target) + ". A cost changed where each value leaves the other model's " + level + " % prediction interval; " +
+      "inside both it is within noise. A model changed where its terms differ (leading term, exponents), the models part " +
+      "beyond their intervals at the target, and neither fit had the other's terms among the rivals it could not tell from " +
+      "its own; other terms that agree within the intervals are \u201cother terms\u201d, noise in the selection."));
+    const counted = {};
+    c.rows.forEach((r) => { counted[r.verdict] = (counted[r.verdict] || 0) + 1; });
+    const changedModels = c.rows.filter((r) => r.model_changed).length;
+    view.appendChild(el("p", { className: "count" }, changedModels + " changed model(s); " +
+      Object.entries(counted).map(([verdict, n]) => n + " " + verdict).join(", ") + "."));
+    const all = state.showAll.diff;
+    const shown = all ? c.rows : c.rows.slice(0, SHOWN);
+    view.appendChild(el("table", { className: "ranking", "data-ranking": "diff" },
+      el("thead", {}, el("tr", {}, ["call path", "metric", "cost", "model", "A at target", "B at target", "B / A"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, shown.map((r, i) => el("tr", { className: state.pair === i ? "selected" : "", "data-verdict": r.verdict, "data-path": r.callpath },
+        el("td", { className: "path", title: r.callpath }, el("a", { href: "#", onclick: (event) => { event.preventDefault(); state.pair = i; render(); } }, r.short)),
+        el("td", {}, r.metric), el("td", { className: "verdict" }, r.verdict),
+        el("td", {}, r.model_changed ? "changed" : r.terms_differ ? "other terms" : r.before && r.after ? "same terms" : ""),
+        el("td", {}, num(r.value_before)), el("td", {}, num(r.value_after)), el("td", {}, r.ratio === null ? "-" : "x" + num(r.ratio)))))));
+    if (c.rows.length > SHOWN) {
+      view.appendChild(el("button", { type: "button", className: "more", onclick: () => { state.showAll.diff = !all; render(); } },
+        all ? "show the first " + SHOWN : "show all " + c.rows.length));
+    }
+  }
+  function renderPair(r) {
+    detail.appendChild(el("h2", { title: r.callpath }, r.short + " [" + r.metric + "]"));
+    detail.appendChild(el("details", {}, el("summary", {}, "full call path"), el("code", { className: "full" }, r.callpath)));
+    const interval = (i) => i[0] === null ? "" : " [" + num(i[0]) + ", " + num(i[1]) + "]";
+    const side = (label, s, value, i) => [el("dt", {}, label), el("dd", {}, s ? [el("code", {}, s.formula),
+      " (SMAPE " + num(s.smape) + " %); at the target " + num(value) + interval(i)] : "no model: not measured there")];
+    detail.appendChild(el("dl", { className: "model" },
+      side("A (before)", r.before, r.value_before, r.interval_before),
+      side("B (after)", r.after, r.value_after, r.interval_after),
+      el("dt", {}, "verdict"), el("dd", {}, r.verdict + (r.ratio === null ? "" : " (B / A = x" + num(r.ratio) + ")") +
+        (r.model_changed ? "; the model changed" : r.terms_differ ? "; other terms, but they agree within the intervals or were rivals the fits could not tell apart" : ""))));
+    P.filter((p) => data.axes[p].grid.length > 1).forEach((p) => detail.appendChild(overlayPlot(r, p)));
+  }
+  function overlayPlot(r, p) {
+    const axis = data.axes[p];
+    const lo = axis.grid[0], hi = axis.grid[axis.grid.length - 1];
+    const xs = spaced(lo, hi, 80, axis.log);
+    const sides = [["before", r.before], ["after", r.after]].filter(([, s]) => s);
+    const curves = sides.map(([kind, s]) => [kind, s, xs.map((v) => [v, evaluate(s, Object.assign({}, data.largest, { [p]: v }))])]);
+    const values = curves.flatMap(([, s, curve]) => [...curve.map((c) => c[1]), ...(s.bands[p] ? s.bands[p].flat() : [])])
+      .filter((v) => v !== null && isFinite(v));
+    let yLo = Math.min(...values), yHi = Math.max(...values);
+    if (yLo > 0 && yLo < 0.5 * yHi) yLo = 0;
+    if (yHi === yLo) { yHi = yLo + (Math.abs(yLo) || 1); yLo -= (Math.abs(yLo) || 1) * 0.1; }
+    const x = scale([lo, hi], [M.left, W - M.right], axis.log);
+    const y = scale([yLo, yHi + 0.04 * (yHi - yLo)], [H - M.bottom, M.top], false);
+    const plot = svg("svg", { viewBox: "0 0 " + W + " " + H, class: "plot compare", role: "img", "data-parameter": p });
+    const [mLo, mHi] = data.ranges[p];
+    plot.appendChild(svg("rect", { x: x(mLo), y: M.top, width: Math.max(1, x(mHi) - x(mLo)), height: H - M.bottom - M.top, class: "measured" }));
+    const before = data.comparison.ranges_before && data.comparison.ranges_before[p];
+    if (before) {
+      plot.appendChild(svg("rect", { x: x(Math.max(lo, before[0])), y: M.top, width: Math.max(1, x(Math.min(hi, before[1])) - x(Math.max(lo, before[0]))),
+        height: H - M.bottom - M.top, class: "measured-before" }));
+    }
+    axes(plot, x, y, p + (P.length > 1 ? " (" + P.filter((q) => q !== p).map((q) => q + "=" + num(data.largest[q])).join(", ") + ")" : ""),
+      r.metric);
+    for (const [kind, s, curve] of curves) {
+      const b = s.bands[p];
+      if (b) {
+        const upper = axis.grid.map((g, i) => [g, b[1][i]]).filter((v) => v[1] !== null);
+        const lower = axis.grid.map((g, i) => [g, b[0][i]]).filter((v) => v[1] !== null).reverse();
+        if (upper.length > 1) {
+          plot.appendChild(svg("path", { class: "band " + kind,
+            d: [...upper, ...lower].map(([gx, gy], i) => (i ? "L" : "M") + x(gx).toFixed(1) + " " + y(Math.max(gy, y.domain[0])).toFixed(1)).join(" ") + " Z" }));
+        }
+      }
+      const path = svg("path", { class: "model " + kind, d: curve.filter((c) => isFinite(c[1])).map(([cx, cy], i) => (i ? "L" : "M") + x(cx).toFixed(1) + " " + y(cy).toFixed(1)).join(" ") });
+      path.appendChild(svg("title", {}, (kind === "before" ? "A: " : "B: ") + s.formula));
+      plot.appendChild(path);
+    }
+    const target = data.target[p];
+    if (target >= lo && target <= hi) plot.appendChild(svg("line", { x1: x(target), y1: M.top, x2: x(target), y2: H - M.bottom, class: "target" }));
+    return el("figure", {}, plot, el("figcaption", {}, "A (before) dashed grey, B (after) blue, each with its " + Math.round(100 * data.level) +
+      " % prediction band; shaded: B's measured range" + (before ? ", dashed outline: A's" : "") + "; red: the target."));
+  }
+
+  // -- simulation results ---------------------------------------------------------------
+  function renderSimulation() {
+    view.appendChild(el("p", { className: "lead" }, "Predicted run time of traced runs on simulated platforms (perfcast simulate), " +
+      "compute and communication stacked (waiting for other ranks counts as communication); the measured native time where " +
+      "perfcast simulate was given it (--native)."));
+    data.simulations.forEach((run) => {
+      view.appendChild(el("h2", { title: run.trace }, run.trace + ": " + run.ranks + " rank(s), traced run " + num(run.trace_seconds) + " s"));
+      view.appendChild(el("table", { className: "simulation" },
+        el("thead", {}, el("tr", {}, ["platform", "predicted s", "compute s", "communication s", "measured s", "predicted / measured"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, run.platforms.map((pl) => el("tr", {}, el("td", { className: "path" }, pl.name), el("td", {}, num(pl.time)),
+          el("td", {}, num(pl.compute)), el("td", {}, num(pl.communication)), el("td", {}, run.native === null ? "-" : num(run.native)),
+          el("td", {}, run.native ? "x" + num(pl.time / run.native) : "-"))))));
+      view.appendChild(stackedBars(run));
+    });
+  }
+  function stackedBars(run) {
+    const rowH = 22, left = 130, right = 16, top = 8;
+    const height = top + run.platforms.length * rowH + 34;
+    const largest = Math.max(...run.platforms.map((pl) => Math.max(pl.time, pl.compute + pl.communication)), run.native || 0) || 1;
+    const x = scale([0, largest], [left, W - right], false);
+    const plot = svg("svg", { viewBox: "0 0 " + W + " " + height, class: "plot bars", role: "img" });
+    run.platforms.forEach((pl, i) => {
+      const y0 = top + i * rowH;
+      plot.appendChild(svg("text", { x: left - 6, y: y0 + 14, class: "tick", "text-anchor": "end" }, pl.name.length > 20 ? pl.name.slice(0, 19) + "\u2026" : pl.name));
+      [["compute", 0, pl.compute], ["communication", pl.compute, pl.communication]].forEach(([kind, start, width]) => {
+        const bar = svg("rect", { x: x(start).toFixed(1), y: y0 + 3, width: Math.max(0, x(start + width) - x(start)).toFixed(1), height: rowH - 6, class: kind });
+        bar.appendChild(svg("title", {}, pl.name + ": " + kind + " " + num(width) + " s of " + num(pl.time) + " s"));
+        plot.appendChild(bar);
+      });
+    });
+    const bottom = top + run.platforms.length * rowH;
+    if (run.native) {
+      plot.appendChild(svg("line", { x1: x(run.native), y1: top, x2: x(run.native), y2: bottom, class: "native" }));
+      plot.appendChild(svg("text", { x: x(run.native) - 3, y: bottom + 12, class: "zone", "text-anchor": "end" }, "measured " + num(run.native) + " s"));
+    }
+    plot.appendChild(svg("line", { x1: left, y1: bottom, x2: W - right, y2: bottom, class: "axis" }));
+    for (const t of ticks([0, largest], false)) plot.appendChild(svg("text", { x: x(t), y: bottom + 26, class: "tick", "text-anchor": "middle" }, num(t) + " s"));
+    return el("figure", {}, plot, el("figcaption", {}, "Blue: compute, orange: communication" + (run.native ? "; the line: the measured native time" : "") + "."));
+  }
+
   // -- campaign and notes ---------------------------------------------------------------
   function renderCampaign() {
     const c = data.campaign;
@@ -502,6 +637,12 @@
     if (args.has("path")) {
       const node = nodes.findIndex((n) => n.path === args.get("path"));
       if (node >= 0) state.selected = node;
+    }
+    if (args.has("pair") && data.comparison) {
+      const rows = data.comparison.rows;
+      const pair = rows.findIndex((r) => r.callpath === args.get("pair") && r.metric === metric().name);
+      const any = rows.findIndex((r) => r.callpath === args.get("pair"));
+      if (pair >= 0 || any >= 0) { state.pair = pair >= 0 ? pair : any; state.view = "diff"; state.showAll.diff = true; }
     }
     render();
   }
