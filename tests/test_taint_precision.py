@@ -15,7 +15,7 @@ import pytest
 from perfcast.cli import main
 from perfcast.errors import InputError
 from perfcast.experiment.experiment import Experiment
-from perfcast.taint import ArgvParameter, taint_program
+from perfcast.taint import ArgvParameter, TaintOptions, taint_program
 from perfcast.taint.libdb import MPI_DATABASE
 from perfcast.taint.validity import algorithm_switch_warnings, match_profile
 
@@ -229,3 +229,203 @@ def test_branches_decided_by_the_ranks_position_are_no_algorithm_switch(tmp_path
     assert [w for w in warnings["main->boundary"] if "possible algorithm switch" in w] == [
         "possible algorithm switch on size: the branch at position.c:7 is decided by size"
     ]
+
+
+WHOLE_OBJECT_CXX = """\
+#include <cstdlib>
+#include <vector>
+class Domain {
+ public:
+  void allocate(int n) { m_grad.resize(n); }
+  void set_regions(int r) { m_num = r; }
+  int num() const { return m_num; }
+  std::vector<double> m_grad;
+  int m_num = 0;
+};
+static long sweep(const Domain &d) {
+  long s = 0;
+  for (int r = 0; r < d.num(); r++) s += r;
+  return s;
+}
+static long gradients(const Domain &d) {
+  long s = 0;
+  for (std::size_t i = 0; i < d.m_grad.size(); i++) s += (long)i;
+  return s;
+}
+int main(int argc, char **argv) {
+  int size = atoi(argv[1]);
+  int regions = atoi(argv[2]);
+  Domain d;
+  d.set_regions(regions);
+  if (size != 0) d.allocate(size);
+  std::vector<int> v;
+  if (size > 1) v.push_back(1);
+  long s = sweep(d) + gradients(d);
+  for (std::size_t i = 0; i < v.size(); i++) s += i;
+  return s < 0;
+}
+"""
+
+WHOLE_OBJECT_C = """\
+#include <stdlib.h>
+struct mesh { int regions; int cells; int refined; int counted; };
+static void set_cells(struct mesh *m, int n) { m->cells = n; }
+static void refine(struct mesh *m) { m->refined = 4; }
+static void count_one(struct mesh *m) { m->counted++; }
+static long loop_to(int bound) {
+  long s = 0;
+  for (int r = 0; r < bound; r++) s += r;
+  return s;
+}
+static long per_region(const struct mesh *m) { return loop_to(m->regions); }
+static long per_refinement(const struct mesh *m) { return loop_to(m->refined); }
+static long per_count(const struct mesh *m) { return loop_to(m->counted); }
+int main(int argc, char **argv) {
+  int size = atoi(argv[1]);
+  struct mesh m = {atoi(argv[2]), 0, 0, 0};
+  if (size != 0) set_cells(&m, size);
+  if (size > 2) refine(&m);
+  for (int i = 0; i < size; i++) count_one(&m);
+  return (per_region(&m) + per_refinement(&m) + per_count(&m)) < 0;
+}
+"""
+
+
+def dependencies(profile: dict, *functions: str) -> dict[str, str]:
+    return {name: profile["functions"][name]["dependency"] for name in functions}
+
+
+@pytest.mark.parametrize("control_flow", [True, False])
+def test_a_member_call_under_a_branch_taints_what_the_callee_writes_not_the_whole_object(
+    tmp_path: Path, control_flow: bool
+) -> None:
+    """Class 1 (LULESH's ``domain.AllocateGradients`` under ``if (numElem != 0)``): the
+    branch reaches the vectors ``allocate`` resizes, not ``m_num``, so the loop over
+    ``d.num()`` depends on regions only (it was ``regions*size``). ``v.push_back`` runs in
+    libstdc++, which the analysis cannot see: under ``if (size > 1)`` it still gives the
+    whole of ``v``, its size included, the branch's label."""
+    (tmp_path / "domain.cc").write_text(WHOLE_OBJECT_CXX)
+    profile = taint_program(
+        ["c++", "domain.cc", "-o", "domain"],
+        "./domain 4 3",
+        [ArgvParameter.parse("size=argv:1"), ArgvParameter.parse("regions=argv:2")],
+        cwd=tmp_path,
+        options=TaintOptions(control_flow=control_flow),
+    ).to_json()
+    assert dependencies(profile, "sweep(Domain const&)", "gradients(Domain const&)", "main") == {
+        "sweep(Domain const&)": "regions",
+        "gradients(Domain const&)": "size",  # resize(n): data flow into the vector's end
+        "main": "regions + size",
+    }
+    main_loop = "size" if control_flow else "1"  # the loop over v.size() (push_back)
+    assert profile["functions"]["main"]["exclusive_dependency"] == main_loop
+
+
+@pytest.mark.parametrize("control_flow", [True, False])
+def test_a_callee_called_under_a_branch_inherits_it_in_what_it_writes(
+    tmp_path: Path, control_flow: bool
+) -> None:
+    """Class 1 in C: ``set_cells(&m, size)`` under ``if (size != 0)`` no longer gives every
+    field of ``m`` size; ``refine(&m)`` under ``if (size > 2)`` stores a constant and
+    ``count_one(&m)`` counts the iterations of a size loop: only control flow, handed into
+    the callee, ties those fields to size."""
+    (tmp_path / "mesh.c").write_text(WHOLE_OBJECT_C)
+    profile = taint_program(
+        ["cc", "mesh.c", "-o", "mesh"],
+        "./mesh 4 3",
+        [ArgvParameter.parse("size=argv:1"), ArgvParameter.parse("regions=argv:2")],
+        cwd=tmp_path,
+        options=TaintOptions(control_flow=control_flow),
+    ).to_json()
+    by_control = "size" if control_flow else "1"
+    assert dependencies(profile, "per_region", "per_refinement", "per_count") == {
+        "per_region": "regions",
+        "per_refinement": by_control,
+        "per_count": by_control,
+    }
+    assert {"set_cells", "refine", "count_one"} <= set(profile["pruned"])  # no frame
+
+
+CALL_SITES = """\
+#include <stdlib.h>
+static long work(int n) {
+  long s = 0;
+  for (int i = 0; i < n; i++) s += i;
+  return s;
+}
+static long nested(int k, int n) {
+  long s = 0;
+  for (int i = 0; i < k; i++) s += work(n);
+  return s;
+}
+int main(int argc, char **argv) {
+  int x1 = atoi(argv[1]), x2 = atoi(argv[2]);
+  int k = atoi(argv[3]), m = atoi(argv[4]), n = atoi(argv[5]);
+  long s = work(x1);
+  s += work(x2);
+  s += nested(k, n) + nested(m, n);
+  return s < 0;
+}
+"""
+
+
+@pytest.mark.parametrize("control_flow", [True, False])
+def test_two_calls_from_one_place_add_instead_of_multiplying(
+    tmp_path: Path, control_flow: bool
+) -> None:
+    """Class 3: ``work(x1); work(x2);`` costs ``x1 + x2`` (was ``x1*x2``) and
+    ``nested(k, n) + nested(m, n)`` costs ``k*n + m*n`` (was ``k*m*n``). Each call site is a
+    context of its own; call paths, which measurements cannot split by call site, add the
+    sites' dependencies and visits."""
+    (tmp_path / "sites.c").write_text(CALL_SITES)
+    names = ("x1", "x2", "k", "m", "n")
+    profile = taint_program(
+        ["cc", "sites.c", "-o", "sites"],
+        "./sites 3 4 2 3 5",
+        [ArgvParameter.parse(f"{name}=argv:{i}") for i, name in enumerate(names, start=1)],
+        cwd=tmp_path,
+        options=TaintOptions(control_flow=control_flow),
+    ).to_json()
+    assert dependencies(profile, "work", "nested", "main") == {
+        "work": "n + x1 + x2",
+        "nested": "k*n + m*n",
+        "main": "k*n + m*n + x1 + x2",
+    }
+    work = profile["functions"]["work"]["callpaths"]
+    assert (work["main->work"]["dependency"], work["main->work"]["visits"]) == ("x1 + x2", "1")
+    assert (work["main->nested->work"]["dependency"], work["main->nested->work"]["visits"]) == (
+        "n",
+        "k + m",
+    )
+    assert profile["functions"]["nested"]["exclusive_dependency"] == "k + m"
+
+
+TWO_REDUCTIONS = """\
+#include <mpi.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int a = atoi(argv[1]), b = atoi(argv[2]);
+  double *x = calloc(a + b, sizeof(double)), *y = calloc(a + b, sizeof(double));
+  MPI_Allreduce(x, y, a, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(x, y, b, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return 0;
+}
+"""
+
+
+def test_two_calls_of_a_library_routine_from_one_place_add(tmp_path: Path) -> None:
+    """Class 3 for library routines: an Allreduce of ``a`` values and one of ``b`` values
+    cost ``a*p + b*p``, not ``a*b*p``."""
+    (tmp_path / "reduce.c").write_text(TWO_REDUCTIONS)
+    profile = taint_program(
+        ["mpicc", "reduce.c", "-o", "reduce"],
+        f"{MPIRUN} -np 2 ./reduce 3 4",
+        [ArgvParameter.parse("a=argv:1"), ArgvParameter.parse("b=argv:2")],
+        cwd=tmp_path,
+    ).to_json()
+    allreduce = profile["functions"]["MPI_Allreduce"]
+    assert allreduce["dependency"] == "a*p + b*p"
+    assert allreduce["callpaths"]["main->MPI_Allreduce"]["dependency"] == "a*p + b*p"
+    assert profile["functions"]["main"]["dependency"] == "a*p + b*p"

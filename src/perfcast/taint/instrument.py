@@ -210,6 +210,7 @@ class Instrumenter:
         names = _display_names([d.cursor for _, d in ordered])
         name_of = {usr: names[fid] for fid, (usr, _) in enumerate(ordered)}
         edits: dict[Path, list[Edit]] = {Path(s).resolve(): [] for s in sources}
+        project = {usr: fid if usr in relevant else None for fid, (usr, _) in enumerate(ordered)}
         functions = []
         for fid, (usr, d) in enumerate(ordered):
             record = usr in relevant
@@ -220,6 +221,8 @@ class Instrumenter:
                 record=record,
                 cplusplus=d.cplusplus,
                 constant_loops={o for o, c in d.loops_constant.items() if c},
+                project=project,
+                library_routines=self.library_routines,
             )
             body = _body(d.cursor)
             assert body is not None

@@ -29,7 +29,6 @@ from perfcast.taint.profile_model import (
     ParameterCoverage,
     TaintProfile,
     Term,
-    absorb,
     add,
     multiply,
     parameters_of,
@@ -84,7 +83,7 @@ class ProfileBuilder:
                 for child in node.children:
                     if child.context[-1][1] == key:
                         parts.append(self._dependency(child, inclusive=True))
-                for (routine, call_loop), call in record.calls.items():
+                for (routine, call_loop, _), call in record.calls.items():
                     if call_loop == key:
                         parts.append(frozenset({self._call_params(routine, call.labels)}))
             return add(*parts)
@@ -146,7 +145,7 @@ class ProfileBuilder:
         return [n for n in nodes.values() if len(n.context) == 1 or n.context[:-1] not in nodes]
 
     def _path(self, context: Context) -> str:
-        return join_callpath(self.functions[fid].name for fid, _ in context)
+        return join_callpath(self.functions[fid].name for fid, *_ in context)
 
     def build(self, batches: list[list[str]], sources: dict[str, str]) -> TaintProfile:
         per_path: dict[str, _PathState] = {}
@@ -241,13 +240,15 @@ class ProfileBuilder:
     ) -> None:
         """Account the library calls a context makes: in its call path's entry (the routine
         and its parameters) and in the routine's (one call path per caller, with visits)."""
-        for (routine, call_loop), call in node.record.calls.items():
+        for (routine, call_loop, _), call in node.record.calls.items():
             params = self._call_params(routine, call.labels)
             state.mpi[routine].add(params, call.count)
             routine_state = library.setdefault(routine, _RoutineState())
-            routine_state.params |= params
+            routine_state.terms = add(routine_state.terms, frozenset({params}))
             lib_path = join_callpath([path, routine])
-            routine_state.callpaths[lib_path] |= params
+            routine_state.callpaths[lib_path] = add(
+                routine_state.callpaths[lib_path], frozenset({params})
+            )
             called = multiply(_enclosing_labels(node.function, labels, call_loop), visits)
             routine_state.visits[lib_path] = add(routine_state.visits[lib_path], called)
 
@@ -281,21 +282,18 @@ class ProfileBuilder:
         )
 
     def _routine(self, state: _RoutineState) -> FunctionProfile:
-        """A library routine: its cost law's parameters, per call path and merged."""
-        merged = absorb([frozenset(state.params)])
+        """A library routine: its cost law's parameters, per call path and merged. Calls from
+        different call sites add (an Allreduce of ``a`` values and one of ``b`` values cost
+        ``a + b``), as every call site is a context of its own."""
         return FunctionProfile(
             file=None,
             line=None,
             library=self.database.library,
-            terms=merged,
-            exclusive_terms=merged,
+            terms=state.terms,
+            exclusive_terms=state.terms,
             callpaths={
-                path: CallpathProfile(
-                    terms=absorb([frozenset(params)]),
-                    exclusive_terms=absorb([frozenset(params)]),
-                    visits=state.visits[path],
-                )
-                for path, params in sorted(state.callpaths.items())
+                path: CallpathProfile(terms=terms, exclusive_terms=terms, visits=state.visits[path])
+                for path, terms in sorted(state.callpaths.items())
             },
         )
 
@@ -369,10 +367,12 @@ class _PathState:
 
 @dataclass
 class _RoutineState:
-    """A library routine's parameters, per call path and merged, and its visits."""
+    """A library routine's dependency, per call path and merged, and its visits."""
 
-    params: set[str] = field(default_factory=set)
-    callpaths: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    terms: Dependency = CONSTANT
+    callpaths: defaultdict[str, Dependency] = field(
+        default_factory=lambda: defaultdict(lambda: CONSTANT)
+    )
     visits: defaultdict[str, Dependency] = field(default_factory=lambda: defaultdict(frozenset))
 
 

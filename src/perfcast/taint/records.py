@@ -3,8 +3,9 @@
 Each process writes ``taint.<pid>.txt`` (format in ``runtime/perfcast_taint_rt.c``) with
 label *bits*; here they become parameter *names* using the ``param`` lines of the same file,
 so records of different batches (different bit assignments) merge by plain set union.
-Calling contexts are identified by their path of (function id, caller's loop) pairs, which
-is the same in every process and every batch.
+Calling contexts are identified by their path of (function id, caller's loop, call site)
+triples, which is the same in every process and every batch: two calls of one function
+from one loop of one caller are two contexts, so their dependencies add.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from pathlib import Path
 
 from perfcast.errors import PerfcastError
 
-Context = tuple[tuple[int, int], ...]
-"""A calling context: ((fid, loop of the caller it was called from), ...) from main down."""
+Context = tuple[tuple[int, int, int], ...]
+"""A calling context: ((fid, loop of the caller it was called from, call site in the caller),
+...) from main down; the call site is -1 where the caller did not announce it."""
 
 
 @dataclass
@@ -36,7 +38,8 @@ class CallRecord:
 @dataclass
 class ContextRecord:
     sites: dict[int, SiteRecord] = field(default_factory=dict)
-    calls: dict[tuple[str, int], CallRecord] = field(default_factory=dict)
+    calls: dict[tuple[str, int, int], CallRecord] = field(default_factory=dict)
+    """Library calls keyed by (routine, caller's loop, call site)."""
     recursive: bool = False
 
 
@@ -88,7 +91,7 @@ def read_process_file(path: Path) -> RunRecords:
     params: dict[int, str] = {}
     paths: dict[int, Context] = {0: ()}
     lines = path.read_text().splitlines()
-    if not lines or lines[0] != "perfcast-taint-raw 1":
+    if not lines or lines[0] != "perfcast-taint-raw 2":
         raise PerfcastError(f"{path}: not a perfcast taint record (was it cut short?)")
     for number, line in enumerate(lines[1:], start=2):
         fields = line.split()
@@ -102,8 +105,8 @@ def read_process_file(path: Path) -> RunRecords:
             elif kind == "missing":
                 records.missing.add(fields[1])
             elif kind == "node":
-                node, parent, fid, loop, recursive = (int(f) for f in fields[1:6])
-                paths[node] = (*paths[parent], (fid, loop))
+                node, parent, fid, loop, site, recursive = (int(f) for f in fields[1:7])
+                paths[node] = (*paths[parent], (fid, loop, site))
                 context = records.contexts.setdefault(paths[node], ContextRecord())
                 context.recursive |= bool(recursive)
             elif kind == "site":
@@ -112,9 +115,9 @@ def read_process_file(path: Path) -> RunRecords:
                     _names(bits, params), count, taken
                 )
             elif kind == "call":
-                node, loop = int(fields[1]), int(fields[2])
-                call = CallRecord(_names(int(fields[4]), params), int(fields[5]))
-                records.contexts[paths[node]].calls[(fields[3], loop)] = call
+                node, loop, site = (int(f) for f in fields[1:4])
+                call = CallRecord(_names(int(fields[5]), params), int(fields[6]))
+                records.contexts[paths[node]].calls[(fields[4], loop, site)] = call
         except (IndexError, KeyError, ValueError):
             raise PerfcastError(f"{path}:{number}: malformed taint record {line!r}") from None
     return records

@@ -13,7 +13,15 @@ rewriter inserts, as text, calls into the perfcast taint runtime:
   member call or ``return`` made under a branch or inside a loop gets the labels of the
   enclosing conditions (``__perfcast_flow``). A simple variable only inherits from
   conditions whose statement does not also contain its declaration, because a variable
-  born inside a loop body does not carry the trip count out of the loop.
+  born inside a loop body does not carry the trip count out of the loop;
+* the control a call is made under, handed to the callee when it is project code
+  (``__perfcast_call`` before the call, ``__pc_in`` in the callee): the callee's own writes
+  that outlive its frame inherit it, so a branch taints what its callee really writes, not
+  the whole object the callee is called on. Only calls into code the rewriter cannot see
+  (system headers, libraries: ``v.push_back(x)``) still taint their whole object;
+* per call of a recorded function or library routine a call-site number, pushed with the
+  callee's id, so that two calls from one loop of one caller stay two calling contexts and
+  their dependencies add (``f(x1); f(x2);`` is ``x1 + x2``, not ``x1*x2``).
 
 Only insertions are made (plus the left-hand side of instrumented assignments, which is
 re-emitted), never new lines, so line numbers stay those of the original file; a ``#line``
@@ -23,11 +31,12 @@ directive after the prelude keeps diagnostics pointing at the user's file.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from clang import cindex
-from clang.cindex import Cursor, CursorKind, TypeKind
+from clang.cindex import Cursor, CursorKind, StorageClass, TypeKind
 
 from perfcast.taint.sitemap import Loop, Site
 
@@ -83,6 +92,14 @@ NESTING_STATEMENTS = {
 }
 """Statements that end where their last sub-statement ends."""
 SIMPLE_OBJECT_TOKENS = {".", "this", "->"}
+REFERENCE_TYPES = {TypeKind.LVALUEREFERENCE, TypeKind.RVALUEREFERENCE}
+UNEVALUATED = {CK.LAMBDA_EXPR, CK.CXX_UNARY_EXPR}
+"""Expressions whose calls are not instrumented: a lambda body is no frame of the function
+(``__pc_in`` is not captured), ``sizeof``/``alignof`` operands never run."""
+CALL_RANK = 10_000
+"""Rank depth of call-site edits: inside every statement-level edit at the same offset."""
+LIBRARY_CALLEE = -2
+"""Callee id pushed before a call of a library routine (the runtime's MPI wrappers pop it)."""
 
 
 @dataclass
@@ -189,6 +206,8 @@ class FunctionRewriter:
         record: bool,
         cplusplus: bool,
         constant_loops: set[int],
+        project: Mapping[str, int | None],
+        library_routines: Collection[str],
     ):
         self.src = source
         self.cursor = cursor
@@ -196,6 +215,10 @@ class FunctionRewriter:
         self.record = record
         self.cplusplus = cplusplus
         self.constant_loops = constant_loops  # body offsets of loops with constant trip counts
+        self.project = project  # USR of each rewritten function -> its id if it has a frame
+        self.library_routines = library_routines
+        self.call_sites = 0
+        self._inherits = False  # some edit uses the control inherited from the caller
         self.edits: list[Edit] = []
         self.loops: list[Loop] = []
         self.sites: list[Site] = []
@@ -221,6 +244,8 @@ class FunctionRewriter:
         prelude = []
         if self.record:
             prelude.append(f"__PERFCAST_FRAME({self.fid}, {len(self.sites)});")
+        if self._inherits:
+            prelude.append("__PERFCAST_INHERIT;")
         if self.sites:
             slots = ", ".join(f"__pc_s{s.index} = 0" for s in self.sites)
             prelude.append(f"__attribute__((unused)) __pc_label {slots};")
@@ -246,10 +271,12 @@ class FunctionRewriter:
                 self._break()
             elif kind in (CK.RETURN_STMT, CK.GOTO_STMT):
                 self._leave_function(cursor)
+                self._call_sites(cursor)
+            elif kind == CK.CASE_STMT:  # the label is a constant expression: leave it
+                self._statement(list(cursor.get_children())[-1])
             elif kind in (
                 CK.COMPOUND_STMT,
                 CK.LABEL_STMT,
-                CK.CASE_STMT,
                 CK.DEFAULT_STMT,
                 CK.CXX_TRY_STMT,
                 CK.CXX_CATCH_STMT,
@@ -257,8 +284,11 @@ class FunctionRewriter:
                 for child in cursor.get_children():
                     if child.kind.is_statement() or child.kind.is_expression():
                         self._statement(child)
+            elif kind == CK.DECL_STMT:
+                self._call_sites(cursor)
             elif kind.is_expression():
                 self._expression_statement(cursor)
+                self._call_sites(cursor)
         finally:
             self._depth -= 1
 
@@ -340,6 +370,9 @@ class FunctionRewriter:
             return
         children = list(cursor.get_children())
         body = children[0] if kind == "do" else children[-1]
+        for part in children:
+            if part != body and part.kind != CK.VAR_DECL:
+                self._call_sites(part)
         try:
             if kind == "do":
                 lparen, rparen = self._parens(cursor, "while", after=body.extent.end.offset)
@@ -439,6 +472,9 @@ class FunctionRewriter:
                 "branch", cursor.location.line, self._loop_stack[-1] if self._loop_stack else None
             )
             self._wrap_condition(lparen + 1, rparen - 1, site if self.record else None, site.index)
+        if not constexpr:
+            for part in header:
+                self._call_sites(part)
         self._branch_scope(cursor, site, bodies)
 
     def _switch(self, cursor: Cursor) -> None:
@@ -466,6 +502,8 @@ class FunctionRewriter:
                 f"(__typeof__({text}))__perfcast_value({number}, (long long)(",
             )
             self._close(self.src.tokens[rparen - 1].end, f"), &__pc_s{site.index})")
+        for part in condition:
+            self._call_sites(part)
         self._breakables.append(None)
         try:
             self._branch_scope(cursor, site, bodies)
@@ -554,6 +592,17 @@ class FunctionRewriter:
             return None
         return int(ref.extent.start.offset)
 
+    def _write_control(self, target: Cursor | None) -> str:
+        """The control labels of a write to ``target``: those of the enclosing conditions
+        and, unless the target lives in this frame and dies with it, the control this call
+        was made under (``__pc_in``): what a callee writes for its caller under a branch of
+        the caller carries that branch."""
+        local = self._control(None if target is None else self._declared_at(target))
+        if target is not None and _is_local(target):
+            return local
+        self._inherits = True
+        return f"{local} | __pc_in" if local else "__pc_in"
+
     def _writable(self, lvalue: Cursor) -> bool:
         target = strip(lvalue)
         ref = target.referenced if target.kind == CK.MEMBER_REF_EXPR else None
@@ -565,8 +614,7 @@ class FunctionRewriter:
         return not self.cplusplus and kind in (TypeKind.RECORD, TypeKind.ELABORATED)
 
     def _expression_statement(self, cursor: Cursor) -> None:
-        if not self._scopes:
-            return
+        cursor = strip(cursor)  # a call with temporaries (``v.push_back(1)``) comes wrapped
         if cursor.kind in (CK.BINARY_OPERATOR, CK.COMPOUND_ASSIGNMENT_OPERATOR):
             self._assignment_flow(cursor)
         elif cursor.kind == CK.UNARY_OPERATOR:
@@ -587,7 +635,7 @@ class FunctionRewriter:
             return
         if not self._writable(lhs):
             return
-        control = self._control(self._declared_at(lhs))
+        control = self._write_control(lhs)
         if not control:
             return
         target = self.src.text(lhs.extent.start.offset, lhs.extent.end.offset)
@@ -601,7 +649,7 @@ class FunctionRewriter:
         )
         self._close(
             rhs.extent.end.offset,
-            f"); __perfcast_flow(__pc_p, sizeof(*__pc_p), (__pc_label)({control})); }})",
+            f"); __perfcast_flow_if(__pc_p, sizeof(*__pc_p), (__pc_label)({control})); }})",
         )
 
     def _step_flow(self, cursor: Cursor) -> None:
@@ -615,7 +663,7 @@ class FunctionRewriter:
         operand = children[0]
         if not self._writable(operand):
             return
-        control = self._control(self._declared_at(operand))
+        control = self._write_control(operand)
         if not control:
             return
         target = self.src.text(operand.extent.start.offset, operand.extent.end.offset)
@@ -626,30 +674,32 @@ class FunctionRewriter:
                 (1, self._depth),
                 cursor.extent.end.offset,
                 f"({{ __typeof__(&({target})) __pc_p = &({target}); (*__pc_p){step}; "
-                f"__perfcast_flow(__pc_p, sizeof(*__pc_p), (__pc_label)({control})); }})",
+                f"__perfcast_flow_if(__pc_p, sizeof(*__pc_p), (__pc_label)({control})); }})",
             )
         )
 
     def _call_flow(self, cursor: Cursor) -> None:
-        """A call that modifies an object (non-const method, ``f(&x)``) writes it."""
-        objects: list[Cursor] = []
-        children = list(cursor.get_children())
-        if children and children[0].kind == CK.MEMBER_REF_EXPR:
-            method = cursor.referenced
-            receiver = list(children[0].get_children())
-            if (
-                method is not None
-                and method.kind == CK.CXX_METHOD
-                and receiver
-                and not method.is_const_method()
-                and not method.is_static_method()
-            ):
-                objects.append(receiver[0])
+        """A call into code the rewriter cannot see that modifies an object (non-const
+        method, ``f(&x)``) writes the whole object. Project code is left to its own
+        instrumentation: it inherits the call's control (:meth:`_call_sites`) and taints
+        what it really writes."""
         callee = cursor.referenced
+        if callee is None or callee.get_usr() in self.project:
+            return
+        objects: list[tuple[int, int]] = []
+        children = list(cursor.get_children())
+        if (
+            children
+            and children[0].kind == CK.MEMBER_REF_EXPR
+            and callee.kind == CK.CXX_METHOD
+            and not callee.is_const_method()
+            and not callee.is_static_method()
+        ):
+            receiver = self._receiver(children[0])
+            if receiver is not None:
+                objects.append(receiver)
         parameter_types = (
-            list(callee.type.argument_types())
-            if callee is not None and callee.type.kind == TypeKind.FUNCTIONPROTO
-            else []
+            list(callee.type.argument_types()) if callee.type.kind == TypeKind.FUNCTIONPROTO else []
         )
         for position, argument in enumerate(children[1:]):
             argument = strip(argument)
@@ -663,22 +713,102 @@ class FunctionRewriter:
                 )
                 inner = list(argument.get_children())
                 if tokens and tokens[0].spelling == "&" and inner:
-                    objects.append(inner[0])
+                    objects.append((inner[0].extent.start.offset, inner[0].extent.end.offset))
         flows = []
-        for obj in objects:
-            tokens = self.src.tokens_in(obj.extent.start.offset, obj.extent.end.offset)
+        for start, end in objects:
+            tokens = self.src.tokens_in(start, end)
             simple = all(
                 t.spelling in SIMPLE_OBJECT_TOKENS or t.spelling.isidentifier() for t in tokens
             )
             if not tokens or not simple or "->" in {t.spelling for t in tokens}:
                 continue
-            control = self._control(self._declared_at(obj))
+            control = self._write_control(self._cursor_at(start))
             if control:
-                text = self.src.text(obj.extent.start.offset, obj.extent.end.offset)
-                flows.append(f"__perfcast_flow(&({text}), sizeof({text}), (__pc_label)({control}))")
+                text = self.src.text(start, end)
+                flows.append(
+                    f"__perfcast_flow_if(&({text}), sizeof({text}), (__pc_label)({control}))"
+                )
         if flows:
             self._open(cursor.extent.start.offset, "(")
             self._close(cursor.extent.end.offset, ", " + ", ".join(flows) + ")")
+
+    def _receiver(self, member: Cursor) -> tuple[int, int] | None:
+        """Extent of the object a method is called on. libclang omits the object of a call
+        into a class template specialisation (``v.push_back(x)``); its tokens still show it."""
+        base = list(member.get_children())
+        if base:
+            return base[0].extent.start.offset, base[0].extent.end.offset
+        tokens = self.src.tokens_in(member.extent.start.offset, member.extent.end.offset)
+        dots = [i for i, t in enumerate(tokens) if t.spelling in (".", "->")]
+        if not dots or dots[-1] == 0:
+            return None
+        return tokens[0].start, tokens[dots[-1] - 1].end
+
+    def _cursor_at(self, offset: int) -> Cursor | None:
+        """The innermost expression starting at ``offset`` (an object named by its tokens)."""
+        tu = self.cursor.translation_unit
+        handle = tu.get_file(str(self.src.path))
+        found = cindex.Cursor.from_location(
+            tu, cindex.SourceLocation.from_offset(tu, handle, offset)
+        )
+        return found if found is not None and found.kind.is_expression() else None
+
+    def _call_sites(self, cursor: Cursor) -> None:
+        """Hand the control of the point of call to project callees, and number the calls
+        of recorded functions and library routines (``__perfcast_call(control, callee,
+        site)`` just before the call: the comma keeps it ahead of the callee's entry, and the
+        pushes of calls in the arguments are popped first, as the runtime expects)."""
+        replaced = [(e.start, e.end) for e in self.edits if e.end > e.start]
+
+        def visit(node: Cursor, level: int) -> None:
+            if node.kind in UNEVALUATED:
+                return
+            if node.kind == CK.VAR_DECL and _declared_constexpr(node, self.src):
+                return
+            if node.kind == CK.CALL_EXPR and self._call_site(node, level, replaced):
+                level += 1
+            for child in node.get_children():
+                visit(child, level)
+
+        visit(cursor, 0)
+
+    def _call_site(self, call: Cursor, level: int, replaced: list[tuple[int, int]]) -> bool:
+        """Instrument one call; False where it is not project code or a library routine, or
+        cannot be wrapped: its callee then inherits the control last announced."""
+        callee = call.referenced
+        if callee is None or callee.kind == CK.CONSTRUCTOR:
+            return False
+        usr = callee.get_usr()
+        library = callee.spelling in self.library_routines and usr not in self.project
+        if usr not in self.project and not library:
+            return False
+        start, end = call.extent.start.offset, call.extent.end.offset
+        tokens = self.src.tokens_in(start, end)
+        if (
+            not tokens
+            or tokens[-1].spelling != ")"
+            or callee.spelling not in {t.spelling for t in tokens}
+            or any(start < stop and first < end for first, stop in replaced)
+        ):
+            return False  # spelled by a macro, or inside text an edit re-emits
+        fid = LIBRARY_CALLEE if library else self.project[usr]
+        site = -1
+        if self.record and fid is not None:
+            site = self.call_sites
+            self.call_sites += 1
+        control = self._control(None)
+        self._inherits = True
+        self.edits.append(
+            Edit(
+                start,
+                (1, CALL_RANK + level),
+                start,
+                f"(__perfcast_call((__pc_label)({control + ' | ' if control else ''}__pc_in), "
+                f"{fid if site >= 0 else -1}, {site}), ",
+            )
+        )
+        self.edits.append(Edit(end, (0, -(CALL_RANK + level)), end, ")"))
+        return True
 
     def _return_flow(self, cursor: Cursor) -> None:
         values = list(cursor.get_children())
@@ -695,8 +825,34 @@ class FunctionRewriter:
         self._open(value.extent.start.offset, f"({{ {spelling} __pc_r = (")
         self._close(
             value.extent.end.offset,
-            f"); __perfcast_flow(&__pc_r, sizeof __pc_r, (__pc_label)({control})); __pc_r; }})",
+            f"); __perfcast_flow_if(&__pc_r, sizeof __pc_r, (__pc_label)({control})); __pc_r; }})",
         )
+
+
+def _is_local(target: Cursor) -> bool:
+    """A variable of the function's own frame (not ``static``, not a reference): writing
+    it cannot be seen by the caller once the function returns."""
+    target = strip(target)
+    if target.kind != CK.DECL_REF_EXPR or target.referenced is None:
+        return False
+    ref = target.referenced
+    if ref.type.get_canonical().kind in REFERENCE_TYPES:
+        return False
+    if ref.kind == CK.PARM_DECL:
+        return True
+    parent = ref.semantic_parent
+    return (
+        ref.kind == CK.VAR_DECL
+        and parent is not None
+        and parent.kind in FUNCTION_KINDS
+        and ref.storage_class not in (StorageClass.STATIC, StorageClass.EXTERN)
+    )
+
+
+def _declared_constexpr(declaration: Cursor, source: SourceText) -> bool:
+    """A compile-time constant's initializer cannot hold a call into the runtime."""
+    tokens = source.tokens_in(declaration.extent.start.offset, declaration.extent.end.offset)
+    return any(t.spelling in ("constexpr", "constinit") for t in tokens[:4])
 
 
 def _callee_key(call: Cursor) -> tuple[str, str] | None:

@@ -15,9 +15,49 @@ long long __perfcast_value(int site, long long value, __pc_label *slot);
 void __perfcast_flow(void *addr, unsigned long size, __pc_label label);
 void __perfcast_argv(int argc, char **argv);
 void __perfcast_register(void *addr, unsigned long size, const char *name);
+
+/* The control (labels) a call is made under, read by the callee at entry (__pc_in) and put
+ * back at its exit, so calls in the arguments of a call see the same value as the call. */
+extern __pc_label __perfcast_control;
+/* Calls announced by __perfcast_call and not yet entered: callee id and call site. */
+typedef struct {
+  int fid;
+  int site;
+} __pc_pending_call;
+#define __PC_MAX_PENDING 256
+extern __pc_pending_call __perfcast_pending[__PC_MAX_PENDING];
+extern int __perfcast_npending;
+
+/* Before a call of project code or a library routine: the control it is made under, and
+ * (callee id >= 0 or -2 for a library routine) its call site, for the callee's entry to pop.
+ * Inline in the instrumented file: no runtime entry point, no ABI list entry. */
+static inline __attribute__((unused)) void __perfcast_call(__pc_label control, int fid,
+                                                           int site) {
+  __perfcast_control = control;
+  if (fid != -1 && __perfcast_npending < __PC_MAX_PENDING) {
+    __perfcast_pending[__perfcast_npending].fid = fid;
+    __perfcast_pending[__perfcast_npending].site = site;
+    __perfcast_npending++;
+  }
+}
+
+static inline __attribute__((unused)) void __perfcast_restore_control(__pc_label *entry) {
+  __perfcast_control = *entry;
+}
+
+/* A store under control: the runtime is called only when there is a label to add. */
+static inline __attribute__((unused)) void __perfcast_flow_if(void *addr, unsigned long size,
+                                                              __pc_label label) {
+  if (label) __perfcast_flow(addr, size, label);
+}
 #ifdef __cplusplus
 }
 #endif
+
+/* In every rewritten function that writes for its caller or calls project code. */
+#define __PERFCAST_INHERIT \
+  __attribute__((cleanup(__perfcast_restore_control), unused)) __pc_label __pc_in = \
+      __perfcast_control
 
 /* One per instrumented function: enters the shadow call stack, leaves it on every exit. */
 #define __PERFCAST_FRAME(fid, nsites) \

@@ -5,8 +5,9 @@
  * the taint label of an argument are `custom`, so the instrumented caller passes the labels
  * explicitly (`__dfsw_` wrappers below), the others are `discard`.
  *
- * What it records, per calling context (a node of a shadow call tree keyed by function id and
- * the caller's innermost loop at the call):
+ * What it records, per calling context (a node of a shadow call tree keyed by function id,
+ * the caller's innermost loop at the call and the call site, which the instrumented caller
+ * announces with __perfcast_call just before the call; see perfcast_prelude.h):
  *   - per condition site of the function: the union of the labels seen, how often it was
  *     evaluated and how often it was true;
  *   - per MPI routine called from it (through the generated MPI wrappers): the union of the
@@ -40,6 +41,7 @@ typedef struct {
 typedef struct pc_mpi_record {
   int routine;
   int call_loop;
+  int call_site;
   uint8_t labels;
   uint64_t count;
   struct pc_mpi_record *next;
@@ -49,6 +51,7 @@ typedef struct {
   int parent;
   int fid;
   int call_loop;
+  int call_site;
   int nsites;
   int recursive;
   int first_child;
@@ -60,7 +63,19 @@ typedef struct {
 typedef struct {
   int node;
   int cur_loop;
+  int pending_base; /* announced calls below this index belong to callers */
 } pc_frame;
+
+/* Written by the instrumented code (perfcast_prelude.h). */
+unsigned char __perfcast_control;
+typedef struct {
+  int fid;
+  int site;
+} pc_pending_call;
+pc_pending_call __perfcast_pending[256]; /* __PC_MAX_PENDING in perfcast_prelude.h */
+int __perfcast_npending;
+
+#define PC_LIBRARY_CALLEE (-2)
 
 static pc_node *nodes;
 static int n_nodes, cap_nodes;
@@ -89,7 +104,7 @@ static void *xrealloc(void *p, size_t n) {
   return q;
 }
 
-static int new_node(int parent, int fid, int call_loop, int nsites) {
+static int new_node(int parent, int fid, int call_loop, int call_site, int nsites) {
   if (n_nodes == cap_nodes) {
     cap_nodes = cap_nodes ? 2 * cap_nodes : 256;
     nodes = xrealloc(nodes, cap_nodes * sizeof(pc_node));
@@ -99,6 +114,7 @@ static int new_node(int parent, int fid, int call_loop, int nsites) {
   n->parent = parent;
   n->fid = fid;
   n->call_loop = call_loop;
+  n->call_site = call_site;
   n->nsites = nsites;
   n->first_child = -1;
   n->next_sibling = -1;
@@ -117,6 +133,7 @@ static void push_frame(int node) {
   }
   frames[depth].node = node;
   frames[depth].cur_loop = -1;
+  frames[depth].pending_base = __perfcast_npending;
   depth++;
 }
 
@@ -147,7 +164,7 @@ static void init(void) {
   const char *flow = getenv("PERFCAST_TAINT_CONTROL_FLOW");
   control_flow = !(flow && strcmp(flow, "0") == 0);
   load_params();
-  new_node(-1, -1, -1, 0); /* root: the program before main's frame */
+  new_node(-1, -1, -1, -1, 0); /* root: the program before main's frame */
   push_frame(0);
   atexit(write_records);
 }
@@ -159,11 +176,23 @@ static pc_frame *top(void) {
 
 /* ---- shadow call stack ------------------------------------------------------------------ */
 
+/* The call site the caller announced for a call of `callee`, or -1: a call from code that
+ * announces nothing (a callback from a library, a virtual call) leaves the announcements of
+ * the caller in place. */
+static int take_call_site(pc_frame *caller, int callee) {
+  int n = __perfcast_npending;
+  if (n <= caller->pending_base || __perfcast_pending[n - 1].fid != callee) return -1;
+  __perfcast_npending = n - 1;
+  return __perfcast_pending[n - 1].site;
+}
+
 void __perfcast_enter(int fid, int nsites) {
   pc_frame *caller = top();
   int parent = caller->node;
+  int site = take_call_site(caller, fid);
   for (int c = nodes[parent].first_child; c >= 0; c = nodes[c].next_sibling) {
-    if (nodes[c].fid == fid && nodes[c].call_loop == caller->cur_loop) {
+    if (nodes[c].fid == fid && nodes[c].call_loop == caller->cur_loop &&
+        nodes[c].call_site == site) {
       push_frame(c);
       return;
     }
@@ -177,12 +206,16 @@ void __perfcast_enter(int fid, int nsites) {
       return;
     }
   }
-  push_frame(new_node(parent, fid, caller->cur_loop, nsites));
+  push_frame(new_node(parent, fid, caller->cur_loop, site, nsites));
 }
 
+/* Announcements the leaving function made and never entered (a call that threw) die with it. */
 void __perfcast_leave(int *frame_variable) {
   (void)frame_variable;
-  if (depth > 1) depth--;
+  if (depth > 1) {
+    depth--;
+    __perfcast_npending = frames[depth].pending_base;
+  }
 }
 
 void __perfcast_loop_begin(int loop) { top()->cur_loop = loop; }
@@ -346,9 +379,10 @@ void __perfcast_library_call(const char *routine, dfsan_label count_labels) {
   pc_frame *f = top();
   pc_node *n = &nodes[f->node];
   int r = routine_index(routine);
+  int site = take_call_site(f, PC_LIBRARY_CALLEE);
   if (r < 0) return;
   for (pc_mpi_record *m = n->mpi; m; m = m->next) {
-    if (m->routine == r && m->call_loop == f->cur_loop) {
+    if (m->routine == r && m->call_loop == f->cur_loop && m->call_site == site) {
       m->labels |= count_labels;
       m->count++;
       return;
@@ -357,6 +391,7 @@ void __perfcast_library_call(const char *routine, dfsan_label count_labels) {
   pc_mpi_record *m = calloc(1, sizeof *m);
   m->routine = r;
   m->call_loop = f->cur_loop;
+  m->call_site = site;
   m->labels = count_labels;
   m->count = 1;
   m->next = n->mpi;
@@ -375,20 +410,21 @@ static void write_records(void) {
     fprintf(stderr, "perfcast taint runtime: cannot write %s\n", path);
     return;
   }
-  fprintf(out, "perfcast-taint-raw 1\n");
+  fprintf(out, "perfcast-taint-raw 2\n");
   for (int i = 0; i < n_params; i++) fprintf(out, "param %d %s\n", i, param_names[i]);
   for (int i = 0; i < n_untracked; i++) fprintf(out, "untracked %s\n", untracked[i]);
   for (int i = 0; i < n_missing; i++) fprintf(out, "missing %s\n", missing[i]);
   for (int i = 1; i < n_nodes; i++) {
     pc_node *n = &nodes[i];
-    fprintf(out, "node %d %d %d %d %d\n", i, n->parent, n->fid, n->call_loop, n->recursive);
+    fprintf(out, "node %d %d %d %d %d %d\n", i, n->parent, n->fid, n->call_loop, n->call_site,
+            n->recursive);
     for (int s = 0; s < n->nsites; s++)
       if (n->sites[s].count)
         fprintf(out, "site %d %d %u %llu %llu\n", i, s, n->sites[s].labels,
                 (unsigned long long)n->sites[s].count, (unsigned long long)n->sites[s].taken);
     for (pc_mpi_record *m = n->mpi; m; m = m->next)
-      fprintf(out, "call %d %d %s %u %llu\n", i, m->call_loop, mpi_names[m->routine], m->labels,
-              (unsigned long long)m->count);
+      fprintf(out, "call %d %d %d %s %u %llu\n", i, m->call_loop, m->call_site,
+              mpi_names[m->routine], m->labels, (unsigned long long)m->count);
   }
   fclose(out);
 }
