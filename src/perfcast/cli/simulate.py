@@ -2,6 +2,8 @@
 
     perfcast simulate perfcast-trace --platform a.xml [--platform b.xml ...]
                       [--native SECONDS] [--json] [--timeout SECONDS]
+    perfcast simulate trace-p4 trace-p8 trace-p16 ... --synthesize 4096 -o trace-p4096
+                      [--noise mean|resample] [--seed N] [--platform a.xml ...]
 
 The trace comes from a run of a program built with ``perfcast build --trace``; platforms
 from ``perfcast platform describe`` or ``calibrate``, or any SimGrid platform file. Per
@@ -10,6 +12,11 @@ platform: the predicted time (MPI_Init to MPI_Finalize), its compute and communi
 one the others wait for) and the least compute of any rank, so load imbalance shows; then
 the compute blocks of the trace by time, so the time can be found in the code; and, for a
 program built with ``--threshold``, what the threshold iteration rule skipped per loop.
+
+``--synthesize P`` writes the trace of a rank count nobody ran from traces of the same program
+at three or more rank counts (``perfcast.simulate.synthesis``: the ranks' communication
+structure aligned across the runs, compute blocks and message sizes modeled in p) and
+prints what it modeled; with ``--platform`` it predicts the synthesised trace right away.
 """
 
 from __future__ import annotations
@@ -18,14 +25,18 @@ import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from perfcast.cli import positive_seconds
+from perfcast.cli import positive_int, positive_seconds
 from perfcast.columns import aligned
+from perfcast.errors import InputError
 from perfcast.experiment.names import display_names
 from perfcast.simulate.platform import read_platform
 from perfcast.simulate.simulation import Simulation, simulate
 from perfcast.simulate.trace import LoopStats, read_trace
+
+if TYPE_CHECKING:
+    from perfcast.simulate.synthesis import Synthesis
 
 TOP_BLOCKS = 10
 """Compute blocks the text output lists: enough to find where the time is, short enough
@@ -39,15 +50,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "trace", type=Path, metavar="TRACE_DIR", help="the traced run's perfcast-trace directory"
+        "trace",
+        type=Path,
+        nargs="+",
+        metavar="TRACE_DIR",
+        help="the traced run's perfcast-trace directory (with --synthesize: several runs)",
     )
     parser.add_argument(
         "--platform",
         type=Path,
         action="append",
-        required=True,
+        default=[],
         metavar="FILE.xml",
-        help="a SimGrid platform to predict for (repeat for several)",
+        help="a SimGrid platform to predict for (repeat for several; needed unless --synthesize)",
+    )
+    parser.add_argument(
+        "--synthesize",
+        type=positive_int,
+        metavar="P",
+        help="write the trace of P ranks synthesised from the TRACE_DIRs (one program at 3 "
+        "or more rank counts) into --output",
+    )
+    parser.add_argument(
+        "-o", "--output", type=Path, metavar="DIR", help="with --synthesize: a new directory"
+    )
+    parser.add_argument(
+        "--noise",
+        choices=("mean", "resample"),
+        help="with --synthesize: every compute block at its modeled mean (default), or times "
+        "ratios resampled from the inputs' spread between ranks and occurrences",
+    )
+    parser.add_argument(
+        "--seed", type=int, help="with --noise resample: the draw's seed (default 0)"
     )
     parser.add_argument(
         "--native",
@@ -67,16 +101,101 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    trace = read_trace(args.trace)
+    if args.synthesize is None:
+        if len(args.trace) > 1 or (args.output, args.noise, args.seed) != (None, None, None):
+            raise InputError(
+                "several TRACE_DIRs, --output, --noise and --seed are for --synthesize P: "
+                "name one trace to simulate, or add --synthesize"
+            )
+        return _simulate(args, args.trace[0], [])
+    if args.output is None:
+        raise InputError("--synthesize needs --output DIR, a new directory for the trace")
+    from perfcast.simulate.synthesis import synthesize
+
+    traces = [read_trace(path) for path in args.trace]
+    noise, seed = args.noise or "mean", args.seed or 0
+    made = synthesize(traces, args.synthesize, args.output, noise=noise, seed=seed)
+    if not args.platform:
+        if args.json:
+            print(json.dumps({"synthesis": _synthesis_json(made)}, indent=2))
+        else:
+            print("\n".join(_synthesis_text(made)))
+        return 0
+    return _simulate(args, made.directory, _synthesis_text(made), _synthesis_json(made))
+
+
+def _simulate(
+    args: argparse.Namespace,
+    directory: Path,
+    before: list[str],
+    synthesis: dict[str, Any] | None = None,
+) -> int:
+    """Predict the trace in ``directory`` on ``args.platform``; ``before`` and
+    ``synthesis`` say how a synthesised trace was made."""
+    trace = read_trace(directory)
     platforms = [read_platform(path) for path in args.platform]
     result = simulate(trace, platforms, timeout=args.timeout)
     slowdown = None if args.native is None else result.slowdown(args.native)
     loops = _rule_loops(trace.threshold)
     if args.json:
-        print(json.dumps({**_as_json(result, slowdown), "threshold": loops}, indent=2))
+        shown = {**_as_json(result, slowdown), "threshold": loops}
+        if synthesis is not None:
+            shown["synthesis"] = synthesis
+        print(json.dumps(shown, indent=2))
     else:
-        print("\n".join(_as_text(result, args.native, slowdown) + _rule_text(loops)))
+        print("\n".join(before + _as_text(result, args.native, slowdown) + _rule_text(loops)))
     return 0
+
+
+def _synthesis_text(made: Synthesis) -> list[str]:
+    """What went into a synthesised trace: inputs, peers, and the models of its largest
+    amounts (compute blocks first, by flops per rank at the target)."""
+    inputs = ", ".join(map(str, made.inputs))
+    relations = ", ".join(f"{text} x{count}" for text, count in made.relations.items())
+    blocks = sum(q.places for q in made.quantities if q.kind == "flops")
+    counts = sum(q.places for q in made.quantities if q.kind == "count")
+    lines = [
+        f"synthesised {made.ranks} ranks from traces at p = {inputs} into {made.directory}: "
+        f"{made.actions} action lines ({made.noise} compute)",
+        f"peers by relation to the rank: {relations or 'none'}",
+        f"modeled in p: {blocks} compute block(s) and {counts} message count field(s) in "
+        f"{len(made.quantities)} model(s):",
+    ]
+    rows = [
+        (
+            quantity.kind,
+            f"{quantity.value:,}",
+            str(quantity.occurrences),
+            quantity.model.text(),
+            quantity.name + (f" (+{quantity.places - 1} same)" if quantity.places > 1 else ""),
+        )
+        for quantity in made.quantities[:TOP_BLOCKS]
+    ]
+    header = ("kind", f"at p={made.ranks}", "per rank", "model", "where")
+    return lines + aligned([header, *rows], right={1, 2}, indent="  ")
+
+
+def _synthesis_json(made: Synthesis) -> dict[str, Any]:
+    return {
+        "directory": str(made.directory),
+        "ranks": made.ranks,
+        "inputs": list(made.inputs),
+        "noise": made.noise,
+        "actions": made.actions,
+        "relations": made.relations,
+        "quantities": [
+            {
+                "name": quantity.name,
+                "kind": quantity.kind,
+                "places": quantity.places,
+                "occurrences": quantity.occurrences,
+                "model": quantity.model.text(),
+                "constant": quantity.model.is_constant(),
+                "value": quantity.value,
+            }
+            for quantity in made.quantities
+        ],
+    }
 
 
 def _rule_loops(stats: Sequence[LoopStats]) -> list[dict[str, Any]]:

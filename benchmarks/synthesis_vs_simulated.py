@@ -1,0 +1,312 @@
+"""Synthesised traces against direct simulation: does the trace of p ranks that
+``perfcast simulate --synthesize`` derives from small traced runs replay as long as SimGrid
+SMPI simulating the real program at p ranks?
+
+The Jacobi stencil (``src/perfcast/examples/stencil``, weak scaling, a periodic ring of
+MPI_Sendrecv plus one MPI_Allreduce per step) is
+
+1. built with ``perfcast build --trace -- mpicc`` and traced with the CPU clock at
+   p = 3, 4, 5, 6, 8 and 16 (``mpirun --oversubscribe``: this machine has 2 cores);
+2. synthesised from the p = 3..8 traces at each target p, compute at its modeled mean
+   (``--noise mean``, the default) and with the inputs' spread resampled
+   (``--noise resample``), and replayed on a described cluster of p single-core nodes
+   (``PlatformSpec`` defaults: 1 Gflop/s cores, 1.25 GB/s and 1 us links);
+3. simulated directly: built with smpicc's own command line (``smpicc -show``) with
+   clang-16, the traced build's compiler, in place of its ``/usr/bin/cc``, without
+   instrumentation, and run by
+   ``smpirun -np p`` on the same platform file with the same SMPI factors and
+   ``--cfg=smpi/host-speed:1Gf`` (a second of compute here is a second there), SMPI's
+   simulated time, the least of ``DIRECT_RUNS`` runs up to p = 256 (SMPI times every
+   compute burst of every rank as it runs here, so a burst slowed by the other load of
+   this shared 2-core machine lengthens the simulated run; the spread is reported), one run
+   above; at p = 16 also the replay of the trace recorded at 16 ranks.
+
+Error = synthesised / direct - 1. Why not ``perfcast build --smpi``: SMPI charges the time
+between two MPI calls as compute, and there that includes perfcast's MPI wrappers, about 4 us
+per call here (the block after each MPI_Allreduce: 5.6 us against 1.2 us without them, at
+p = 64); the report gives that build's direct time at p = 64 as well. The sweep bursts
+that each replay or simulation computes are reported beside (``sweep_bursts``): SMPI's grow
+with p because one process runs every rank's burst in turn. NAS IS (``../shared/apps``) is
+traced at p = 4, 8, 16 (it runs at powers of two) and handed to the synthesis, which says
+whether its traces can be synthesised.
+
+    python3 benchmarks/synthesis_vs_simulated.py --quick
+    python3 benchmarks/synthesis_vs_simulated.py \\
+        --output benchmarks/results/synthesis_vs_simulated.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfcast.errors import PerfcastError
+from perfcast.simulate.platform import PlatformSpec, read_platform
+from perfcast.simulate.replay import replay
+from perfcast.simulate.synthesis import synthesize
+from perfcast.simulate.trace import read_trace
+
+REPO = Path(__file__).resolve().parents[1]
+STENCIL = REPO / "src" / "perfcast" / "examples" / "stencil"
+NPB = Path(os.environ.get("PERFCAST_NPB", REPO.parent / "shared" / "apps" / "npb" / "NPB3.4-MPI"))
+PERFCAST = f"{sys.executable} -m perfcast"
+MPIRUN = ("mpirun", "--allow-run-as-root", "--oversubscribe")
+INPUTS = (3, 4, 5, 6, 8)
+RECORDED = 16
+TARGETS = (16, 64, 256, 1024)
+SIZE, ITERATIONS = 128, 50
+TIMEOUT_S = 900
+DIRECT_RUNS = 3
+BURSTS_AT = 64
+SIMULATED_TIME = re.compile(r"Simulated time: ([0-9.eE+-]+) seconds")
+
+
+@dataclass(frozen=True)
+class Row:
+    ranks: int
+    mean: float
+    resample: float
+    direct: float
+    direct_spread: float
+    """(largest - least) / least of the direct runs."""
+    recorded: float | None
+    synthesis_s: float
+    replay_s: float
+    direct_s: float
+
+
+def run(command: list[str], cwd: Path, environment: dict[str, str] | None = None) -> str:
+    done = subprocess.run(
+        command, cwd=cwd, env=environment, capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed: {(done.stdout + done.stderr)[-2000:]}")
+    return done.stdout + done.stderr
+
+
+def build(work: Path, name: str, compiler: str) -> Path:
+    source = work / name
+    shutil.copytree(STENCIL, source)
+    run(["make", f"CC={compiler}"], source)
+    return source
+
+
+def clang_smpicc(work: Path) -> Path:
+    """A compiler command that runs smpicc's command line with clang-16 for its cc."""
+    script = work / "clang-smpicc"
+    script.write_text('#!/bin/sh\nexec $(smpicc -show "$@" | sed "s#^/usr/bin/cc #clang-16 #")\n')
+    script.chmod(0o755)
+    return script
+
+
+def trace(program: Path, ranks: int, directory: Path, arguments: list[str]) -> Path:
+    environment = ["-x", f"PERFCAST_TRACE_DIR={directory}", "-x", "PERFCAST_TRACE_CLOCK=cpu"]
+    environment += ["-x", f"PERFCAST_PROFILE_DIR={directory}-profile"]
+    run([*MPIRUN, "-np", str(ranks), *environment, *arguments], program)
+    return directory
+
+
+def direct_smpi(program: Path, platform: Path, ranks: int, work: Path) -> float:
+    """SMPI's simulated seconds of the real program at ``ranks`` ranks on ``platform``."""
+    hosts = work / f"hosts-{ranks}"
+    hosts.write_text("".join(f"{h}\n" for h in read_platform(platform).hosts[:ranks]))
+    command = ["smpirun", "-np", str(ranks), "-platform", str(platform), "-hostfile", str(hosts)]
+    command += [*read_platform(platform).smpi_options, "--cfg=smpi/host-speed:1Gf"]
+    command += ["--cfg=smpi/display-timing:yes", "./jacobi", str(SIZE), str(ITERATIONS)]
+    environment = {**os.environ, "PERFCAST_PROFILE_DIR": str(work / f"smpi-profile-{ranks}")}
+    found = SIMULATED_TIME.search(run(command, program, environment))
+    if found is None:
+        raise RuntimeError(f"smpirun -np {ranks} printed no simulated time")
+    return float(found.group(1))
+
+
+def compare(work: Path, traces: dict[int, Path], smpi: Path, ranks: int) -> Row:
+    inputs = [read_trace(traces[p]) for p in INPUTS]
+    spec = PlatformSpec("cluster", nodes=ranks)
+    platform = work / f"cluster-{ranks}.xml"
+    platform.write_text(spec.to_xml())
+    times: dict[str, float] = {}
+    synthesis_s = replay_s = 0.0
+    for noise in ("mean", "resample"):
+        directory = work / f"synthesised-{noise}-p{ranks}"
+        started = time.perf_counter()
+        synthesize(inputs, ranks, directory, noise=noise)
+        synthesis_s += time.perf_counter() - started
+        result = replay(directory / "index.txt", spec, ranks, timeout=TIMEOUT_S)
+        times[noise], replay_s = result.time, replay_s + result.wall
+        shutil.rmtree(directory)
+    recorded = None
+    if ranks in traces:
+        index = read_trace(traces[ranks]).write_index(work / f"index-{ranks}.txt")
+        recorded = replay(index, spec, ranks, timeout=TIMEOUT_S).time
+    started = time.perf_counter()
+    runs = DIRECT_RUNS if ranks <= 256 else 1
+    direct = [direct_smpi(smpi, platform, ranks, work) for _ in range(runs)]
+    direct_s = (time.perf_counter() - started) / runs
+    return Row(
+        ranks, times["mean"], times["resample"], min(direct), max(direct) / min(direct) - 1,
+        recorded, synthesis_s / 2, replay_s / 2, direct_s,
+    )  # fmt: skip
+
+
+def nas_is(work: Path) -> str:
+    """Whether NAS IS traces can be synthesised, in one line."""
+    if not NPB.is_dir():
+        return f"NAS IS: not run, {NPB} is missing"
+    npb = work / "npb"
+    shutil.copytree(NPB, npb)
+    shutil.copy(npb / "config" / "make.def.template", npb / "config" / "make.def")
+    (npb / "bin").mkdir(exist_ok=True)
+    run(["make", "is", "CLASS=S", f"MPICC={PERFCAST} build --trace -- mpicc"], npb)
+    traces = [trace(npb, p, work / f"is-p{p}", ["bin/is.S.x"]) for p in (4, 8, 16)]
+    try:
+        synthesize([read_trace(t) for t in traces], 64, work / "is-p64")
+    except PerfcastError as refused:
+        return f"NAS IS class S traced at p = 4, 8, 16: refused: {refused}"
+    return "NAS IS class S traced at p = 4, 8, 16: synthesised (not compared)"
+
+
+def sweep_bursts(files: list[Path]) -> str:
+    """The compute burst before each MPI_Allreduce (the stencil's sweep) over all ranks'
+    action files: its median, and the sum over steps of the slowest rank's burst over the
+    sum of the ranks' mean burst (what waiting for the slowest rank at every step costs)."""
+    steps: list[list[float]] = []
+    for path in files:
+        words = [line.split() for line in path.read_text().splitlines()]
+        steps.append(
+            [
+                float(w[2])
+                for w, after in itertools.pairwise(words)
+                if w[1] == "compute" and after[1] == "allreduce"
+            ]
+        )
+    bursts = sorted(b for rank in steps for b in rank)
+    by_step = list(zip(*steps, strict=True))
+    slowest = sum(max(step) for step in by_step)
+    mean = sum(statistics.fmean(step) for step in by_step)
+    return f"median {bursts[len(bursts) // 2] / 1e3:.1f} us, slowest/mean {slowest / mean:.2f}"
+
+
+def burst_lines(work: Path, traces: dict[int, Path], smpi: Path, ranks: int) -> list[str]:
+    """Where the time differences come from: the sweep bursts of the traced runs, of the
+    traces synthesised at ``ranks`` and of SMPI's own runs (``-trace-ti``) at 16 ranks and
+    at ``ranks``."""
+    lines = ["sweep bursts (compute before each MPI_Allreduce):"]
+    for p, directory in traces.items():
+        lines.append(f"  traced p={p}: {sweep_bursts(list(read_trace(directory).rank_files))}")
+    inputs = [read_trace(traces[p]) for p in INPUTS]
+    for noise in ("mean", "resample"):
+        directory = work / f"bursts-{noise}"
+        synthesize(inputs, ranks, directory, noise=noise)
+        files = list(read_trace(directory).rank_files)
+        lines.append(f"  synthesised at p={ranks}, {noise}: {sweep_bursts(files)}")
+    for p in (RECORDED, ranks):
+        platform, hosts, recorded = work / f"cluster-{p}.xml", work / f"hosts-{p}", work / f"ti-{p}"
+        command = ["smpirun", "-np", str(p), "-platform", str(platform), "-hostfile", str(hosts)]
+        command += [*read_platform(platform).smpi_options, "--cfg=smpi/host-speed:1Gf"]
+        command += ["-trace-ti", f"--cfg=tracing/filename:{recorded}"]
+        run([*command, "./jacobi", str(SIZE), str(ITERATIONS)], smpi)
+        files = sorted(
+            (work / f"ti-{p}_files").glob("*_rank-*.txt"),
+            key=lambda path: int(path.stem.rsplit("-", 1)[1]),
+        )
+        lines.append(f"  SMPI's own run at p={p} (-trace-ti): {sweep_bursts(files)}")
+    return lines
+
+
+def percent(value: float, reference: float) -> str:
+    return f"{(value / reference - 1) * 100:+.1f}%"
+
+
+def report(rows: list[Row], notes: list[str], nas: str, wall: float) -> str:
+    lines = [
+        f"Synthesised vs directly simulated: stencil SIZE={SIZE} ITERATIONS={ITERATIONS}, "
+        f"synthesised from CPU-clock traces at p = {', '.join(map(str, INPUTS))}",
+        "platform: p nodes x 1 core, 1 Gflop/s, 1.25 GB/s and 1 us links (PlatformSpec "
+        "defaults); direct = smpirun of the program built by smpicc with clang-16, "
+        "host-speed 1Gf",
+        "",
+        f"{'p':>5} {'mean ms':>9} {'resample ms':>12} {'direct ms':>10} {'spread':>7} "
+        f"{'err mean':>9} {'err resample':>13} {'recorded ms':>12} {'synth s':>8} "
+        f"{'replay s':>9} {'smpirun s':>10}",
+    ]
+    for row in rows:
+        recorded = "" if row.recorded is None else f"{row.recorded * 1e3:.3f}"
+        lines.append(
+            f"{row.ranks:>5} {row.mean * 1e3:>9.3f} {row.resample * 1e3:>12.3f} "
+            f"{row.direct * 1e3:>10.3f} {row.direct_spread * 100:>6.0f}% "
+            f"{percent(row.mean, row.direct):>9} "
+            f"{percent(row.resample, row.direct):>13} {recorded:>12} {row.synthesis_s:>8.2f} "
+            f"{row.replay_s:>9.2f} {row.direct_s:>10.2f}"
+        )
+    for row in rows:
+        if row.recorded is not None:
+            lines.append(
+                f"p={row.ranks}, against the replay of the trace recorded at {row.ranks} ranks: "
+                f"mean {percent(row.mean, row.recorded)}, resample "
+                f"{percent(row.resample, row.recorded)}; the direct SMPI run "
+                f"{percent(row.direct, row.recorded)}"
+            )
+    lines += [
+        "",
+        *notes,
+        "",
+        "mean/resample ms: the synthesised trace replayed with --noise mean/resample; direct "
+        f"ms: the least of {DIRECT_RUNS} smpirun runs up to p = 256 (spread: largest over "
+        "least - 1), one above; synth s: one synthesis, replay s: one replay, smpirun s: "
+        "one direct run (wall seconds here)",
+        "",
+        nas,
+        "",
+        f"benchmark wall time: {wall:.0f} s",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="p up to 64, no NAS IS")
+    parser.add_argument("--output", type=Path, help="also write the report here")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    targets = [p for p in TARGETS if not args.quick or p <= 64]
+    with tempfile.TemporaryDirectory(prefix="perfcast-synthesis-") as scratch:
+        work = Path(scratch)
+        traced = build(work, "traced", f"{PERFCAST} build --trace -- mpicc")
+        smpi = build(work, "smpi", str(clang_smpicc(work)))
+        arguments = ["./jacobi", str(SIZE), str(ITERATIONS)]
+        traces = {p: trace(traced, p, work / f"trace-p{p}", arguments) for p in INPUTS}
+        traces[RECORDED] = trace(traced, RECORDED, work / f"trace-p{RECORDED}", arguments)
+        rows = []
+        for ranks in targets:
+            rows.append(compare(work, traces, smpi, ranks))
+            print(f"p={ranks}: {rows[-1]}", file=sys.stderr, flush=True)
+        notes = burst_lines(work, traces, smpi, BURSTS_AT)
+        instrumented = build(work, "smpi-perfcast", f"{PERFCAST} build --smpi -- smpicc")
+        platform = work / f"cluster-{BURSTS_AT}.xml"
+        slower = direct_smpi(instrumented, platform, BURSTS_AT, work)
+        notes.append(
+            f"direct at p={BURSTS_AT} with perfcast build --smpi (its MPI wrappers count as "
+            f"compute): {slower * 1e3:.3f} ms"
+        )
+        nas = "NAS IS: not run (--quick)" if args.quick else nas_is(work)
+    text = report(rows, notes, nas, time.perf_counter() - started)
+    print(text, end="")
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,756 @@
+"""Traces of rank counts nobody ran: from traced runs at a few small p, the trace at a large p,
+in the format ``perfcast simulate`` replays (issue 16; the idea is dPerf's block
+benchmarking, ``dperf-block-benchmarking-prediction.txt``, carried over from one traced
+run to a family of them). ``perfcast simulate TRACE... --synthesize P -o DIR`` runs it.
+
+Method. Every rank's action file is read as a sequence of MPI actions, each carrying the
+compute that precedes it (a compute block of zero length writes no line, so compute is
+attached to the action it leads to rather than aligned on its own). A rank's *role* picks
+its template: rank 0 is ``first``, rank p-1 ``last``, the others ``interior``. Then:
+
+1. **Structure.** Every rank of a role, in every input trace, must run the same sequence of
+   actions: the same operations with the same tags, datatypes and SimGrid's fixed fields.
+   Anything else (ranks of one run that differ, such as a 2-D grid's edge ranks; a sequence
+   whose length grows with p, such as a hand-written recursive doubling; two different
+   programs) is refused with the trace, rank, action, line and what differs: the structure
+   at the target cannot be derived from such runs, and guessing it would replay another
+   program.
+2. **Peers.** Each peer field (send/receive partners, a wait's source and destination, a
+   collective's root) gets the relation to the rank that every observation of every input
+   satisfies: an offset modulo p (``r+1``, ``r-1``: rings and neighbours), or an absolute
+   rank counted from the first or the last rank (``0``, ``p-1``). Of the offsets that fit
+   (they differ by multiples of every input p) the smallest is taken, the neighbour a
+   program means; where relations of different kinds fit every input but name different
+   ranks at the target, the synthesis is refused, asking for a run that tells them apart.
+   A peer that follows none (a tree, a random partner) is refused.
+3. **Amounts.** Message counts (per aligned action and field) and compute blocks are
+   modeled in p by perfcast's PMNF modeler over the input rank counts, every observation a
+   repetition and the mean the point's value (``aggregation="mean"``), so that a block's
+   total at the target is its count times that mean. Blocks are keyed by the pair of
+   actions around them, every role and occurrence together, as a traced run's blocks are
+   keyed by the call paths around them whichever rank ran them. A quantity that does not
+   change with p is modeled as a constant (the modeler's noise test picks it;
+   ``tests/test_simulate_synthesis.py`` checks it), so a halo of 128 doubles stays 128
+   doubles at p = 65536. A model that predicts a negative amount at the target is refused.
+   Where the means go up and down with p the series is given the constant model
+   (:func:`_monotone` says why: one rank's single block is otherwise extrapolated from
+   noise to hours).
+
+Compute per rank (``noise``): ``mean`` writes every block at its modeled mean, the run
+without the machine's noise; ``resample`` multiplies it by ratios drawn independently per
+rank and occurrence from the ratios the inputs show (a value over its rank count's mean), so
+the wait for the slowest rank at every synchronisation grows with p as it did in the traced
+runs. Measured (``benchmarks/results/synthesis_vs_simulated.txt``: the stencil, 128 x 128
+per rank, 50 steps, from CPU-clock traces at p = 3..8 on this shared 2-core machine, 1 us
+links; against SMPI simulating the uninstrumented program): ``mean`` is 6 % short at p = 16
+and 12-37 % short at p = 64..1024, ``resample`` 6-13 % long up to p = 256 and 30 % at 1024;
+against the replay of the trace recorded at 16 ranks, ``mean`` was 7-26 % short and
+``resample`` 9 % short to 16 % long over seven runs of the benchmark. What ``mean`` leaves
+out is the wait for the slowest rank: the slowest rank's sweep over the mean one, summed
+over steps, is 1.0-1.5 in the traced runs and in SMPI at p = 16, 2.0 in SMPI at p = 64 and
+2.35 in ``resample`` (it draws the inputs' outliers as often as they occurred, which at
+large p is every step). On 10 us links, where messages weigh more, ``mean`` is within 3 % of
+the recorded trace at p = 16 (the test).
+
+Limits. The ranks of a role share their template and the blocks their models: imbalance
+between ranks that run the same structure (rank 0's output at the end) is spread over them,
+and the difference between a block's first and later occurrences is averaged away (the
+total is kept). Per-rank arrays whose length is p (``allgatherv``, ``alltoallv``,
+``reducescatter``: NAS IS) are refused: their entries cannot be aligned across rank counts.
+Structures that are not first/interior/last (2-D and 3-D decompositions, trees) are
+refused, not approximated. Extrapolation is only as good as the models' reach: p = 65536
+from p <= 8 is far beyond the data, and a trend the traced machine adds (ranks sharing 2
+cores slow each other's caches a little more at every p) is extrapolated with the rest:
+trace with few ranks per core.
+
+Large p. SimGrid 3.32's replay reads one action file per rank, and it checks the rank at
+the start of every line (``xbt_replay.cpp``: "Ignore trace element not for me"): an index
+that lists one file for several ranks makes all but one rank skip every action and the
+replay deadlock (measured). So every rank gets its own file, written from its role's
+template with the peers and (under ``resample``) the compute filled in per rank, in chunks
+of :data:`CHUNK` ranks. Measured here, the stencil at 256 x 256 per rank and 20 steps
+(243 actions per rank): p = 4096 synthesises in 5.3 s (24 MB) and replays in 172 s with
+274 MB of memory; p = 1024 replays in 10.5 s (94 MB); p = 65536 synthesises in 39 s into
+131,074 files (412 MB, 82 MB of memory), but its replay was not run: replay time grows
+about as p^2 here (4x the ranks, 16x the time), which puts p = 16384 near 45 minutes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from perfcast.errors import InputError, PerfcastError
+from perfcast.inputs import read_text
+from perfcast.simulate.trace import (
+    BLOCKS_FORMAT,
+    FORMAT,
+    HINT,
+    INDEX_FILE,
+    SUMMARY_FILE,
+    Trace,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from perfcast.modeling.pmnf import Model
+
+PEER, AMOUNT, FIXED = "P", "A", "F"
+SCHEMAS: dict[str, str] = {
+    "init": "",
+    "finalize": "",
+    "barrier": "",
+    "send": "PFAF",
+    "recv": "PFAF",
+    "isend": "PFAF",
+    "irecv": "PFAF",
+    "wait": "PPF",
+    "bcast": "APF",
+    "reduce": "AFPF",
+    "allreduce": "AFF",
+    "gather": "AAPFF",
+    "scatter": "AAPFF",
+    "allgather": "AAFF",
+    "alltoall": "AAFF",
+}
+"""The fields of each action a traced run writes (``measure/README.md``, "Trace mode"): a
+peer rank (P), an amount modeled in p (A: element counts), or a field that must be the same
+everywhere (F: tags, datatype ids, SimGrid's unused zero)."""
+
+PER_RANK_ARRAYS = ("allgatherv", "alltoallv", "reducescatter")
+ROOTED = ("bcast", "reduce", "gather", "scatter")
+"""Collectives whose peer field is a root: absolute relations are preferred for it."""
+MIN_RANK_COUNTS = 3
+"""Distinct input rank counts the modeler needs to fit a function of p at all (its
+``min_points``); five make its models far more reliable."""
+MIN_RANKS = 3
+"""Fewest ranks of an input or the target: below three there is no interior rank."""
+ROLES = ("first", "interior", "last")
+NOISE = ("mean", "resample")
+"""How the synthesised compute varies between ranks and occurrences of a block: ``mean``
+writes the modeled mean everywhere; ``resample`` multiplies it by ratios drawn, independently
+per rank and occurrence, from those the inputs show (value over its rank count's mean)."""
+CHUNK = 4096
+"""Ranks whose compute is drawn at once: bounds the memory of the draw at large p."""
+
+
+@dataclass(frozen=True)
+class Relation:
+    """How a peer field follows from the rank ``r`` of a run of ``p`` ranks."""
+
+    kind: str
+    """``offset``: (r + value) mod p; ``first``: value; ``last``: p - 1 - value."""
+    value: int
+
+    def peer(self, rank: int, ranks: int) -> int:
+        if self.kind == "offset":
+            return (rank + self.value) % ranks
+        return self.value if self.kind == "first" else ranks - 1 - self.value
+
+    def text(self) -> str:
+        if self.kind == "offset":
+            return "r" if self.value == 0 else f"r{self.value:+d}"
+        if self.kind == "first":
+            return str(self.value)
+        return "p-1" if self.value == 0 else f"p-{self.value + 1}"
+
+
+@dataclass(frozen=True)
+class Action:
+    """One MPI action of a rank, with the compute that precedes it."""
+
+    name: str
+    fields: tuple[int, ...]
+    compute: float
+    """Flops of the compute block before it (0 where there is none)."""
+    line: int
+    """Its line in the rank's action file, for messages."""
+
+    def shape(self) -> tuple[str, tuple[int, ...]]:
+        """What must match across ranks and runs: the operation and its fixed fields."""
+        schema = SCHEMAS[self.name]
+        return self.name, tuple(
+            v for v, kind in zip(self.fields, schema, strict=True) if kind == FIXED
+        )
+
+    def text(self) -> str:
+        return " ".join([self.name, *map(str, self.fields)])
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """One modeled amount of the synthesised trace.
+
+    Attributes:
+        name: where it is: a compute block by the actions around it (``wait r r+1 1 ->
+            allreduce n 0 0``, with the roles that run it where not all do), a count by its
+            role, action and field (``interior: irecv r+1 0 n 0 (field 3)``).
+        kind: ``flops`` (a compute block, per occurrence) or ``count`` (message elements).
+        places: the blocks or fields whose series hold the same data and share this
+            model (``name`` is the first of them).
+        occurrences: how often it occurs in one rank, all its places together.
+        model: its PMNF model in p.
+        value: the model at the target rank count, rounded as the trace writes it.
+    """
+
+    name: str
+    kind: str
+    places: int
+    occurrences: int
+    model: Model
+    value: int
+
+
+@dataclass(frozen=True)
+class Synthesis:
+    """A synthesised trace directory and what went into it."""
+
+    directory: Path
+    ranks: int
+    inputs: tuple[int, ...]
+    """The input traces' rank counts, in the order given."""
+    noise: str
+    actions: int
+    """Action lines written, all ranks together."""
+    relations: dict[str, int]
+    """Peer fields of the templates per relation (``r+1``, ``0``, ...)."""
+    quantities: tuple[Quantity, ...]
+    """Modeled amounts, largest contribution at the target first (compute blocks by
+    flops per rank, then counts by elements per rank)."""
+
+
+@dataclass(frozen=True)
+class _Template:
+    role: str
+    actions: tuple[Action, ...]
+    """The sequence of the role's reference rank (shapes are equal for every rank)."""
+    observations: tuple[tuple[int, int, tuple[Action, ...]], ...]
+    """(p, rank, the rank's actions) for every rank of the role in every input."""
+
+
+def role_of(rank: int, ranks: int) -> str:
+    """Which template rank ``rank`` of ``ranks`` runs: the ends of a chain differ from its
+    middle, and a program's root is usually rank 0."""
+    if rank == 0:
+        return "first"
+    return "last" if rank == ranks - 1 else "interior"
+
+
+def synthesize(
+    traces: Sequence[Trace], ranks: int, output: Path, *, noise: str = "mean", seed: int = 0
+) -> Synthesis:
+    """Write the trace of ``ranks`` ranks derived from ``traces`` (complete traces of one
+    program at several rank counts) into ``output``, which must not exist or be empty.
+    ``noise`` is one of :data:`NOISE` (``seed`` seeds the resampling)."""
+    if noise not in NOISE:
+        raise InputError(f"noise {noise!r}: choose one of {', '.join(NOISE)}")
+    _check_inputs(traces, ranks, output)
+    sequences = [
+        [_read_actions(path, rank) for rank, path in enumerate(t.rank_files)] for t in traces
+    ]
+    templates = {role: _template(role, traces, sequences) for role in ROLES}
+    relations = {role: _relations(templates[role], ranks) for role in ROLES}
+    quantities, counts, blocks = _model(templates, relations, ranks)
+    written = _write(
+        _Output(output, traces, ranks, noise, seed), templates, relations, counts, blocks
+    )
+    counted: dict[str, int] = {}
+    for role_relations in relations.values():
+        for relation in role_relations.values():
+            counted[relation.text()] = counted.get(relation.text(), 0) + 1
+    return Synthesis(
+        directory=output,
+        ranks=ranks,
+        inputs=tuple(t.ranks for t in traces),
+        noise=noise,
+        actions=written,
+        relations=counted,
+        quantities=quantities,
+    )
+
+
+def _check_inputs(traces: Sequence[Trace], ranks: int, output: Path) -> None:
+    if ranks < MIN_RANKS:
+        raise InputError(
+            f"{ranks} ranks: synthesise {MIN_RANKS} or more, the roles need an interior rank"
+        )
+    counts = sorted({t.ranks for t in traces})
+    if len(counts) < MIN_RANK_COUNTS:
+        raise InputError(
+            f"traces at {len(counts)} rank count(s) ({', '.join(map(str, counts)) or 'none'}): "
+            f"a model in p needs traces at {MIN_RANK_COUNTS} or more rank counts (5 are better)"
+        )
+    for trace in traces:
+        if trace.ranks < MIN_RANKS:
+            raise InputError(
+                f"a trace of {trace.ranks} ranks has no interior rank: trace {MIN_RANKS} or "
+                "more ranks",
+                path=trace.directory,
+            )
+        for attribute in ("clock", "reference_speed"):
+            if getattr(trace, attribute) != getattr(traces[0], attribute):
+                raise InputError(
+                    f"{attribute} {getattr(trace, attribute)!r} differs from "
+                    f"{getattr(traces[0], attribute)!r} of {traces[0].directory}: trace every "
+                    "run the same way",
+                    path=trace.directory,
+                )
+    if output.exists() and (not output.is_dir() or any(output.iterdir())):
+        raise InputError("exists and is not an empty directory: name a new one", path=output)
+
+
+def _read_actions(path: Path, rank: int) -> tuple[Action, ...]:
+    """A rank's actions; anything synthesis cannot align is refused with its line."""
+    actions: list[Action] = []
+    pending = 0.0
+    for number, line in enumerate(read_text(path, "trace action file", HINT).splitlines(), 1):
+        words = line.split()
+        if not words:
+            continue
+        if len(words) < 2 or words[0] != str(rank):
+            raise InputError(f"expected '{rank} ACTION ...'; {HINT}", path=path, line=number)
+        name, values = words[1], words[2:]
+        try:
+            if name == "compute" and len(values) == 1:
+                flops = float(values[0])
+                if not math.isfinite(flops) or flops < 0:
+                    raise ValueError
+                pending += flops
+                continue
+            if name in PER_RANK_ARRAYS:
+                raise InputError(
+                    f"{name} carries one count per rank, an array whose length is p: its "
+                    "entries cannot be aligned across rank counts, so this program's traces "
+                    "cannot be synthesised",
+                    path=path,
+                    line=number,
+                )
+            if name not in SCHEMAS:
+                raise InputError(
+                    f"action {name!r} is not one a traced run writes; {HINT}",
+                    path=path,
+                    line=number,
+                )
+            if len(values) != len(SCHEMAS[name]):
+                raise ValueError
+            actions.append(Action(name, tuple(int(v) for v in values), pending, number))
+            pending = 0.0
+        except ValueError:
+            raise InputError(
+                f"malformed {name} action {' '.join(values)!r}; {HINT}", path=path, line=number
+            ) from None
+    if pending:
+        raise InputError(f"compute after the last MPI action, no finalize; {HINT}", path=path)
+    return tuple(actions)
+
+
+def _template(
+    role: str, traces: Sequence[Trace], sequences: list[list[tuple[Action, ...]]]
+) -> _Template:
+    """The role's sequence, after checking that every rank of the role in every trace runs
+    it; the first difference is refused with both ranks' lines."""
+    observations = [
+        (trace.ranks, rank, trace.directory, actions)
+        for trace, ranks_actions in zip(traces, sequences, strict=True)
+        for rank, actions in enumerate(ranks_actions)
+        if role_of(rank, trace.ranks) == role
+    ]
+    _, first_rank, first_directory, reference = observations[0]
+    shapes = [action.shape() for action in reference]
+    for _, rank, directory, actions in observations[1:]:
+        if [action.shape() for action in actions] == shapes:
+            continue
+        where = f"rank {rank} of {directory}"
+        base = f"rank {first_rank} of {first_directory}"
+        # every sequence ends with finalize, so one that is shorter differs at the latest there
+        differs = next(
+            i
+            for i, (a, b) in enumerate(zip(actions, reference, strict=False))
+            if a.shape() != b.shape()
+        )
+        if "finalize" in (actions[differs].name, reference[differs].name):
+            raise PerfcastError(
+                f"cannot synthesise: {where} runs {len(actions)} MPI actions, {base} "
+                f"{len(reference)}, both {role} ranks: the sequence changes with p or between "
+                "ranks, and no fixed structure can be derived from these traces"
+            )
+        mine, theirs = actions[differs], reference[differs]
+        raise PerfcastError(
+            f"cannot synthesise: {where}, action {differs} (line {mine.line}) is "
+            f"'{mine.text()}' where {base} has '{theirs.text()}' (line {theirs.line}), both "
+            f"{role} ranks: their MPI calls differ in structure, so no template for the "
+            f"{role} ranks can be derived from these traces"
+        )
+    return _Template(role, reference, tuple((p, r, a) for p, r, _, a in observations))
+
+
+def _relations(template: _Template, target: int) -> dict[tuple[int, int], Relation]:
+    """Per (action index, field index) of a peer field, its relation to the rank."""
+    found: dict[tuple[int, int], Relation] = {}
+    for index, action in enumerate(template.actions):
+        for position, kind in enumerate(SCHEMAS[action.name]):
+            if kind == PEER:
+                peers = [
+                    (p, r, actions[index].fields[position])
+                    for p, r, actions in template.observations
+                ]
+                found[(index, position)] = _relation(peers, template.role, action, target)
+    return found
+
+
+def _relation(
+    peers: list[tuple[int, int, int]], role: str, action: Action, target: int
+) -> Relation:
+    """The relation every (p, rank, peer) observation satisfies; refused where none does or
+    where the ones that do disagree at ``target``."""
+    candidates: list[Relation] = []
+    residues: dict[int, set[int]] = {}
+    for p, r, q in peers:
+        residues.setdefault(p, set()).add((q - r) % p)
+    if all(len(found) == 1 for found in residues.values()):
+        widest = max(residues)
+        for distance in range(widest + 1):
+            fitting = [
+                d
+                for d in (-distance, distance)
+                if all(d % p in found for p, found in residues.items())
+            ]
+            if fitting:
+                candidates.append(Relation("offset", fitting[0]))
+                break
+    for kind in ("first", "last"):
+        values = {q if kind == "first" else p - 1 - q for p, _, q in peers}
+        if len(values) == 1 and (value := values.pop()) < target:
+            candidates.append(Relation(kind, value))
+    if action.name in ROOTED:
+        # a root is a rank of its own, not a neighbour: rank 0 reads "0" like the others
+        candidates.sort(key=lambda relation: relation.kind == "offset")
+    what = f"the {role} ranks' '{action.text()}' (line {action.line} of the first such rank)"
+    if not candidates:
+        seen = ", ".join(f"rank {r} of {p} -> {q}" for p, r, q in peers[:6])
+        raise PerfcastError(
+            f"cannot synthesise: the peer of {what} follows no relation to the rank that holds "
+            f"in every trace (an offset modulo p, or a fixed rank from the first or the last): "
+            f"{seen}"
+        )
+    sample = [r for r in (0, 1, 2, target - 1) if r < target and role_of(r, target) == role][:2]
+    chosen = candidates[0]
+    for other in candidates[1:]:
+        if any(other.peer(r, target) != chosen.peer(r, target) for r in sample):
+            raise PerfcastError(
+                f"cannot synthesise: the peer of {what} fits both {chosen.text()} and "
+                f"{other.text()} in every trace, which name different ranks at p={target}: "
+                "add a trace with more ranks, where they differ"
+            )
+    return chosen
+
+
+def _signature(action: Action, relations: dict[tuple[int, int], Relation], index: int) -> str:
+    """The action as its template line: peers as relations, amounts as ``n``."""
+    words = [action.name]
+    for field, (kind, value) in enumerate(zip(SCHEMAS[action.name], action.fields, strict=True)):
+        words.append(
+            relations[(index, field)].text()
+            if kind == PEER
+            else "n"
+            if kind == AMOUNT
+            else str(value)
+        )
+    return " ".join(words)
+
+
+def _model(
+    templates: dict[str, _Template],
+    relations: dict[str, dict[tuple[int, int], Relation]],
+    target: int,
+) -> tuple[tuple[Quantity, ...], dict[tuple[str, int, int], int], dict[str, list[_Block]]]:
+    """Fit every amount in p and evaluate it at ``target``: the quantities, the counts by
+    (role, action index, field) and the compute blocks by role. Amounts whose series hold
+    the same data share one model."""
+    from perfcast.experiment.experiment import Experiment
+    from perfcast.modeling.modeler import PMNFModeler
+    from perfcast.modeling.prior import Prior
+
+    amounts = _Amounts()
+    # compute blocks by the pair of actions around them, every role together, as a traced
+    # run's blocks are keyed by the call paths around them whichever rank ran them
+    positions: dict[tuple[str, str], dict[str, list[int]]] = {}
+    for role, template in templates.items():
+        signatures = [_signature(a, relations[role], i) for i, a in enumerate(template.actions)]
+        for index in range(1, len(template.actions)):
+            pair = (signatures[index - 1], signatures[index])
+            positions.setdefault(pair, {}).setdefault(role, []).append(index)
+        for index, action in enumerate(template.actions):
+            for position, kind in enumerate(SCHEMAS[action.name]):
+                if kind == AMOUNT:
+                    data: Series = tuple(
+                        (p, (float(actions[index].fields[position]),))
+                        for p, _, actions in template.observations
+                    )
+                    name = f"{role}: {signatures[index]} (field {position + 1})"
+                    amounts.slots[(role, index, position)] = amounts.add("count", name, data, 1)
+    found: list[tuple[str, str, dict[str, list[int]], str, Series]] = []
+    for (opening, closing), by_role in positions.items():
+        data = tuple(
+            (p, tuple(actions[i].compute for i in indices))
+            for role, indices in by_role.items()
+            for p, _, actions in templates[role].observations
+        )
+        name = f"{opening} -> {closing}"
+        if len(by_role) < len(ROLES):
+            name += f" ({', '.join(by_role)} ranks)"
+        most = max(len(indices) for indices in by_role.values())
+        found.append((opening, closing, by_role, amounts.add("flops", name, data, most), data))
+    rows = [
+        (key, kind, (float(p),), value)
+        for (kind, data), key in amounts.keys.items()
+        for p, values in data
+        for value in values
+    ]
+    trendless = {
+        key: Prior.constant("synthesis: not monotone in p")
+        for (_, data), key in amounts.keys.items()
+        if not _monotone(data)
+    }
+    models = PMNFModeler(aggregation="mean").fit(Experiment.from_rows(["p"], rows), trendless)
+    quantities = {}
+    for (kind, _), key in amounts.keys.items():
+        model = models[(key, kind)]
+        predicted = float(model.evaluate({"p": float(target)}))
+        name, places, occurrences = amounts.names[key], amounts.places[key], amounts.count[key]
+        if not math.isfinite(predicted) or predicted < -0.5:
+            raise PerfcastError(
+                f"cannot synthesise: the model of {name} ({model.text()}) predicts "
+                f"{predicted:.4g} {kind} at p={target}, below zero: the traces' rank counts do "
+                "not support extrapolating that far"
+            )
+        value = max(round(predicted), 0)
+        quantities[key] = Quantity(name, kind, places, occurrences, model, value)
+    ordered = sorted(
+        quantities.values(), key=lambda q: (q.kind != "flops", -q.value * q.occurrences, q.name)
+    )
+    counts = {slot: quantities[key].value for slot, key in amounts.slots.items()}
+    blocks: dict[str, list[_Block]] = {role: [] for role in ROLES}
+    for opening, closing, by_role, key, data in found:
+        ratios = _ratios(data)
+        for role, indices in by_role.items():
+            block = _Block(opening, closing, tuple(indices), quantities[key].value, ratios)
+            blocks[role].append(block)
+    return tuple(ordered), counts, blocks
+
+
+@dataclass(frozen=True)
+class _Block:
+    """One compute block of a role's template at the target."""
+
+    opening: str
+    closing: str
+    positions: tuple[int, ...]
+    """Indices of the actions it precedes."""
+    flops: int
+    """The modeled mean per occurrence."""
+    ratios: tuple[float, ...]
+    """Every input occurrence over its rank count's mean: the spread to resample."""
+
+
+def _ratios(data: Series) -> tuple[float, ...]:
+    ratios: list[float] = []
+    for observed in _by_rank_count(data).values():
+        mean = math.fsum(observed) / len(observed)
+        ratios += [value / mean if mean > 0 else 1.0 for value in observed]
+    return tuple(ratios)
+
+
+def _by_rank_count(data: Series) -> dict[int, list[float]]:
+    """A series' values pooled per rank count, in increasing rank count."""
+    pooled: dict[int, list[float]] = {}
+    for p, values in sorted(data):
+        pooled.setdefault(p, []).extend(values)
+    return pooled
+
+
+Series = tuple[tuple[int, tuple[float, ...]], ...]
+"""An amount's observations: per rank of a role in every input, (p, its values)."""
+
+
+@dataclass
+class _Amounts:
+    """The amounts to model, collected slot by slot; equal series get one key."""
+
+    keys: dict[tuple[str, Series], str] = dataclass_field(default_factory=dict)
+    names: dict[str, str] = dataclass_field(default_factory=dict)
+    places: dict[str, int] = dataclass_field(default_factory=dict)
+    count: dict[str, int] = dataclass_field(default_factory=dict)
+    slots: dict[tuple[str, int, int], str] = dataclass_field(default_factory=dict)
+    """The counts' keys by (role, action index, field)."""
+
+    def add(self, kind: str, name: str, data: Series, occurrences: int) -> str:
+        key = self.keys.setdefault((kind, data), f"q{len(self.keys)}")
+        self.names.setdefault(key, name)
+        self.places[key] = self.places.get(key, 0) + 1
+        self.count[key] = self.count.get(key, 0) + occurrences
+        return key
+
+
+def _monotone(data: Series) -> bool:
+    """Whether the mean per rank count never falls or never rises as p grows.
+
+    Every PMNF model whose terms share a sign is monotone in p; a series whose means go up
+    and down is noise around a constant unless repetitions show otherwise, and with one
+    value per rank count (a block one rank runs once) the modeler has none: measured on
+    the stencil, rank 0's last block (its output: 17, 40, 20, 31, 50 us at p = 3, 4, 5, 6,
+    8) was modeled as 1.8e4 + 21 p^3 log2(p) flops, 1.7e4 s at p = 4096."""
+    means = [math.fsum(v) / len(v) for v in _by_rank_count(data).values()]
+    steps = [b - a for a, b in itertools.pairwise(means)]
+    return all(step >= 0 for step in steps) or all(step <= 0 for step in steps)
+
+
+@dataclass(frozen=True)
+class _Output:
+    directory: Path
+    traces: Sequence[Trace]
+    ranks: int
+    noise: str
+    seed: int
+
+    @property
+    def run_id(self) -> str:
+        return f"synthesized-p{self.ranks}"
+
+
+def _write(
+    output: _Output,
+    templates: dict[str, _Template],
+    relations: dict[str, dict[tuple[int, int], Relation]],
+    counts: dict[tuple[str, int, int], int],
+    blocks: dict[str, list[_Block]],
+) -> int:
+    """Write the action files, block tables, index and summary; returns the action lines."""
+    import numpy as np
+
+    output.directory.mkdir(parents=True, exist_ok=True)
+    base = output.directory.resolve()
+    random = np.random.default_rng(output.seed)
+    members = {"first": [0], "interior": range(1, output.ranks - 1), "last": [output.ranks - 1]}
+    written = 0
+    for role, template in templates.items():
+        lines = _role_lines(role, template, relations[role], counts)
+        for start in range(0, len(members[role]), CHUNK):
+            chunk = members[role][start : start + CHUNK]
+            compute = _draw(blocks[role], len(chunk), len(lines), output.noise, random)
+            for row, rank in enumerate(chunk):
+                written += _write_rank(base, output, rank, lines, compute[row], blocks[role])
+    (base / INDEX_FILE).write_text(
+        "".join(f"{base}/rank-{rank}.trace\n" for rank in range(output.ranks))
+    )
+    first = output.traces[0]
+    summary = {
+        "format": FORMAT,
+        "run_id": output.run_id,
+        "ranks": output.ranks,
+        "reference_speed": first.reference_speed,
+        "clock": first.clock,
+        "program": first.program,
+        # nobody ran it: no elapsed time, nothing credited
+        "elapsed": [0.0] * output.ranks,
+        "credited": [0.0] * output.ranks,
+        "files": [f"rank-{rank}.trace" for rank in range(output.ranks)],
+        "blocks": [f"rank-{rank}.blocks.tsv" for rank in range(output.ranks)],
+        "synthesized_from": [
+            {"directory": str(t.directory), "ranks": t.ranks} for t in output.traces
+        ],
+        "noise": output.noise,
+        "seed": output.seed,
+    }
+    (base / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    return written
+
+
+def _draw(
+    blocks: list[_Block], ranks: int, actions: int, noise: str, random: np.random.Generator
+) -> np.ndarray:
+    """Flops of the block before each action, one row per rank: the modeled mean, times
+    ratios drawn independently per rank and occurrence under ``resample``."""
+    import numpy as np
+
+    compute = np.zeros((ranks, actions), dtype=np.int64)
+    for block in blocks:
+        columns = list(block.positions)
+        if noise == "resample":
+            ratios = random.choice(np.array(block.ratios), size=(ranks, len(columns)))
+            compute[:, columns] = np.rint(block.flops * ratios).astype(np.int64)
+        else:
+            compute[:, columns] = block.flops
+    return compute
+
+
+def _write_rank(
+    base: Path,
+    output: _Output,
+    rank: int,
+    lines: list[str | _PeerLine],
+    compute: np.ndarray,
+    blocks: list[_Block],
+) -> int:
+    """One rank's action file and block table; returns its action lines."""
+    prefix = f"{rank} "
+    text: list[str] = []
+    for flops, line in zip(compute.tolist(), lines, strict=True):
+        if flops > 0:
+            text.append(f"{prefix}compute {flops}\n")
+        text.append(prefix + (line if isinstance(line, str) else line(rank, output.ranks)) + "\n")
+    (base / f"rank-{rank}.trace").write_text("".join(text))
+    speed = output.traces[0].reference_speed
+    rows = [f"# {BLOCKS_FORMAT} run={output.run_id} rank={rank}\n# open\tclose\tcount\tseconds\n"]
+    for block in blocks:
+        seconds = int(compute[list(block.positions)].sum()) / speed
+        rows.append(f"{block.opening}\t{block.closing}\t{len(block.positions)}\t{seconds:.9f}\n")
+    (base / f"rank-{rank}.blocks.tsv").write_text("".join(rows))
+    return len(text)
+
+
+@dataclass(frozen=True)
+class _PeerLine:
+    """A template line with peer fields, filled in per rank."""
+
+    name: str
+    parts: tuple[str | Relation, ...]
+
+    def __call__(self, rank: int, ranks: int) -> str:
+        words = [self.name]
+        words += [p if isinstance(p, str) else str(p.peer(rank, ranks)) for p in self.parts]
+        return " ".join(words)
+
+
+def _role_lines(
+    role: str,
+    template: _Template,
+    relations: dict[tuple[int, int], Relation],
+    counts: dict[tuple[str, int, int], int],
+) -> list[str | _PeerLine]:
+    """The role's action lines without the rank prefix and compute: text where no peer
+    needs filling in."""
+    lines: list[str | _PeerLine] = []
+    for index, action in enumerate(template.actions):
+        parts: list[str | Relation] = []
+        for position, (kind, value) in enumerate(
+            zip(SCHEMAS[action.name], action.fields, strict=True)
+        ):
+            if kind == PEER:
+                parts.append(relations[(index, position)])
+            elif kind == AMOUNT:
+                parts.append(str(counts[(role, index, position)]))
+            else:
+                parts.append(str(value))
+        if any(isinstance(part, Relation) for part in parts):
+            lines.append(_PeerLine(action.name, tuple(parts)))
+        else:
+            lines.append(" ".join([action.name, *(str(part) for part in parts)]))
+    return lines

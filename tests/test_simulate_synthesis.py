@@ -1,0 +1,252 @@
+"""Traces synthesised for rank counts nobody ran (``perfcast.simulate.synthesis``).
+
+Two kinds of evidence. Traces written here from a known program (a generator of each rank's
+actions at any p) must synthesise to exactly what the generator writes at the target: the
+peers follow the right relations, a rank's role picks its template, a constant stays
+constant and a log2(p) amount is extrapolated as one; programs whose structure changes
+between ranks or with p are refused with the place that differs. And the stencil example,
+traced at p = 3..8 with the CPU clock, synthesises the trace of p = 16: the same messages as
+the trace recorded at 16 ranks, and a replay on the same platform within 10 % of it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from perfcast import cli
+from perfcast.errors import PerfcastError
+from perfcast.simulate.platform import PlatformSpec
+from perfcast.simulate.replay import replay
+from perfcast.simulate.synthesis import synthesize
+from perfcast.simulate.trace import read_trace
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "src" / "perfcast" / "examples" / "stencil"
+MPIRUN = ("mpirun", "--allow-run-as-root", "--oversubscribe")
+SIZE, ITERATIONS = 128, 200
+"""The stencil's block edge and steps: a sweep of ~25 us per step, long against the
+microsecond blocks around it, and 270 KB per rank, so that the page faults of the first
+touch (kernel time in the CPU clock, slow and erratic on a loaded machine) stay small."""
+INPUTS = (3, 4, 5, 6, 8)
+
+needs_mpi = pytest.mark.skipif(
+    shutil.which("mpicc") is None, reason="Open MPI's mpicc is not installed"
+)
+needs_simgrid = pytest.mark.skipif(
+    shutil.which("smpirun") is None, reason="SimGrid's smpirun is not installed"
+)
+
+Program = Callable[[int, int], list[str]]
+"""A known program: the actions of rank r of p (without the rank prefix)."""
+
+
+def write_trace(directory: Path, ranks: int, program: Program) -> Path:
+    """A complete trace directory as a traced run leaves it, each rank running ``program``."""
+    directory.mkdir(parents=True)
+    for rank in range(ranks):
+        lines = ["init", *program(rank, ranks), "finalize"]
+        (directory / f"rank-{rank}.trace").write_text("".join(f"{rank} {x}\n" for x in lines))
+        (directory / f"rank-{rank}.blocks.tsv").write_text(
+            f"# perfcast-trace-blocks/1 run=known rank={rank}\n"
+        )
+    summary = {
+        "format": "perfcast-trace/1",
+        "run_id": "known",
+        "ranks": ranks,
+        "reference_speed": 1e9,
+        "clock": "cpu",
+        "program": "known",
+        "elapsed": [1.0] * ranks,
+        "credited": [0.0] * ranks,
+        "files": [f"rank-{rank}.trace" for rank in range(ranks)],
+        "blocks": [f"rank-{rank}.blocks.tsv" for rank in range(ranks)],
+    }
+    (directory / "trace.json").write_text(json.dumps(summary))
+    return directory
+
+
+def traces_of(tmp_path: Path, program: Program, counts: tuple[int, ...] = INPUTS) -> list:
+    return [read_trace(write_trace(tmp_path / f"p{p}", p, program)) for p in counts]
+
+
+def lines_of(directory: Path, rank: int) -> list[str]:
+    return (directory / f"rank-{rank}.trace").read_text().splitlines()
+
+
+def chain(rank: int, ranks: int) -> list[str]:
+    """A non-periodic chain: halos to the neighbours that exist, a constant 5000-flop
+    block, a 1000 log2(p) flop block, a reduce to rank 0 and a broadcast from the last."""
+    halo = 100 * ranks  # a message that grows with p
+    actions = ["compute 5000"]
+    if rank > 0:
+        actions += [f"send {rank - 1} 0 {halo} 0", f"recv {rank - 1} 1 64 0"]
+    if rank < ranks - 1:
+        actions += [f"recv {rank + 1} 0 {halo} 0", f"send {rank + 1} 1 64 0"]
+    actions += [f"compute {1000 * math.log2(ranks):.0f}", "reduce 8 0 0 0"]
+    return [*actions, f"bcast 1 {ranks - 1} 1", "compute 700"]
+
+
+def test_a_known_program_is_synthesised_exactly(tmp_path: Path) -> None:
+    made = synthesize(traces_of(tmp_path, chain), 1000, tmp_path / "p1000")
+    # every rank, of every role, runs exactly what the program runs at 1000 ranks
+    for rank in (0, 1, 2, 500, 998, 999):
+        expected = [f"{rank} {x}" for x in ["init", *chain(rank, 1000), "finalize"]]
+        assert lines_of(made.directory, rank) == expected
+    assert read_trace(made.directory).ranks == 1000
+    models = {q.name: q for q in made.quantities}
+    # constant in p: the modeler's constant model, not one that drifts away at 1000 ranks
+    constant = models["init -> send r-1 0 n 0 (interior, last ranks)"]
+    assert constant.model.is_constant() and constant.value == 5000
+    growing = models["send r+1 1 n 0 -> reduce n 0 0 0 (first, interior ranks)"]
+    assert growing.model.leading_exponents() == {"p": (0, 1)} and growing.value == 9966
+
+
+def test_the_command_line_synthesises_and_says_what_it_modeled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inputs = [str(trace.directory) for trace in traces_of(tmp_path, chain)]
+    output = tmp_path / "p64"
+    assert cli.main(["simulate", *inputs, "--synthesize", "64", "-o", str(output)]) == 0
+    shown = capsys.readouterr().out
+    assert f"synthesised 64 ranks from traces at p = 3, 4, 5, 6, 8 into {output}" in shown
+    assert "log2(p)" in shown
+    assert cli.main(["simulate", *inputs, "--synthesize", "64", "-o", str(output)]) == 2
+    assert "is not an empty directory" in capsys.readouterr().err
+
+
+@needs_simgrid
+def test_synthesised_and_predicted_in_one_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inputs = [str(trace.directory) for trace in traces_of(tmp_path, chain)]
+    platform = tmp_path / "cluster.xml"
+    platform.write_text(PlatformSpec("cluster", nodes=32).to_xml())
+    argv = ["simulate", *inputs, "--synthesize", "32", "-o", str(tmp_path / "p32")]
+    assert cli.main([*argv, "--platform", str(platform), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["ranks"] == 32 and shown["synthesis"]["inputs"] == list(INPUTS)
+    (cluster,) = shown["platforms"]
+    # every rank computes 5000 + 1000 log2(32) + 700 flops at 1 Gflop/s, then waits
+    assert cluster["compute"] == pytest.approx(10.7e-6, rel=1e-6)
+    assert cluster["time"] > cluster["compute"]
+    assert cli.main(["simulate", inputs[0], "--platform", str(platform), "--seed", "1"]) == 2
+    assert "are for --synthesize P" in capsys.readouterr().err
+
+
+def test_resampled_noise_is_reproducible_and_keeps_the_mean(tmp_path: Path) -> None:
+    def noisy(rank: int, ranks: int) -> list[str]:
+        return [f"compute {1000 + 300 * ((rank * 7 + ranks) % 3)}", "allreduce 1 0 0"]
+
+    traces = traces_of(tmp_path, noisy)
+    first = synthesize(traces, 300, tmp_path / "a", noise="resample", seed=3)
+    again = synthesize(traces, 300, tmp_path / "b", noise="resample", seed=3)
+    flops = [int(lines_of(first.directory, r)[1].split()[2]) for r in range(300)]
+    assert flops == [int(lines_of(again.directory, r)[1].split()[2]) for r in range(300)]
+    assert len(set(flops)) > 1
+    (mean,) = (q.value for q in first.quantities if q.name == "init -> allreduce n 0 0")
+    assert sum(flops) / len(flops) == pytest.approx(mean, rel=0.05)
+
+
+def test_ranks_that_differ_in_structure_are_refused_with_the_place(tmp_path: Path) -> None:
+    def uneven(rank: int, ranks: int) -> list[str]:
+        extra = ["barrier"] if ranks == 5 and rank == 2 else []
+        return ["compute 10", *extra, "allreduce 1 0 0"]
+
+    with pytest.raises(PerfcastError) as refused:
+        synthesize(traces_of(tmp_path, uneven), 64, tmp_path / "out")
+    message = str(refused.value)
+    assert f"rank 2 of {tmp_path / 'p5'}, action 1 (line 3) is 'barrier'" in message
+    assert "'allreduce 1 0 0'" in message and "interior ranks" in message
+    assert not (tmp_path / "out").exists()
+
+
+def test_two_different_programs_are_refused(tmp_path: Path) -> None:
+    traces = traces_of(tmp_path / "a", chain, (3, 4))
+    traces += traces_of(tmp_path / "b", lambda r, p: ["allreduce 1 0 0"], (5,))
+    with pytest.raises(PerfcastError, match=r"rank 0 of .*b/p5, action 1 \(line 2\) is "):
+        synthesize(traces, 64, tmp_path / "out")
+
+
+def test_a_structure_that_grows_with_p_is_refused(tmp_path: Path) -> None:
+    def doubling(rank: int, ranks: int) -> list[str]:
+        return ["allreduce 1 0 0"] * ranks.bit_length()
+
+    with pytest.raises(PerfcastError, match=r"p4 runs 5 MPI actions, rank 0 of .*p3 4, both first"):
+        synthesize(traces_of(tmp_path, doubling), 64, tmp_path / "out")
+
+
+def test_per_rank_arrays_and_peers_without_relation_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def alltoallv(rank: int, ranks: int) -> list[str]:
+        counts = " ".join(["4"] * ranks)
+        return [f"alltoallv {4 * ranks} {counts} {4 * ranks} {counts} 0 0"]
+
+    inputs = [str(t.directory) for t in traces_of(tmp_path / "a", alltoallv)]
+    assert cli.main(["simulate", *inputs, "--synthesize", "16", "-o", str(tmp_path / "x")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error and "rank-0.trace:2: alltoallv carries one count per rank" in error
+
+    def scattered(rank: int, ranks: int) -> list[str]:
+        return [f"send {(rank * rank) % ranks} 0 8 0"]
+
+    with pytest.raises(PerfcastError, match="follows no relation to the rank"):
+        synthesize(traces_of(tmp_path / "b", scattered), 16, tmp_path / "out")
+
+
+@pytest.fixture(scope="module")
+def stencil_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """The stencil traced with the CPU clock at the input rank counts and at 16."""
+    work = tmp_path_factory.mktemp("stencil")
+    source = work / "stencil"
+    shutil.copytree(EXAMPLE, source)
+    subprocess.run(
+        ["make", "CC=python3 -m perfcast build --trace -- mpicc"],
+        cwd=source, check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    traces = {}
+    for ranks in (*INPUTS, 16):
+        traces[ranks] = work / f"trace-p{ranks}"
+        environment = [
+            "-x",
+            f"PERFCAST_TRACE_DIR={traces[ranks]}",
+            "-x",
+            "PERFCAST_TRACE_CLOCK=cpu",
+        ]
+        environment += ["-x", f"PERFCAST_PROFILE_DIR={work / f'profile-p{ranks}'}"]
+        subprocess.run(
+            [*MPIRUN, "-np", str(ranks), *environment, "./jacobi", str(SIZE), str(ITERATIONS)],
+            cwd=source, check=True, capture_output=True, timeout=300,
+        )  # fmt: skip
+    return traces
+
+
+@pytest.mark.slow
+@needs_mpi
+@needs_simgrid
+def test_the_stencil_synthesised_at_16_ranks_replays_like_its_trace(
+    stencil_traces: dict[int, Path], tmp_path: Path
+) -> None:
+    inputs = [read_trace(stencil_traces[p]) for p in INPUTS]
+    made = synthesize(inputs, 16, tmp_path / "p16")
+    recorded = read_trace(stencil_traces[16])
+    # the communication is exactly the recorded run's: peers, tags, sizes, order
+    for rank in range(16):
+        synthesised = [x for x in lines_of(made.directory, rank) if " compute " not in x]
+        traced = [x for x in lines_of(recorded.directory, rank) if " compute " not in x]
+        assert synthesised == traced
+    # the halo of SIZE doubles is a constant in p, modeled as one
+    halos = [q for q in made.quantities if q.kind == "count" and q.value == SIZE]
+    assert halos and all(q.model.is_constant() for q in halos)
+    # 10 us links: communication is a good part of the time, as on a cluster
+    platform = PlatformSpec("cluster", nodes=16, latency=1e-5, bandwidth=1.25e9)
+    direct_index = recorded.write_index(tmp_path / "index.txt")
+    direct = replay(direct_index, platform, 16).time
+    predicted = replay(made.directory / "index.txt", platform, 16).time
+    assert predicted == pytest.approx(direct, rel=0.10)
