@@ -46,44 +46,13 @@ from perfcast.measure.local import (
     LocalBackend,
 )
 from perfcast.measure.runner import Job
-from perfcast.measure.store import OK, RunRecord, open_store
+from perfcast.measure.store import RunRecord
+from perfcast.measure.virtual import BACKEND, PLATFORM_JOB
 
 HOST_SPEED = "1Gf"
 """``smpi/host-speed``: this machine's compute speed in the units of a calibrated platform."""
 HOSTFILE = "hosts"
 """The host file of a run, in its scratch directory: rank i on the platform's core i."""
-
-
-BACKEND = "smpi"
-PLATFORM_JOB = "platform "
-"""What a virtual run stores as its job: ``platform <name>``, the platform it describes."""
-
-
-def virtual_runs_note(store_path: Path) -> str | None:
-    """What ``perfcast model`` must say of a store holding virtual runs (None: it holds
-    none): their times are SimGrid's for a platform, not this machine's, so every model
-    describes that platform; and real and virtual runs fitted together describe neither."""
-    with open_store(store_path) as store:
-        runs = store.runs(OK)
-    virtual = [run for run in runs if run.backend == BACKEND]
-    if not virtual:
-        return None
-    platforms = sorted({(run.job or "")[len(PLATFORM_JOB) :] or "unnamed" for run in virtual})
-    named = ", ".join(repr(name) for name in platforms)
-    text = (
-        f"{len(virtual)} of {len(runs)} runs in {store_path} ran on a virtual cluster "
-        f"(SimGrid SMPI, platform {named}): their times are simulated for that platform, "
-        "not measured on this machine, and the models describe it"
-    )
-    real = len(runs) - len(virtual)
-    if real:
-        text += (
-            f"; the other {real} runs are real, and a model fitted to both describes neither "
-            "machine: measure virtual and real campaigns into separate stores (--store)"
-        )
-    if len(platforms) > 1:
-        text += "; the virtual runs describe several platforms: one store per platform"
-    return text
 
 
 @dataclass(frozen=True)

@@ -236,7 +236,11 @@ static uint64_t monotonic_ns(void)
  * charges the burst's measured duration scaled by smpi/host-speed over the host's speed.
  * Reading MPI_Wtime instead would end the burst (a simcall and a context switch per
  * event; docs/smpi-backend.md). So the rank's time is the clock at its resumption plus
- * the real time since then, scaled the same way. A resumption is seen as a change of
+ * the compute since then, scaled the same way. "Compute" is the thread's CPU time, as
+ * SMPI measures its bursts (smpi_bench_end: xbt_os_threadtimer, CLOCK_THREAD_CPUTIME_ID):
+ * with the wall clock, a rank that waited for this machine's core (other load) ran ahead
+ * of what SMPI charged, the computing function kept the excess and the next MPI call was
+ * cut to 0 (docs/smpi-backend.md, "The clock under load"). A resumption is seen as a change of
  * the simulated clock since the last reading, or announced by the MPI layer
  * (perfcast_resumed) right after every wrapped call returns. Every rank has its own copy
  * of these variables: SMPI loads one copy of the program per rank (smpi/privatization). */
@@ -247,8 +251,15 @@ extern double _smpi_cfg_host_speed __attribute__((weak));
 extern void *sg_host_self(void);
 extern double sg_host_get_speed(const void *host);
 
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    return (uint64_t)now.tv_sec * 1000000000ULL + (uint64_t)now.tv_nsec;
+}
+
 static double simulated_base = -1.0; /* simulated seconds at the rank's last resumption */
-static uint64_t real_base;           /* CLOCK_MONOTONIC then */
+static uint64_t real_base;           /* the thread's CPU time then */
 static double speed_ratio;           /* simulated seconds per real second of compute */
 
 void perfcast_resumed(void)
@@ -260,7 +271,7 @@ void perfcast_resumed(void)
         speed_ratio = _smpi_cfg_host_speed / sg_host_get_speed(sg_host_self());
     }
     simulated_base = simgrid_get_clock();
-    real_base = monotonic_ns();
+    real_base = thread_cpu_ns();
 }
 
 /* SMPI charges a burst only from MPI_Init on and only above smpi/cpu-threshold, so the
@@ -273,7 +284,7 @@ uint64_t perfcast_now(void)
 {
     if (simgrid_get_clock() != simulated_base)
         perfcast_resumed();
-    double elapsed = (double)(monotonic_ns() - real_base) * speed_ratio;
+    double elapsed = (double)(thread_cpu_ns() - real_base) * speed_ratio;
     uint64_t reading = (uint64_t)(simulated_base * 1e9 + elapsed);
     if (reading < last_reading)
         reading = last_reading;
