@@ -282,11 +282,10 @@ test the clock."""
 WHY_LOAD_MATTERS = """\
 Load: a real run shares the 2 cores with every other process, so its call paths' wall
 times grow with the load; its CPU times (real cpu ms) do not. SMPI charges a burst its
-thread CPU time (smpi_bench_end: xbt_os_threadtimer, SimGrid 3.32), while perfcast's
-SMPI clock (perfcast_rt.c, perfcast_now) extrapolates within a burst with CLOCK_MONOTONIC:
-on a loaded machine its readings run ahead of what SMPI then charges, the call path
-computing gets the excess, and the next MPI call is clipped to 0 (readings never go back).
-Virtual MPI times of 0.000 ms above, at p = 2, are that."""
+thread CPU time (smpi_bench_end: xbt_os_threadtimer, SimGrid 3.32), and perfcast's SMPI
+clock (perfcast_rt.c, perfcast_now) extrapolates within a burst with the same thread CPU
+clock, so the virtual times do not grow with the load either: on a busy machine compare
+them with the real CPU times; on an idle one real wall and CPU times agree."""
 
 
 def header(arguments: list[str], args: argparse.Namespace, loads: tuple[float, float]) -> list[str]:
