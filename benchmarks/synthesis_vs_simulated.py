@@ -30,9 +30,18 @@ with p because one process runs every rank's burst in turn. NAS IS (``../shared/
 traced at p = 4, 8, 16 (it runs at powers of two) and handed to the synthesis, which says
 whether its traces can be synthesised.
 
+With 1 us links a step is about 25 us, mostly the sweep, and the replay's time is the
+slowest rank's burst per step: microsecond bursts vary by their jitter (the slowest of p
+grows with p, 1.8x the mean at p = 64 in SMPI's own run), which ``--noise mean`` leaves out
+and ``--noise resample`` draws from the inputs' spread; SMPI's bursts also step up at large
+p (its cache, shared by every rank's data). ``--latency 5e-5`` makes the run
+communication-bound, where the synthesised pattern of messages is what is tested.
+
     python3 benchmarks/synthesis_vs_simulated.py --quick
     python3 benchmarks/synthesis_vs_simulated.py \\
         --output benchmarks/results/synthesis_vs_simulated.txt
+    python3 benchmarks/synthesis_vs_simulated.py --latency 5e-5 \\
+        --output benchmarks/results/synthesis_vs_simulated_latency50us.txt
 """
 
 from __future__ import annotations
@@ -130,9 +139,9 @@ def direct_smpi(program: Path, platform: Path, ranks: int, work: Path) -> float:
     return float(found.group(1))
 
 
-def compare(work: Path, traces: dict[int, Path], smpi: Path, ranks: int) -> Row:
+def compare(work: Path, traces: dict[int, Path], smpi: Path, ranks: int, latency: float) -> Row:
     inputs = [read_trace(traces[p]) for p in INPUTS]
-    spec = PlatformSpec("cluster", nodes=ranks)
+    spec = PlatformSpec("cluster", nodes=ranks, latency=latency)
     platform = work / f"cluster-{ranks}.xml"
     platform.write_text(spec.to_xml())
     times: dict[str, float] = {}
@@ -228,13 +237,13 @@ def percent(value: float, reference: float) -> str:
     return f"{(value / reference - 1) * 100:+.1f}%"
 
 
-def report(rows: list[Row], notes: list[str], nas: str, wall: float) -> str:
+def report(rows: list[Row], notes: list[str], nas: str, wall: float, latency: float) -> str:
     lines = [
         f"Synthesised vs directly simulated: stencil SIZE={SIZE} ITERATIONS={ITERATIONS}, "
         f"synthesised from CPU-clock traces at p = {', '.join(map(str, INPUTS))}",
-        "platform: p nodes x 1 core, 1 Gflop/s, 1.25 GB/s and 1 us links (PlatformSpec "
-        "defaults); direct = smpirun of the program built by smpicc with clang-16, "
-        "host-speed 1Gf",
+        f"platform: p nodes x 1 core, 1 Gflop/s, 1.25 GB/s links of {latency * 1e6:g} us "
+        "latency (PlatformSpec); direct = smpirun of the program built by smpicc with "
+        "clang-16, host-speed 1Gf",
         "",
         f"{'p':>5} {'mean ms':>9} {'resample ms':>12} {'direct ms':>10} {'spread':>7} "
         f"{'err mean':>9} {'err resample':>13} {'recorded ms':>12} {'synth s':>8} "
@@ -277,6 +286,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="p up to 64, no NAS IS")
     parser.add_argument("--output", type=Path, help="also write the report here")
+    parser.add_argument(
+        "--latency",
+        type=float,
+        default=PlatformSpec.latency,
+        help="link latency in seconds (default: PlatformSpec's 1e-6; 5e-5 makes the run "
+        "communication-bound)",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     targets = [p for p in TARGETS if not args.quick or p <= 64]
@@ -289,7 +305,7 @@ def main() -> int:
         traces[RECORDED] = trace(traced, RECORDED, work / f"trace-p{RECORDED}", arguments)
         rows = []
         for ranks in targets:
-            rows.append(compare(work, traces, smpi, ranks))
+            rows.append(compare(work, traces, smpi, ranks, args.latency))
             print(f"p={ranks}: {rows[-1]}", file=sys.stderr, flush=True)
         notes = burst_lines(work, traces, smpi, BURSTS_AT)
         instrumented = build(work, "smpi-perfcast", f"{PERFCAST} build --smpi -- smpicc")
@@ -300,7 +316,7 @@ def main() -> int:
             f"compute): {slower * 1e3:.3f} ms"
         )
         nas = "NAS IS: not run (--quick)" if args.quick else nas_is(work)
-    text = report(rows, notes, nas, time.perf_counter() - started)
+    text = report(rows, notes, nas, time.perf_counter() - started, args.latency)
     print(text, end="")
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)
