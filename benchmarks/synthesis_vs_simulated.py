@@ -50,6 +50,7 @@ import argparse
 import itertools
 import os
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -317,6 +318,8 @@ def main() -> int:
         )
         nas = "NAS IS: not run (--quick)" if args.quick else nas_is(work)
     text = report(rows, notes, nas, time.perf_counter() - started, args.latency)
+    command = shlex.join(["python3", "benchmarks/synthesis_vs_simulated.py", *sys.argv[1:]])
+    text = f"$ {command}\n{text}"
     print(text, end="")
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)
