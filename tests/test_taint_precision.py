@@ -17,6 +17,8 @@ from perfcast.errors import InputError
 from perfcast.experiment.experiment import Experiment
 from perfcast.taint import ArgvParameter, TaintOptions, taint_program
 from perfcast.taint.libdb import MPI_DATABASE
+from perfcast.taint.priors import priors_from_profile
+from perfcast.taint.profile_model import read_profile
 from perfcast.taint.validity import algorithm_switch_warnings, match_profile
 
 pytestmark = pytest.mark.slow
@@ -429,3 +431,70 @@ def test_two_calls_of_a_library_routine_from_one_place_add(tmp_path: Path) -> No
     assert allreduce["dependency"] == "a*p + b*p"
     assert allreduce["callpaths"]["main->MPI_Allreduce"]["dependency"] == "a*p + b*p"
     assert profile["functions"]["main"]["dependency"] == "a*p + b*p"
+
+
+HELPER_A = """\
+#include <stdlib.h>
+static long helper(int n) {
+  long s = 0;
+  for (int i = 0; i < n; i++) s += i;
+  return s;
+}
+extern long (*const other_helper)(int);
+int main(int argc, char **argv) {
+  long s = helper(atoi(argv[1]));
+  return (s + other_helper(atoi(argv[2]))) < 0;
+}
+"""
+
+HELPER_B = """\
+static long helper(int m) {
+  long s = 0;
+  for (int j = 0; j < m; j++) s += 2 * j;
+  return s;
+}
+long (*const other_helper)(int) = helper;
+"""
+
+
+def test_same_named_static_functions_of_two_files_stay_two(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Class 4: ``static long helper(int)`` of a.c loops over ``n``, that of b.c over ``m``.
+    The profile keeps two entries with their own parameters (``helper [a.c]``, ``helper
+    [b.c]``) and warns; measurements print both as ``main->helper``, whose prior is their
+    sum, and the filter names the symbol once."""
+    (tmp_path / "a.c").write_text(HELPER_A)
+    (tmp_path / "b.c").write_text(HELPER_B)
+    monkeypatch.chdir(tmp_path)
+    argv = ["taint", "-o", "profile.json", "--filter", "relevant.txt", "--run", "./two 3 5"]
+    argv += ["--param", "n=argv:1", "--param", "m=argv:2"]
+    assert main([*argv, "--", "cc", "a.c", "b.c", "-o", "two"]) == 0
+    profile = json.loads((tmp_path / "profile.json").read_text())
+    helpers = {k: v for k, v in profile["functions"].items() if k.startswith("helper")}
+    assert {k: v["params"] for k, v in helpers.items()} == {
+        "helper [a.c]": ["n"],
+        "helper [b.c]": ["m"],
+    }
+    assert list(helpers["helper [a.c]"]["callpaths"]) == ["main->helper [a.c]"]
+    assert list(helpers["helper [b.c]"]["callpaths"]) == ["main->helper [b.c]"]
+    warning = (
+        "2 functions are named helper (a.c:2, b.c:1): the profile keeps them apart as "
+        "helper [a.c], helper [b.c]; measurements name each helper, so a measured call path "
+        "through helper gets their dependencies added"
+    )
+    assert warning in profile["warnings"]
+    shown = capsys.readouterr().out
+    assert re.search(r"^  helper \[a\.c\] +n$", shown, re.M)
+    assert re.search(r"^  helper \[b\.c\] +m$", shown, re.M)
+    assert f"warning: {warning}" in shown
+    assert (tmp_path / "relevant.txt").read_text().splitlines()[1:] == ["helper", "main"]
+
+    typed = read_profile(tmp_path / "profile.json")
+    prior = priors_from_profile(typed)["main->helper"]
+    assert prior.multiplicative == (frozenset({"m"}), frozenset({"n"}))
+    rows = [("main->helper", "time", (n, m), 1.0) for n in (2, 4, 8) for m in (2, 4, 8)]
+    match = match_profile(typed, Experiment.from_rows(["n", "m"], rows))
+    assert match.priors["main->helper"] == prior
+    assert match.functions["main->helper"] == ["helper [a.c]", "helper [b.c]"]
+    assert match.by_function == [] and match.unmatched == []

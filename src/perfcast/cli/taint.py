@@ -44,7 +44,7 @@ from perfcast.taint.campaign import (
     default_profile_path,
     taint_campaign,
 )
-from perfcast.taint.profile_model import PROFILE_FILE, TaintProfile
+from perfcast.taint.profile_model import PROFILE_FILE, TaintProfile, symbol_name
 
 SPEC_SUFFIX = ".toml"
 IMPORT_WORD = "import"
@@ -254,8 +254,16 @@ def _summary(profile: TaintProfile) -> None:
     # Function names, not signatures: LULESH's CalcEnergyForElems alone has 24 parameters,
     # which pushed every dependency 230 columns to the right; the profile keeps them all.
     relevant = profile.relevant or ()
-    shown = display_names(relevant)
-    dependencies = [(shown[name], profile.functions[name].dependency) for name in relevant]
+    # short names of the symbols; a file suffix (``helper [a.c]``) keeps two static
+    # functions of one name apart on screen as in the profile
+    shown = display_names(symbol_name(name) for name in relevant)
+    dependencies = [
+        (
+            shown[symbol_name(name)] + name[len(symbol_name(name)) :],
+            profile.functions[name].dependency,
+        )
+        for name in relevant
+    ]
     for line in aligned(dependencies, indent="  "):
         print(line)
     print(

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from perfcast.errors import InputError
 from perfcast.outputs import OutputKind, write_output
-from perfcast.taint.profile_model import TaintProfile
+from perfcast.taint.profile_model import TaintProfile, symbol_name
 
 HEADER = "# perfcast taint: functions whose cost can depend on a parameter\n"
 
@@ -35,8 +35,12 @@ def relevant_functions(profile: TaintProfile) -> list[str]:
 
 
 def instrumented_functions(profile: TaintProfile) -> list[str]:
-    """What to measure: the relevant functions and those the taint run never reached."""
-    return sorted({*relevant_functions(profile), *profile.not_executed})
+    """What to measure: the relevant functions and those the taint run never reached, by
+    the symbol names instrumenters match (``helper``, not the profile's ``helper [a.c]``:
+    a filter cannot tell two ``static`` functions of one name apart, so both are measured)."""
+    return sorted(
+        {symbol_name(name) for name in [*relevant_functions(profile), *profile.not_executed]}
+    )
 
 
 FILTER_FILE = OutputKind(

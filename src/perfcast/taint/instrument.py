@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,7 +208,10 @@ class Instrumenter:
         ordered = sorted(
             definitions.items(), key=lambda kv: (str(kv[1].path), kv[1].cursor.extent.start.offset)
         )
-        names = _display_names([d.cursor for _, d in ordered])
+        names = _definition_names(
+            _display_names([d.cursor for _, d in ordered]),
+            [os.path.relpath(d.path, self.root) for _, d in ordered],
+        )
         name_of = {usr: names[fid] for fid, (usr, _) in enumerate(ordered)}
         edits: dict[Path, list[Edit]] = {Path(s).resolve(): [] for s in sources}
         project = {usr: fid if usr in relevant else None for fid, (usr, _) in enumerate(ordered)}
@@ -287,6 +291,22 @@ def _qualified(cursor: Cursor) -> str:
     if cursor.kind == CK.CXX_METHOD and cursor.is_const_method():
         name += " const"
     return name
+
+
+def _definition_names(names: list[str], files: list[str]) -> list[str]:
+    """Profile keys: the display name, and where two definitions print alike (``static void
+    helper(int)`` in ``a.c`` and in ``b.c``), the name followed by `` [FILE]``.
+
+    Only ambiguous names get the file, so every other key stays the name measurements
+    print. The suffix is unmistakable: a function's name ends in ``)``, a qualifier or an
+    identifier, never in `` [...]`` (:func:`perfcast.taint.profile_model.symbol_name` takes it
+    off again for the name measurements, the filter and the linker know).
+    """
+    count = Counter(names)
+    return [
+        f"{name} [{file}]" if count[name] > 1 else name
+        for name, file in zip(names, files, strict=True)
+    ]
 
 
 def _display_names(cursors: Sequence[Cursor]) -> list[str]:

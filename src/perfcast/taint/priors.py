@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 
 from perfcast.modeling.prior import Prior
-from perfcast.taint.profile_model import TaintProfile
+from perfcast.taint.profile_model import Dependency, TaintProfile, add, measured_callpath
 
 SOURCE = "taint"
 
@@ -35,13 +35,20 @@ def priors_from_profile(
             ``False`` uses the function's own loops only, for exclusive metrics.
 
     Either way the prior bounds the call path's total over its visits
-    (:meth:`~perfcast.taint.profile_model.CallpathProfile.total`).
+    (:meth:`~perfcast.taint.profile_model.CallpathProfile.total`). Call paths are keyed
+    as measurements spell them (:func:`~perfcast.taint.profile_model.measured_callpath`):
+    the entries of two ``static`` functions that print alike (``main->helper [a.c]``,
+    ``main->helper [b.c]``) are one measured call path, ``main->helper``, whose cost is
+    theirs added.
     """
-    return {
-        callpath: prior_from_terms(entry.total(inclusive=inclusive), parameters)
-        for function in profile.functions.values()
-        for callpath, entry in function.callpaths.items()
-    }
+    totals: dict[str, Dependency] = {}
+    for function in profile.functions.values():
+        for callpath, entry in function.callpaths.items():
+            measured = measured_callpath(callpath)
+            totals[measured] = add(
+                totals.get(measured, frozenset()), entry.total(inclusive=inclusive)
+            )
+    return {callpath: prior_from_terms(total, parameters) for callpath, total in totals.items()}
 
 
 def function_priors_from_profile(

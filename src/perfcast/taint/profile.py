@@ -32,6 +32,7 @@ from perfcast.taint.profile_model import (
     add,
     multiply,
     parameters_of,
+    symbol_name,
 )
 from perfcast.taint.records import Context, ContextRecord, RunRecords
 from perfcast.taint.sitemap import Function, SiteMap
@@ -210,6 +211,7 @@ class ProfileBuilder:
                 "not a loop the analysis sees)"
                 for name in sorted(recursive)
             ]
+            + self._same_name_warnings()
         )
         user = [f for f in self.sitemap.functions if f.name in functions]
         return TaintProfile(
@@ -228,6 +230,21 @@ class ProfileBuilder:
             processes=self.records.processes,
             warnings=tuple(warnings),
         )
+
+    def _same_name_warnings(self) -> list[str]:
+        """Definitions that print alike (``static`` functions of two files), kept apart as
+        ``NAME [FILE]``: say so, since measurements cannot."""
+        by_symbol: defaultdict[str, list[Function]] = defaultdict(list)
+        for function in self.sitemap.functions:
+            if symbol_name(function.name) != function.name:
+                by_symbol[symbol_name(function.name)].append(function)
+        return [
+            f"{len(found)} functions are named {symbol} "
+            f"({', '.join(f'{f.file}:{f.line}' for f in found)}): the profile keeps them "
+            f"apart as {', '.join(f.name for f in found)}; measurements name each {symbol}, "
+            f"so a measured call path through {symbol} gets their dependencies added"
+            for symbol, found in sorted(by_symbol.items())
+        ]
 
     def _library_calls(
         self,

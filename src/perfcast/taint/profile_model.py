@@ -22,12 +22,14 @@ version it found; a change that old readers would misread bumps the version.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from perfcast.errors import InputError
+from perfcast.experiment.calltree import join_callpath, split_callpath
 from perfcast.inputs import JsonChecker, read_json
 from perfcast.outputs import OutputKind, PathLike, json_with, write_output
 
@@ -73,6 +75,24 @@ def render(dependency: Dependency) -> str:
 def terms_json(dependency: Dependency) -> list[list[str]]:
     """The file's form of a dependency: larger products first, the constant term left out."""
     return sorted((sorted(t) for t in dependency if t), key=lambda t: (-len(t), t))
+
+
+_DEFINITION_SUFFIX = re.compile(r" \[[^\[\]]+\]$")
+
+
+def symbol_name(key: str) -> str:
+    """The name measurements print for a profile key: ``helper [a.c]`` -> ``helper``.
+
+    Two definitions that print alike (``static`` functions of two files) are kept apart in a
+    profile as ``NAME [FILE]``; XRay, the perfcast runtime, Score-P and the linker know both
+    as ``NAME``. Any other key is returned unchanged."""
+    return _DEFINITION_SUFFIX.sub("", key)
+
+
+def measured_callpath(callpath: str) -> str:
+    """A profile call path as measurements spell it (every frame through
+    :func:`symbol_name`): ``main->helper [a.c]`` -> ``main->helper``."""
+    return join_callpath(symbol_name(frame) for frame in split_callpath(callpath))
 
 
 def parameters_of(dependency: Dependency) -> tuple[str, ...]:

@@ -36,9 +36,12 @@ from perfcast.taint.priors import (
 from perfcast.taint.profile_model import (
     Branch,
     CallpathProfile,
+    Dependency,
     FunctionProfile,
     TaintProfile,
     add,
+    measured_callpath,
+    symbol_name,
 )
 
 _QUALIFIERS = re.compile(r"\)(?:\s*(?:const|volatile|&&|&))*\s*$")
@@ -48,11 +51,13 @@ def without_arguments(frame: str) -> str:
     """A frame without its argument list and trailing qualifiers.
 
     ``sweep(double*, int)`` -> ``sweep``; ``Grid::cells() const`` -> ``Grid::cells``;
-    ``operator()(int)`` -> ``operator()``. Why: runtimes print frames with or without
-    argument lists, and C functions have none in the profile. Template arguments stay, unlike
-    in :func:`perfcast.experiment.names.function_name`, which shortens them for display.
+    ``operator()(int)`` -> ``operator()``; ``helper [a.c]`` -> ``helper``. Why: runtimes
+    print frames with or without argument lists, and C functions have none in the profile;
+    they never print the file a profile adds to keep same-named ``static`` functions apart
+    (:func:`~perfcast.taint.profile_model.symbol_name`). Template arguments stay, unlike in
+    :func:`perfcast.experiment.names.function_name`, which shortens them for display.
     """
-    text = _QUALIFIERS.sub(")", frame.strip())
+    text = _QUALIFIERS.sub(")", symbol_name(frame).strip())
     if not text.endswith(")"):
         return text
     depth = 0
@@ -147,7 +152,9 @@ class _Matcher:
     Tried in turn: the exact call path, the call path with argument lists dropped
     (``main->sweep`` for ``main->sweep(double*, int)``), the function its last frame names,
     and for a function the static pre-pass pruned (no entry: constant per call), the visits
-    its caller's loops give it.
+    its caller's loops give it. The profile's call paths are indexed as measurements spell
+    them (:func:`~perfcast.taint.profile_model.measured_callpath`), so a frame that names two
+    ``static`` functions of different files takes both entries, their costs added.
     """
 
     def __init__(self, profile: TaintProfile, experiment: Experiment, *, inclusive: bool):
@@ -161,23 +168,28 @@ class _Matcher:
         self.result = TaintMatch(
             dropped_parameters=[p for p in profile.parameters if p not in self.parameters]
         )
-        self.entries: dict[str, CallpathProfile] = {}
+        self.entries: dict[str, list[CallpathProfile]] = {}
         self.owners: dict[str, list[str]] = {}
         self.normalised: dict[str, list[str]] = {}
         self.children: dict[str, list[str]] = {}
         self.names: dict[str, list[str]] = {}
         for name, function in profile.functions.items():
             self.names.setdefault(without_arguments(name), []).append(name)
-            for callpath, entry in function.callpaths.items():
-                self.entries[callpath] = entry
+            for profile_path, entry in function.callpaths.items():
+                callpath = measured_callpath(profile_path)
+                if callpath not in self.entries:
+                    self.normalised.setdefault(normalise_callpath(callpath), []).append(callpath)
+                    frames = split_callpath(callpath)
+                    if len(frames) > 1:
+                        self.children.setdefault(join_callpath(frames[:-1]), []).append(callpath)
+                self.entries.setdefault(callpath, []).append(entry)
                 self.owners.setdefault(callpath, []).append(name)
-                self.normalised.setdefault(normalise_callpath(callpath), []).append(callpath)
-                frames = split_callpath(callpath)
-                if len(frames) > 1:
-                    self.children.setdefault(join_callpath(frames[:-1]), []).append(callpath)
         # library routines are measured by their wrappers, never inside the caller
         self.library_paths = {
-            c for f in profile.functions.values() if f.is_library for c in f.callpaths
+            measured_callpath(c)
+            for f in profile.functions.values()
+            if f.is_library
+            for c in f.callpaths
         }
         self.seen = {normalise_callpath(c) for c in experiment.callpaths}
         self.constant = {without_arguments(n) for n in [*profile.pruned, *profile.constant]}
@@ -204,9 +216,14 @@ class _Matcher:
         self.result.functions[callpath] = self.owners[found]
         hidden = self.hidden_children(found)
         if not self.inclusive and hidden:
-            total = add(*(self.entries[c].total(inclusive=False) for c in [found, *hidden]))
+            total = add(*(self.total(c, inclusive=False) for c in [found, *hidden]))
             self.result.priors[callpath] = prior_from_terms(total, self.parameters)
             self.result.absorbed[callpath] = [split_callpath(c)[-1] for c in hidden]
+
+    def total(self, callpath: str, *, inclusive: bool) -> Dependency:
+        """A measured call path's total over its visits: the sum of the profile's entries
+        that print as it."""
+        return add(*(entry.total(inclusive=inclusive) for entry in self.entries[callpath]))
 
     def hidden_children(self, path: str) -> list[str]:
         """Profile call paths below ``path`` whose cost a measurement of ``path`` includes."""
@@ -233,19 +250,19 @@ class _Matcher:
         """A function the profile has no entry for: if proved constant, it runs as often as
         its caller's loops say (any of them: the call site is not known)."""
         frames = split_callpath(callpath)
-        caller = self.caller_entry(frames)
+        caller = self.caller_visits(frames)
         if without_arguments(frames[-1]) not in self.constant:
             self.result.unmatched.append(callpath)
         elif caller is not None:
-            visits = caller.total(inclusive=False)
-            self.result.priors[callpath] = prior_from_terms(visits, self.parameters)
+            self.result.priors[callpath] = prior_from_terms(caller, self.parameters)
         elif len(frames) == 1:
             self.result.priors[callpath] = Prior.constant(SOURCE)
         else:
             self.result.unmatched.append(callpath)
 
-    def caller_entry(self, frames: list[str]) -> CallpathProfile | None:
-        """The profile's entry of the call path's caller, if it has exactly one."""
+    def caller_visits(self, frames: list[str]) -> Dependency | None:
+        """The exclusive total of the call path's caller, if the profile has exactly one
+        measured call path for it."""
         if len(frames) < 2:
             return None
         parent = join_callpath(frames[:-1])
@@ -254,7 +271,7 @@ class _Matcher:
             if parent in self.entries
             else self.normalised.get(normalise_callpath(parent), [])
         )
-        return self.entries[found[0]] if len(found) == 1 else None
+        return self.total(found[0], inclusive=False) if len(found) == 1 else None
 
 
 def branch_parameters(profile: TaintProfile, callpath: str) -> frozenset[str]:

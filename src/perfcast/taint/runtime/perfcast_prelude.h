@@ -10,8 +10,8 @@ void __perfcast_enter(int fid, int nsites);
 void __perfcast_leave(int *frame_variable);
 void __perfcast_loop_begin(int loop);
 void __perfcast_loop_end(int parent_loop);
-int __perfcast_cond(int site, int value, __pc_label *slot);
-long long __perfcast_value(int site, long long value, __pc_label *slot);
+__pc_label __perfcast_cond_label(int site, int value);
+__pc_label __perfcast_value_label(int site, long long value);
 void __perfcast_flow(void *addr, unsigned long size, __pc_label label);
 void __perfcast_argv(int argc, char **argv);
 void __perfcast_register(void *addr, unsigned long size, const char *name);
@@ -43,6 +43,20 @@ static inline __attribute__((unused)) void __perfcast_call(__pc_label control, i
 
 static inline __attribute__((unused)) void __perfcast_restore_control(__pc_label *entry) {
   __perfcast_control = *entry;
+}
+
+/* A condition (loop exit or branch) or a switch value: the runtime records its labels and
+ * returns them into the function's slot; the value comes back unchanged, with its label. */
+static inline __attribute__((unused)) int __perfcast_cond(int site, int value,
+                                                          __pc_label *slot) {
+  *slot = __perfcast_cond_label(site, value);
+  return value;
+}
+
+static inline __attribute__((unused)) long long __perfcast_value(int site, long long value,
+                                                                 __pc_label *slot) {
+  *slot = __perfcast_value_label(site, value);
+  return value;
 }
 
 /* A store under control: the runtime is called only when there is a label to add. */
