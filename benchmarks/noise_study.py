@@ -60,15 +60,24 @@ The analysis (paper V-A6, V-B2, V-B3):
   time from the same program built without them (``train-light``/``test-light``), as the
   paper measures and as ``perfcast model --priors effort --effort-counts`` combines them:
   the counters' overhead stays out of every time. The header shows that overhead.
+* **The virtual cluster** (``--backend smpi``, :data:`VIRTUAL`): the communication half at
+  the paper's scale, p = 64..1024 and the test point 2048, one rank per simulated host of
+  SimGrid SMPI (:func:`virtual_cluster`: HDR100 links to a non-blocking switch, Table I's
+  collective algorithms, :data:`COLLECTIVE_ALGORITHMS`). The programs are
+  communication-only, their buffers shared (:data:`SHARED_BUFFERS`), and one build gives
+  counts and time (:data:`VIRTUAL_BUILD`): the counting/timing split exists for the
+  counters' overhead, and SMPI builds have no counters.
 
 Measurements are cached per program and campaign under a hash of the generated source,
-its truth, the campaign specs and the runtime settings: a changed generator or metric
-set measures anew.
+its truth, the campaign specs and the runtime settings (and the platform, virtually): a
+changed generator or metric set measures anew.
 
 ::
 
     python3 benchmarks/noise_study.py --quick      # 2 programs, 3 x 3 grid: a few minutes
     python3 benchmarks/noise_study.py --output benchmarks/results/noise_study.txt
+    python3 benchmarks/noise_study.py --backend smpi --output \\
+        benchmarks/results/noise_study_virtual.txt  # about 25 min here
 """
 
 from __future__ import annotations
@@ -78,6 +87,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import shlex
 import sys
 import time
@@ -102,6 +112,8 @@ from perfcast.measure.store import OK, CampaignStore
 from perfcast.modeling import PMNFModeler
 from perfcast.modeling.pmnf import Model, Term
 from perfcast.modeling.prior import Prior
+from perfcast.modeling.space import DEFAULT_EXPONENTS
+from perfcast.simulate.platform import PlatformSpec
 from perfcast.synth import Noise, NoisePattern, exponent_deviation, next_point, relative_error
 from perfcast.synth.programs import (
     KernelTruth,
@@ -165,11 +177,21 @@ class Configuration:
     communication_metric: str = WALL_TIME
     """What communication kernels' time is (the report's metric table compares both)."""
     backend: str = "local"
-    """Where the runs go: ``local`` (this machine) or ``slurm`` (a cluster; the cache,
-    ``--cache``, must be on a file system the compute nodes share)."""
+    """Where the runs go: ``local`` (this machine), ``slurm`` (a cluster; the cache,
+    ``--cache``, must be on a file system the compute nodes share) or ``smpi`` (a virtual
+    cluster simulated by SimGrid, :data:`VIRTUAL`)."""
     slurm: str = ""
     """A ``[slurm]`` table (TOML, as in ``perfcast.toml``) written into every campaign, for
     ``backend="slurm"``: partition, account, ``sbatch_args``."""
+    platform: Path | None = None
+    """The SimGrid platform of ``backend="smpi"``; ``None``: :func:`virtual_cluster`,
+    written into the cache."""
+
+    @property
+    def virtual(self) -> bool:
+        """Runs on a simulated cluster: communication-only programs, one build (counts and
+        time from the same runs), no CPU time (:data:`VIRTUAL`)."""
+        return self.backend == SMPI
 
     @property
     def metrics(self) -> dict[str, str]:
@@ -186,6 +208,30 @@ class Configuration:
 
 QUICK = Configuration(
     programs=2, ranks=(2, 3, 4), sizes=(1000, 2000, 3000), repetitions=3, injections=5
+)
+
+SMPI = "smpi"
+VIRTUAL = Configuration(
+    programs=2,
+    kernels=10,
+    ranks=(64, 128, 256, 512, 1024),
+    sizes=(8000, 16000, 24000, 32000, 40000),
+    repetitions=2,
+    repeat=1,
+    timeout=900.0,
+    backend=SMPI,
+)
+"""The communication half at the paper's scale (``--backend smpi``), one rank per
+simulated host. Programs are communication-only (:func:`generator`): SMPI runs every
+rank's compute for real, one burst after another on this machine, and the counts that
+model computation (basic blocks) cannot be collected under SMPI at all. The size grid is
+the paper's, the ranks half of it (its 2048 is the test point here: a simulated run costs
+about p log p of this machine's time). Twenty kernels as in the 2-core table, ten per
+program because a run's cost is mostly starting its p ranks. SimGrid's time is simulated:
+a kernel called once per run (``repeat``) has no timer resolution to average out, and two
+repetitions show how far a run differs from the next (the header's spread line)."""
+QUICK_VIRTUAL = replace(
+    VIRTUAL, programs=1, kernels=5, ranks=(64, 128, 256), sizes=(8000, 16000, 24000)
 )
 
 
@@ -537,10 +583,13 @@ def render(study: Study, results: Results, config: Configuration, header: list[s
         lines.append("")
     lines += policy_table(results.noise, kinds)
     lines.append("")
+    # the effort prior's counting runs: one per point, but none where the timed runs count
+    counting = 0 if config.virtual else config.points
     lines.append(
         "repetitions: models from every subset of k measured repetitions (no injected noise); "
-        "runs C = classic's timing runs, runs E = effort's counting runs (one per point) plus "
-        "its timing runs"
+        "runs C = classic's timing runs, runs E = effort's counting runs "
+        + ("(none: the timed runs count) plus " if counting == 0 else "(one per point) plus ")
+        + "its timing runs"
     )
     runs_title = f"{'k':>2} {'runs C':>7} {'runs E':>7}"
     lines.append(runs_title + title)
@@ -550,10 +599,10 @@ def render(study: Study, results: Results, config: Configuration, header: list[s
     points = config.points
     for key, row in reps.iterrows():
         k = int(cast(int, key))
-        prefix = f"{k:>2} {k * points:>7} {points + k * points:>7}"
+        prefix = f"{k:>2} {k * points:>7} {counting + k * points:>7}"
         lines.append(prefix + _group(_cells(row, kinds), len(kinds)))
     lines.append("")
-    lines += targets(results, kinds, points, int(reps.index.max()))
+    lines += targets(results, kinds, points, int(reps.index.max()), counting)
     flagged = ", ".join(
         f"{kind} {flags} of {total}" for kind, (flags, total) in results.disagreements.items()
     )
@@ -697,8 +746,9 @@ def _group(cells: list[str], kinds: int) -> str:
     return out
 
 
-def targets(results: Results, kinds: list[str], points: int, most: int) -> list[str]:
-    """The issue's three targets, each met or not, with the numbers behind it."""
+def targets(results: Results, kinds: list[str], points: int, most: int, counting: int) -> list[str]:
+    """The issue's three targets, each met or not, with the numbers behind it; ``counting``
+    is the effort prior's runs for its counts (beside one timed run per point)."""
     noise = results.noise
     effort = noise[noise["approach"] == EFFORT]
     lines = ["targets:"]
@@ -761,13 +811,146 @@ def targets(results: Results, kinds: list[str], points: int, most: int) -> list[
         )
     lines.insert(
         len(lines) - len(kinds),
-        f"  one repetition enough ({2 * points} measurements instead of {most * points}): "
+        f"  one repetition enough ({counting + points} measurements instead of "
+        f"{most * points}): "
         f"{'met' if all(verdicts) else 'NOT met'}",
     )
     return lines
 
 
 # -- generating and measuring ---------------------------------------------------------------
+
+MESSAGE_EXPONENTS = tuple(e for e in DEFAULT_EXPONENTS if e <= 1)
+"""The virtual study's exponent set for messages (I up to 1; J as always): over its rank
+range (64 to 2048, 32x) a message drawn from all of I shrinks up to ~10^4-fold from the
+test point to the smallest point, so messages sized for the large points round to one
+double at the small ones and the recorded bytes stop following the truth; up to 1, every
+message keeps ~30 or more doubles at (64, 8000) and at most ~60,000 at the test point."""
+
+VIRTUAL_MESSAGES = (2.0**8, 2.0**13)
+"""Doubles per message at the largest training point in the virtual study (the 2-core one:
+2^10-2^15): at most ~15,000 at the test point, so the p x message buffers stay within
+SimGrid's shared mappings, and 7 or more at (64, 8000)."""
+
+COLLECTIVE_ALGORITHMS = (
+    ("smpi/allgather", "rdb"),
+    ("smpi/bcast", "scatter_rdb_allgather"),
+    ("smpi/allreduce", "rab_rdb"),
+    ("smpi/reduce", "rab"),
+    ("smpi/gather", "ompi_binomial"),
+    ("smpi/scatter", "ompi_binomial"),
+    ("smpi/barrier", "ompi_recursivedoubling"),
+)
+"""The collective algorithms of the virtual cluster: those whose costs Table I states
+(:mod:`perfcast.effort.laws`): recursive doubling for allgather and barrier
+(``log2(p) alpha + (p-1)/p B beta``, ``log2(p) alpha``), binomial trees for gather and
+scatter, scatter + allgather for bcast (``log2(p) alpha + B beta``), Rabenseifner's
+reduce-scatter + allgather/gather for allreduce/reduce (``log2(p) alpha + (beta + gamma)
+B``). SMPI's default selector runs naive algorithms (a rank sends to every other: p^2
+messages, no Table I law, and minutes per run at p = 2048)."""
+
+SHARED_BUFFERS_BLOCK = 1 << 26
+"""``smpi/shared-malloc-blocksize``: the shared buffers map blocks of this size (64 MiB);
+SimGrid's default 1 MiB maps a p x message buffer in so many pieces per rank that p = 1024
+already exceeds the kernel's limit on mappings (``vm.max_map_count``, 65530)."""
+
+FILLED_BUFFERS = """\
+    std::vector<double> send(capacity * ranks, 1.0), recv(capacity * ranks, 0.0);
+    frame.send = send.data();
+    frame.recv = recv.data();
+"""
+SHARED_BUFFERS = """\
+    /* noise_study.py, SimGrid SMPI: one physical block behind every rank's buffers */
+    double* send = static_cast<double*>(SMPI_SHARED_MALLOC(capacity * ranks * sizeof(double)));
+    double* recv = static_cast<double*>(SMPI_SHARED_MALLOC(capacity * ranks * sizeof(double)));
+    frame.send = send;
+    frame.recv = recv;
+"""
+"""The generated program's message buffers on the virtual cluster: SMPI_SHARED_MALLOC
+memory, never filled, instead of two filled vectors of ``p x`` the largest message per
+rank. Filled, a run at p = 2048 writes ``2 p^2`` messages' worth of memory (terabytes for
+the larger messages) before its first call; shared, SMPI still times every transfer by its
+size and skips the copy. The data become garbage, which communication-only kernels never
+read (only the checksum does)."""
+
+
+def virtual_source(source: str) -> str:
+    """The generated program with :data:`SHARED_BUFFERS` (:func:`render_program`'s buffers
+    replaced; refused if the generator changed them)."""
+    if source.count(FILLED_BUFFERS) != 1:
+        raise SystemExit(
+            "noise_study.py: the generated program's message buffers changed; update "
+            "FILLED_BUFFERS for the virtual study"
+        )
+    return source.replace(FILLED_BUFFERS, SHARED_BUFFERS)
+
+
+BANDWIDTH, LATENCY = 1.25e10, 1e-6
+"""The virtual cluster's links: InfiniBand HDR100 (100 Gbit/s, about 1 us), as both of the
+paper's systems."""
+SPEED = 1e12
+"""flop/s of a simulated core: 1000x this machine (``smpi/host-speed`` is 1 Gf), so that
+what SMPI times for real, each rank's compute between MPI calls (a kernel's message-size
+arithmetic, the frame's loop), is charged at a thousandth of its length. At 1 Gf it is
+charged as measured on this shared 2-core machine, where another process's time slice
+turns a microsecond burst into milliseconds: two repetitions of the same run differed by a
+median 4 % and up to 148 % per kernel and point (benchmarks/results/noise_study_virtual.txt
+was first measured so), which is this machine's load, not the simulated cluster's noise."""
+
+
+def write_platform(platform: PlatformSpec, cache: Path) -> Path:
+    """The platform's file in the cache, named by its content (a changed cluster is another
+    file, so the programs measured on it get another hash)."""
+    text = platform.to_xml()
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    path = cache / f"{platform.name}-{digest}.xml"
+    if not path.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return path.resolve()
+
+
+def virtual_cluster(config: Configuration) -> PlatformSpec:
+    """One single-core node per rank up to the test point's rank count, each with its
+    HDR100 link to a non-blocking switch (backbone = every link at once), the paper's
+    "1:1 non-blocking" network; a flat SimGrid cluster is exactly that, a fat tree would add
+    oversubscribed uplinks the paper's systems do not have. The collective algorithms and
+    the shared buffers' block size travel in the file."""
+    nodes = int(config.test_point["p"])
+    return PlatformSpec(
+        name="noise-study-cluster",
+        nodes=nodes,
+        speed=SPEED,
+        bandwidth=BANDWIDTH,
+        latency=LATENCY,
+        backbone_bandwidth=nodes * BANDWIDTH,
+        config=(
+            *COLLECTIVE_ALGORITHMS,
+            ("smpi/shared-malloc-blocksize", str(SHARED_BUFFERS_BLOCK)),
+        ),
+        origin="benchmarks/noise_study.py",
+    )
+
+
+def generator(config: Configuration) -> ProgramGenerator:
+    """The programs' generator, loops sized for the grid: budgets at its largest point,
+    floors at its smallest. The virtual study's programs are communication-only, their
+    messages drawn from :data:`MESSAGE_EXPONENTS`."""
+    sized = ProgramGenerator(
+        parameters=PARAMETERS,
+        reference=(float(max(config.ranks)), float(max(config.sizes))),
+        smallest=(float(min(config.ranks)), float(min(config.sizes))),
+    )
+    if not config.virtual:
+        return sized
+    return replace(
+        sized,
+        communication_share=1.0,
+        computation_after_communication=0.0,
+        exponents=MESSAGE_EXPONENTS,
+        message_elements=VIRTUAL_MESSAGES,
+    )
+
 
 SPEC = """\
 # written by benchmarks/noise_study.py{purpose}
@@ -776,7 +959,7 @@ name = "{app}"
 store = "{store}"
 
 [build]
-sources = ["{name}.cpp"]
+sources = {sources}
 compiler = "mpicxx"
 flags = ["-O2"]
 output = "{app}"{counters}
@@ -812,10 +995,33 @@ BUILDS = {
 repetitions and runtime settings built without them, whose overhead (3.3-3.5x,
 ``benchmarks/results/instrumentation_overhead.txt``) would otherwise be in every time. As
 the paper measures: effort once, time with the light instrumentation."""
+VIRTUAL_BUILD = {
+    "purpose": ": counts and time from one SimGrid SMPI build",
+    "suffix": "",
+    "counters": "",
+    "collect": '["time", "mpi_bytes_sent", "mpi_bytes_received"]',
+}
+"""The virtual study's one campaign per store: ``perfcast build --smpi`` refuses basic-block
+counters, and without them nothing in the build changes the time (the MPI wrapper that
+counts bytes is in the light build too), so each run gives both counts and time and the
+effort prior costs no extra run per point."""
 COUNTING, TIMING = ("train", "test"), ("train-light", "test-light")
-"""Campaign file stems of a program: counts come from the first, time from the second."""
+"""Campaign file stems of a program: counts come from the first, time from the second (in
+the virtual study both from the first)."""
 RUNTIME_SETTINGS = {"PERFCAST_CPU_TIME": "1"}
 """The measurement runtime's settings for every run (CPU time next to wall time)."""
+
+
+def runtime_settings(config: Configuration) -> dict[str, str]:
+    """:data:`RUNTIME_SETTINGS`, but none on the virtual cluster: a rank's CPU time there
+    is this machine's, spent simulating, not the simulated host's."""
+    return {} if config.virtual else RUNTIME_SETTINGS
+
+
+def stems(config: Configuration) -> tuple[str, ...]:
+    """The campaigns of each program (:data:`COUNTING`, and :data:`TIMING` but for the
+    virtual study, whose one build gives both)."""
+    return COUNTING if config.virtual else (*COUNTING, *TIMING)
 
 
 def _values(values: Sequence[float]) -> str:
@@ -828,16 +1034,13 @@ def generate(config: Configuration, cache: Path) -> list[Path]:
     settings, so measurements of other programs (an older generator) or other settings are
     never reused, and are kept beside the new ones."""
     rng = np.random.default_rng(config.seed)
-    # loops sized for the grid: budgets at its largest point, floors at its smallest
-    generator = ProgramGenerator(
-        parameters=PARAMETERS,
-        reference=(float(max(config.ranks)), float(max(config.sizes))),
-        smallest=(float(min(config.ranks)), float(min(config.sizes))),
-    )
+    programs = generator(config)
+    builds = {"virtual": VIRTUAL_BUILD} if config.virtual else BUILDS
     directories = []
     for index in range(config.programs):
         name = f"bench{index:02d}"
-        spec = generator.random_program(name, config.kernels, rng)
+        spec = programs.random_program(name, config.kernels, rng)
+        sources = [f"{name}.cpp"]
         campaigns: dict[str, str] = {}
         timing: dict[str, str] = {}
         for store, ranks, sizes in (
@@ -854,10 +1057,11 @@ def generate(config: Configuration, cache: Path) -> list[Path]:
                 "ranks": _values(ranks),
                 "sizes": _values(sizes),
                 "slurm": config.slurm,
+                "sources": json.dumps(sources),
             }
             stem = store.removesuffix(".sqlite")
-            for build, target in (("counting", campaigns), ("timing", timing)):
-                settings = BUILDS[build]
+            for build, target in zip(builds, (campaigns, timing), strict=False):
+                settings = builds[build]
                 suffix = settings["suffix"]
                 target[f"{stem}{suffix}.toml"] = SPEC.format(
                     store=f"{stem}{suffix}.sqlite",
@@ -867,13 +1071,20 @@ def generate(config: Configuration, cache: Path) -> list[Path]:
                 )
         # The timing campaigns follow from the same values, so the counting ones identify
         # what is measured (and caches measured before they existed stay valid).
-        identity = [render_program(spec), json.dumps(truth_json(spec), sort_keys=True)]
+        source = render_program(spec)
+        if config.virtual:
+            source = virtual_source(source)
+        identity = [source, json.dumps(truth_json(spec), sort_keys=True)]
         identity += [campaigns[k] for k in sorted(campaigns)]
-        identity += [f"{k}={v}" for k, v in sorted(RUNTIME_SETTINGS.items())]
+        identity += [f"{k}={v}" for k, v in sorted(runtime_settings(config).items())]
+        if config.virtual:
+            assert config.platform is not None
+            identity.append(config.platform.read_text())
         digest = hashlib.sha256("\0".join(identity).encode()).hexdigest()[:12]
         directory = cache / f"{name}-{digest}"
         if not (directory / f"{name}.truth.json").exists():
             write_program(spec, directory)
+            (directory / f"{name}.cpp").write_text(source)
         for file, text in {**campaigns, **timing}.items():
             (directory / file).write_text(text)
         directories.append(directory)
@@ -881,15 +1092,18 @@ def generate(config: Configuration, cache: Path) -> list[Path]:
 
 
 def measure_all(
-    directories: list[Path], backend: str = "local", stream: IO[str] | None = sys.stderr
+    directories: list[Path], config: Configuration, stream: IO[str] | None = sys.stderr
 ) -> float:
-    """Measure what is missing with ``backend`` (``local`` or ``slurm``, as ``perfcast
-    measure --backend``); the seconds this took."""
+    """Measure what is missing with the configuration's backend (as ``perfcast measure
+    --backend``, with ``--platform`` for ``smpi``); the seconds this took."""
     started = time.perf_counter()
+    settings = runtime_settings(config)
     previous = {name: os.environ.get(name) for name in RUNTIME_SETTINGS}
-    os.environ.update(RUNTIME_SETTINGS)  # the backend forwards them to every rank
+    for name in RUNTIME_SETTINGS:  # the backend forwards them to every rank
+        os.environ.pop(name, None)
+    os.environ.update(settings)
     try:
-        _measure_each(directories, backend, stream)
+        _measure_each(directories, config, stream)
     finally:
         for name, value in previous.items():
             if value is None:
@@ -899,24 +1113,24 @@ def measure_all(
     return time.perf_counter() - started
 
 
-def _measure_each(directories: list[Path], backend: str, stream: IO[str] | None) -> None:
+def _measure_each(directories: list[Path], config: Configuration, stream: IO[str] | None) -> None:
     for directory in directories:
-        for campaign in (*COUNTING, *TIMING):
+        for campaign in stems(config):
             spec = load_spec(directory / f"{campaign}.toml")
             built = (directory / spec.name).exists()
             _say(stream, f"{directory.name} {campaign}:")
-            runner = make_backend(backend, spec, spec.store)
+            runner = make_backend(config.backend, spec, spec.store, platform=config.platform)
             result = measure(spec, runner, resume=True, build=not built, stream=stream)
             if result.failed:
                 print(result.summary(), file=sys.stderr)
                 raise SystemExit(f"{directory.name}: {len(result.failed)} runs failed")
 
 
-def stored_seconds(directories: list[Path]) -> tuple[int, float]:
+def stored_seconds(directories: list[Path], config: Configuration) -> tuple[int, float]:
     """Runs in the stores and their summed wall time (every run, however many sessions)."""
     runs, seconds = 0, 0.0
     for directory in directories:
-        for campaign in (*COUNTING, *TIMING):
+        for campaign in stems(config):
             with CampaignStore.open(directory / f"{campaign}.sqlite") as opened:
                 stored = opened.runs(OK)
             runs += len(stored)
@@ -936,8 +1150,8 @@ def load(directories: list[Path], config: Configuration) -> Study:
         mine = kernels_of(name, truths)
         kernels += mine
         wanted = {k.callpath.split(":", 1)[1] for k in mine}
-        frames.append(_measured(directory, "train", wanted, name))
-        test = _measured(directory, "test", wanted, name)
+        frames.append(_measured(directory, "train", wanted, name, config))
+        test = _measured(directory, "test", wanted, name, config)
         test["p"] = config.test_point["p"]  # fixed in the test campaign, so not a column
         beyond.append(test[test["n"] == config.sizes[-1]])
         at_point = test[test["n"] == config.test_point["n"]]
@@ -948,11 +1162,19 @@ def load(directories: list[Path], config: Configuration) -> Study:
     return Study(train, config.test_point, test_values, kernels, pd.concat(beyond), config.metrics)
 
 
-def _measured(directory: Path, campaign: str, callpaths: set[str], program: str) -> pd.DataFrame:
+def _measured(
+    directory: Path, campaign: str, callpaths: set[str], program: str, config: Configuration
+) -> pd.DataFrame:
     """The counts of ``callpaths`` from the counting campaign and their times from the
-    timing one (long form, call paths prefixed with the program's name)."""
+    timing one, or both from the one campaign of the virtual study (long form, call paths
+    prefixed with the program's name)."""
     parts = []
-    for stem, metrics in ((campaign, COUNTERS), (f"{campaign}-light", TIMES)):
+    sources = (
+        ((campaign, (*COUNTERS, *TIMES)),)
+        if config.virtual
+        else ((campaign, COUNTERS), (f"{campaign}-light", TIMES))
+    )
+    for stem, metrics in sources:
         data = read_experiment(directory / f"{stem}.sqlite").data
         parts.append(data[data[CALLPATH].isin(callpaths) & data[METRIC].isin(metrics)])
     data = pd.concat(parts, ignore_index=True)
@@ -1038,6 +1260,77 @@ def metric_choice(study: Study) -> list[str]:
     return lines
 
 
+def machine_header(directories: list[Path], study: Study, config: Configuration) -> list[str]:
+    """What measuring on this machine does to time: the counters' overhead the light build
+    keeps out, oversubscription, and which time metric each kind of kernel is modeled on."""
+    return [
+        "time in the counting build over time in the light one (the overhead kept out): "
+        + counter_overhead(directories, study),
+        f"this machine: {available_cores()} cores; per counted block (comp) or byte sent "
+        f"(comm) relative to p={min(config.ranks)} at n={config.sizes[-1]} (oversubscription):",
+        *(
+            f"  {kind[:4]} {m:<9} {oversubscription(study, config, m, kind)}"
+            for kind in (COMPUTATION, COMMUNICATION)
+            for m in TIMES
+        ),
+        *metric_choice(study),
+    ]
+
+
+def virtual_header(directories: list[Path], study: Study, config: Configuration) -> list[str]:
+    """What the virtual cluster is, what its runs cost here, and how far one repetition
+    differs from the next."""
+    assert config.platform is not None
+    text = config.platform.read_text()
+    described = re.search(r"<!-- (.*?) -->", text)
+    settings = re.findall(r'<prop id="(smpi/[^"]+)" value="([^"]+)"/>', text)
+    return [
+        f"virtual cluster (SimGrid SMPI, rank i on host i, one core each): {config.platform.name}"
+        + (f": {described[1]}" if described else ""),
+        "  SimGrid settings in the platform: "
+        + (", ".join(f"{key}={value}" for key, value in settings) or "none (SMPI's defaults)"),
+        "  programs: communication only (one MPI call per kernel, no loops), messages of "
+        f"{VIRTUAL_MESSAGES[0]:g}-{VIRTUAL_MESSAGES[1]:g} doubles at p={max(config.ranks)}, "
+        f"n={max(config.sizes)}, exponents I <= {max(MESSAGE_EXPONENTS)} "
+        "(MESSAGE_EXPONENTS), buffers SMPI_SHARED_MALLOC (SHARED_BUFFERS)",
+        "  one build: counts and time from the same runs (no basic-block counters under "
+        "SMPI, so no counter overhead to keep out of the time and no extra run per point)",
+        f"  time per byte sent relative to p={min(config.ranks)} at n={config.sizes[-1]} "
+        "(median over kernels; Table I's byte terms alone would keep it near 1): "
+        + oversubscription(study, config, WALL_TIME, COMMUNICATION),
+        "  " + repetition_spread(study),
+        "  this machine's seconds per simulated run, median by p: " + run_cost(directories, config),
+    ]
+
+
+def repetition_spread(study: Study) -> str:
+    """How much a repeated run differs: per kernel and point, (max - min) / median of the
+    repetitions' time, without injected noise."""
+    data = study.time.data
+    grouped = data.groupby([CALLPATH, *PARAMETERS])[VALUE]
+    spread = ((grouped.max() - grouped.min()) / grouped.median()).dropna()
+    if spread.empty or grouped.size().max() < 2:
+        return "spread between repetitions: one repetition measured"
+    return (
+        f"spread between repetitions ((max - min) / median per kernel and point, "
+        f"{len(spread)} of them): median {spread.median():.2%}, 95th percentile "
+        f"{spread.quantile(0.95):.2%}, largest {spread.max():.2%}; identical at "
+        f"{(spread == 0).mean():.0%} of them"
+    )
+
+
+def run_cost(directories: list[Path], config: Configuration) -> str:
+    """Median wall seconds of a stored run by rank count: what a simulated run costs on
+    this machine (SimGrid runs all ranks in one process)."""
+    seconds: dict[int, list[float]] = {}
+    for directory in directories:
+        for campaign in stems(config):
+            with CampaignStore.open(directory / f"{campaign}.sqlite") as opened:
+                for run in opened.runs(OK):
+                    seconds.setdefault(int(run.point["p"]), []).append(run.seconds)
+    return ", ".join(f"p={p}: {np.median(values):.1f}" for p, values in sorted(seconds.items()))
+
+
 def _integers(text: str) -> tuple[int, ...]:
     try:
         values = tuple(int(v) for v in text.split(","))
@@ -1084,14 +1377,30 @@ def main(argv: Sequence[str] | None = None) -> None:
     grid.add_argument("--seed", type=int, help="seed of the generated programs (default 2026)")
     grid.add_argument("--ranks", type=_integers, help="5 rank counts, e.g. 128,256,512,1024,2048")
     grid.add_argument("--sizes", type=_integers, help="5 sizes, e.g. 8000,16000,24000,32000,40000")
-    grid.add_argument("--backend", choices=BACKENDS, help="where runs go (default local)")
+    grid.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        help="where runs go (default local); smpi: the communication half on a simulated "
+        "cluster, p in 64..1024 (with --quick 64..256), see VIRTUAL",
+    )
+    grid.add_argument(
+        "--platform",
+        type=Path,
+        help="with --backend smpi: a SimGrid platform of its own (default: the study's virtual "
+        "cluster, written into the cache)",
+    )
     grid.add_argument(
         "--slurm",
         type=Path,
         help="TOML file with a [slurm] table (partition, account, sbatch_args) for --backend slurm",
     )
     args = parser.parse_args(argv)
-    config = QUICK if args.quick else Configuration()
+    if args.platform is not None and args.backend != SMPI:
+        parser.error("--platform describes the virtual cluster of --backend smpi")
+    if args.backend == SMPI:
+        config = QUICK_VIRTUAL if args.quick else VIRTUAL
+    else:
+        config = QUICK if args.quick else Configuration()
     chosen = {
         "injections": args.injections,
         "programs": args.programs,
@@ -1102,13 +1411,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         "sizes": args.sizes,
         "backend": args.backend,
         "slurm": _slurm_table(args.slurm) if args.slurm else None,
+        "platform": args.platform.resolve() if args.platform else None,
     }
     config = replace(config, **{k: v for k, v in chosen.items() if v is not None})
     cache = args.cache or (CACHE.with_name(CACHE.name + "-quick") if args.quick else CACHE)
+    if config.virtual and config.platform is None:
+        config = replace(config, platform=write_platform(virtual_cluster(config), cache))
     directories = generate(config, cache)
     print(f"measuring into {cache} (resumes; cached runs are not repeated)", file=sys.stderr)
-    now = measure_all(directories, config.backend)
-    runs, seconds = stored_seconds(directories)
+    now = measure_all(directories, config)
+    runs, seconds = stored_seconds(directories, config)
     study = load(directories, config)
     started = time.perf_counter()
     results = analyse(study, config.injections, config.seed)
@@ -1129,16 +1441,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{config.injections} injections each, on the modeled time only; classic = "
         "PMNFModeler, effort = EffortModeler as shipped (counts fix the terms; negative "
         f"terms: {DEFAULT_POLICY})",
-        "time in the counting build over time in the light one (the overhead kept out): "
-        + counter_overhead(directories, study),
-        f"this machine: {available_cores()} cores; per counted block (comp) or byte sent "
-        f"(comm) relative to p={min(config.ranks)} at n={config.sizes[-1]} (oversubscription):",
         *(
-            f"  {kind[:4]} {m:<9} {oversubscription(study, config, m, kind)}"
-            for kind in (COMPUTATION, COMMUNICATION)
-            for m in TIMES
+            virtual_header(directories, study, config)
+            if config.virtual
+            else machine_header(directories, study, config)
         ),
-        *metric_choice(study),
     ]
     report = render(study, results, config, header)
     print(report)

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from perfcast.experiment import read_experiment
+from perfcast.measure.store import OK, CampaignStore
+from perfcast.synth.programs import read_truth
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "noise_study.py"
 TINY = "--programs 1 --kernels 3 --ranks 2,3,4 --sizes 500,1000,1500 --repetitions 2 --seed 5"
@@ -90,3 +92,44 @@ def test_a_second_run_reuses_the_cache_and_measures_nothing(first, cache):
     assert "(0.0 min measured by this invocation)" in again.stdout
     assert [d for d in cache.iterdir() if d.is_dir()] == [directory]
     assert source.read_text().endswith("// built and measured")  # kept, not rewritten
+
+
+VIRTUAL_TINY = (
+    "--backend smpi --programs 1 --kernels 4 --ranks 4,8,16 --sizes 500,1000,1500 "
+    "--repetitions 1 --seed 5"
+)
+"""The communication half on a simulated 32-host cluster: 4 communication kernels, a 3 x 3
+grid and the test point p = 32, one repetition: 11 smpirun runs of a few seconds."""
+
+
+@pytest.mark.skipif(shutil.which("smpirun") is None, reason="needs SimGrid's smpirun")
+def test_the_virtual_study_counts_and_times_each_run_once_on_the_simulated_cluster(tmp_path):
+    done = noise_study(*VIRTUAL_TINY.split(), "--injections", "1", "--cache", str(tmp_path))
+    report = done.stdout
+    kernels = re.search(r"(\d+) computation and (\d+) communication call paths", report)
+    assert kernels is not None and (kernels[1], kernels[2]) == ("0", "4")
+    assert "virtual cluster (SimGrid SMPI" in report and "smpi/allgather=rdb" in report
+    assert "targets:" in report and "measurement: 11 runs" in report  # one build, not two
+    (directory,) = (d for d in tmp_path.iterdir() if d.is_dir())
+    assert sorted(p.name for p in directory.glob("*.toml")) == ["test.toml", "train.toml"]
+    assert "SMPI_SHARED_MALLOC" in (directory / "bench00.cpp").read_text()
+    with CampaignStore.open(directory / "train.sqlite") as store:
+        runs = store.runs(OK)
+    assert len(runs) == 9
+    for run in runs:
+        assert run.backend == "smpi" and run.job == "platform noise-study-cluster"
+        assert run.ranks == run.point["p"] and run.command.startswith("smpirun -np")
+    # counts and time from the same runs: every MPI call path's rank-mean bytes are exactly
+    # what its generated message says, and its simulated time is positive
+    data = read_experiment(directory / "train.sqlite").data
+    truths = read_truth(directory / "bench00.truth.json")
+    checked = 0
+    for truth in truths.values():
+        mine = data[data["callpath"] == truth.mpi_callpath]
+        assert (mine[mine["metric"] == "time"]["value"] > 0).all()
+        counted = mine[mine["metric"] == truth.bytes_metric]
+        for _, row in counted.iterrows():
+            expected = truth.exact_bytes({"p": row["p"], "n": row["n"]})
+            assert row["value"] == pytest.approx(expected, rel=1e-9)
+            checked += 1
+    assert checked >= 9
