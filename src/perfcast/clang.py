@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,3 +63,25 @@ def find_clang() -> Clang:
         version=command_output([cc, "--version"]).splitlines()[0],
         resource_dir=Path(command_output([cc, "-print-resource-dir"])),
     )
+
+
+DEMANGLERS = ("c++filt", "llvm-cxxfilt-16", "llvm-cxxfilt")
+"""Demanglers in order of preference: binutils' spells names as libstdc++ (which the
+runtime uses) and Score-P do."""
+
+
+def demangle(symbols: Iterable[str]) -> dict[str, str]:
+    """Demangled form of each C++ symbol (``_Z...``), as libstdc++'s demangler (which the
+    runtime uses) writes it; symbols that are not mangled, or with no demangler on PATH,
+    stay as they are."""
+    mangled = sorted({s for s in symbols if s.startswith("_Z") and "\n" not in s})
+    tool = next((t for t in map(shutil.which, DEMANGLERS) if t), None)
+    if not mangled or tool is None:
+        return {}
+    done = subprocess.run(
+        [tool], input="\n".join(mangled) + "\n", capture_output=True, text=True, check=False
+    )
+    lines = done.stdout.splitlines()
+    if done.returncode != 0 or len(lines) != len(mangled):
+        return {}
+    return dict(zip(mangled, lines, strict=True))

@@ -13,13 +13,12 @@ demangled form, and the demangled form without its parameter list.
 
 from __future__ import annotations
 
-import shutil
 import struct
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfcast.clang import demangle
 from perfcast.errors import InputError
 
 _ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
@@ -34,7 +33,6 @@ SHT_SYMTAB, SHT_DYNSYM = 2, 11
 STT_FUNC = 2
 SHN_UNDEF = 0
 XRAY_MAP_SECTION = "xray_instr_map"
-DEMANGLERS = ("c++filt", "llvm-cxxfilt-16", "llvm-cxxfilt")
 
 
 @dataclass(frozen=True)
@@ -115,23 +113,6 @@ class ElfFile:
                 function += section.address + index * _XRAY_SLED.size + 8
             addresses.add(function & 0xFFFFFFFFFFFFFFFF)
         return addresses
-
-
-def demangle(symbols: Iterable[str]) -> dict[str, str]:
-    """Demangled form of each C++ symbol (``_Z...``), as libstdc++'s demangler (which the
-    runtime uses) writes it; symbols that are not mangled, or with no demangler on PATH,
-    stay as they are."""
-    mangled = sorted({s for s in symbols if s.startswith("_Z") and "\n" not in s})
-    tool = next((t for t in map(shutil.which, DEMANGLERS) if t), None)
-    if not mangled or tool is None:
-        return {}
-    done = subprocess.run(
-        [tool], input="\n".join(mangled) + "\n", capture_output=True, text=True, check=False
-    )
-    lines = done.stdout.splitlines()
-    if done.returncode != 0 or len(lines) != len(mangled):
-        return {}
-    return dict(zip(mangled, lines, strict=True))
 
 
 def without_parameters(name: str) -> str | None:

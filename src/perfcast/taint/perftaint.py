@@ -34,13 +34,11 @@ keys, never code.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfcast.clang import demangle
 from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath
 from perfcast.inputs import JsonChecker, read_json
@@ -61,7 +59,6 @@ from perfcast.taint.profile_model import (
 
 KIND = "perf-taint result"
 HINT = "give the JSON a perf-taint run wrote (app_0.json) or JSONConverter's output"
-DEMANGLERS = ("c++filt", "llvm-cxxfilt-16", "llvm-cxxfilt")
 LIBRARY_PREFIXES = ("MPI_", "PMPI_")
 """perf-taint's implicit functions: library routines (its JSONConverter tells them apart
 by the same prefix)."""
@@ -80,22 +77,6 @@ def import_perftaint(path: Path) -> TaintProfile:
         raise InputError(
             f"not a {KIND}: loops or calls nested too deeply to compose; {HINT}", path=path
         ) from None
-
-
-def demangle(symbols: Iterable[str]) -> dict[str, str]:
-    """``c++filt``'s spelling of each mangled symbol (``_Z...``); empty without a
-    demangler on PATH (the caller then keeps perf-taint's own demangled names)."""
-    mangled = sorted({s for s in symbols if s.startswith("_Z") and "\n" not in s})
-    tool = next((t for t in map(shutil.which, DEMANGLERS) if t), None)
-    if not mangled or tool is None:
-        return {}
-    done = subprocess.run(
-        [tool], input="\n".join(mangled) + "\n", capture_output=True, text=True, check=False
-    )
-    lines = done.stdout.splitlines()
-    if done.returncode != 0 or len(lines) != len(mangled):
-        return {}
-    return dict(zip(mangled, lines, strict=True))
 
 
 @dataclass(frozen=True)
