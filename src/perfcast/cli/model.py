@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +21,7 @@ from perfcast.experiment.points import parse_point
 from perfcast.modeling import PMNFModeler
 from perfcast.modeling.modelset import MODEL_FILE, ModelSet
 from perfcast.modeling.options import add_flags, from_arguments
-from perfcast.modeling.provenance import Provenance, SimulatedPlatform
+from perfcast.modeling.provenance import Provenance
 from perfcast.modeling.scaling import SCALINGS, total_over_ranks
 from perfcast.outputs import check_target
 from perfcast.priors import PRECEDENCE, PriorSource, fit_with_priors
@@ -36,7 +35,7 @@ from perfcast.report.summary import (
 )
 
 if TYPE_CHECKING:
-    from perfcast.measure.oversubscription import Oversubscription
+    from perfcast.measure.machine import Machine
 
 TAINT_MODES = ("prior", "check")
 EFFORT = "effort__"
@@ -210,13 +209,17 @@ def run(args: argparse.Namespace) -> int:
     experiment = experiment.restricted(
         callpaths=callpaths, metrics=_modeled_metrics(args, experiment)
     )
-    shared, platform = _note_machine(args)
+    machine = _note_machine(args)
     report = None
     if not args.priors:
         models = modeler.fit(experiment)
     else:
         models, report = _fit_with_priors(effort, experiment, args)
-    provenance = _provenance(experiment, models, shared, platform)
+    provenance = (
+        machine.provenance(experiment, models)
+        if machine is not None
+        else Provenance(experiment.ranges())
+    )
     models = models.with_provenance(provenance)
     _note_shared_core_models(provenance)
     written = models.save(args.output, inputs) if args.output else None
@@ -319,51 +322,18 @@ def _with_counts_from(
     return combined.experiment
 
 
-def _note_machine(
-    args: argparse.Namespace,
-) -> tuple[Oversubscription | None, SimulatedPlatform | None]:
-    """What a campaign store knows of the machine its runs describe: which runs had more
-    ranks than cores (their time is partly waiting for a core, which no model of the
-    program should be taken to describe), and whether the runs modeled ran on a virtual
-    cluster (their times describe its platform, not this machine) while runs of another
-    machine were kept apart. Notes on stderr; both facts go into the model file."""
+def _note_machine(args: argparse.Namespace) -> Machine | None:
+    """What a campaign store knows of the machine its runs describe (runs with more ranks
+    than cores, runs on a virtual cluster and those kept apart), printed as notes; None for
+    other inputs, which know neither."""
     if (args.format or detect_format(args.input).name) != CAMPAIGN_STORE:
-        return None, None
-    from perfcast.measure.oversubscription import oversubscription
-    from perfcast.measure.virtual import selection
+        return None
+    from perfcast.measure.machine import machine_of
 
-    shared = oversubscription(args.input, args.runs)
-    if shared is not None:
-        note = shared.describe(args.input, effort_priors="effort" in args.priors)
+    machine = machine_of(Path(args.input), args.runs, effort_priors="effort" in args.priors)
+    for note in machine.notes:
         print(f"note: {note}", file=sys.stderr)
-    chosen = selection(Path(args.input), args.runs)
-    machine = chosen.note(Path(args.input))
-    if machine is not None:
-        print(f"note: {machine}", file=sys.stderr)
-    if chosen.platform is None:
-        return shared, None
-    return shared, SimulatedPlatform(chosen.platform.name, chosen.platform.file)
-
-
-def _provenance(
-    experiment: Experiment,
-    models: ModelSet,
-    shared: Oversubscription | None,
-    platform: SimulatedPlatform | None,
-) -> Provenance:
-    """What `perfcast predict` needs to know of the measurements: each parameter's measured
-    range, the models fitted on wall time of runs with more ranks than cores, and the
-    simulated platform of virtual runs."""
-    ranges = experiment.ranges()
-    if shared is None:
-        return Provenance(ranges, platform=platform)
-    from perfcast.measure.oversubscription import shared_core_models
-
-    on_shared_cores = shared_core_models(experiment, shared)
-    fitted = {(model.callpath, model.metric) for model in models}
-    return Provenance(
-        ranges, replace(on_shared_cores, models=on_shared_cores.models & fitted), platform
-    )
+    return machine
 
 
 def _note_shared_core_models(provenance: Provenance) -> None:

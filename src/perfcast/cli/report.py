@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,7 +29,7 @@ from perfcast.experiment.io.registry import detect_format
 from perfcast.experiment.points import parse_point
 from perfcast.modeling import PMNFModeler
 from perfcast.modeling.modelset import MODEL_FILE, ModelSet
-from perfcast.modeling.provenance import Provenance, SimulatedPlatform
+from perfcast.modeling.provenance import Provenance
 from perfcast.outputs import SNIFF_BYTES, check_target
 from perfcast.report.campaign import campaign_facts
 from perfcast.report.compare import compare, comparison_data, render_comparison
@@ -40,7 +39,6 @@ from perfcast.report.simulation import read_simulations
 from perfcast.report.summary import TARGET_FACTOR
 
 if TYPE_CHECKING:
-    from perfcast.measure.oversubscription import Oversubscription
     from perfcast.taint.profile_model import TaintProfile
 
 CAMPAIGN_STORE = "sqlite"
@@ -177,10 +175,12 @@ def _from_measurements(path: Path, args: argparse.Namespace) -> ReportInputs:
     store = detect_format(path).name == CAMPAIGN_STORE
     experiment = read_experiment(path)
     notes: list[str] = []
-    shared: Oversubscription | None = None
-    platform: SimulatedPlatform | None = None
+    machine = None
     if store:
-        shared, platform, notes = _machine_notes(path)
+        from perfcast.measure.machine import machine_of
+
+        machine = machine_of(path)
+        notes = list(machine.notes)
     if args.metric and args.models is None:
         experiment = experiment.restricted(metrics=args.metric)
     profile = None
@@ -202,7 +202,11 @@ def _from_measurements(path: Path, args: argparse.Namespace) -> ReportInputs:
     else:
         models = PMNFModeler().fit(experiment)
     if args.models is None:
-        models = models.with_provenance(_provenance(experiment, models, shared, platform))
+        models = models.with_provenance(
+            machine.provenance(experiment, models)
+            if machine is not None
+            else Provenance(experiment.ranges())
+        )
     taint = None
     if profile is not None:
         from perfcast.report.taint import taint_priors
@@ -235,46 +239,6 @@ def _fit_with_taint(
 
     fit = fit_with_priors(PMNFModeler(), experiment, [TaintSource(profile, path=path)])
     return fit.models, fit.free
-
-
-def _machine_notes(
-    store: Path,
-) -> tuple[Oversubscription | None, SimulatedPlatform | None, list[str]]:
-    """What the store knows of the machine its runs describe (as ``perfcast model`` says
-    it): runs with more ranks than cores, and runs on a virtual cluster."""
-    from perfcast.measure.oversubscription import oversubscription
-    from perfcast.measure.virtual import selection
-
-    notes = []
-    shared = oversubscription(store)
-    if shared is not None:
-        notes.append(shared.describe(store))
-    chosen = selection(store)
-    machine = chosen.note(store)
-    if machine is not None:
-        notes.append(machine)
-    platform = None
-    if chosen.platform is not None:
-        platform = SimulatedPlatform(chosen.platform.name, chosen.platform.file)
-    return shared, platform, notes
-
-
-def _provenance(
-    experiment: Experiment,
-    models: ModelSet,
-    shared: Oversubscription | None,
-    platform: SimulatedPlatform | None,
-) -> Provenance:
-    """The measured ranges and the models fitted on runs that shared cores."""
-    if shared is None:
-        return Provenance(experiment.ranges(), platform=platform)
-    from perfcast.measure.oversubscription import shared_core_models
-
-    on_shared = shared_core_models(experiment, shared)
-    fitted = {(model.callpath, model.metric) for model in models}
-    return Provenance(
-        experiment.ranges(), replace(on_shared, models=on_shared.models & fitted), platform
-    )
 
 
 def _model_notes(provenance: Provenance | None) -> list[str]:
