@@ -1327,7 +1327,8 @@ def run_cost(directories: list[Path], config: Configuration) -> str:
         for campaign in stems(config):
             with CampaignStore.open(directory / f"{campaign}.sqlite") as opened:
                 for run in opened.runs(OK):
-                    seconds.setdefault(int(run.point["p"]), []).append(run.seconds)
+                    if run.seconds is not None:
+                        seconds.setdefault(int(run.point["p"]), []).append(run.seconds)
     return ", ".join(f"p={p}: {np.median(values):.1f}" for p, values in sorted(seconds.items()))
 
 

@@ -40,6 +40,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from perfcast.experiment.experiment import CALLPATH, METRIC, VALUE
 from perfcast.measure.reader import read_sqlite
@@ -168,7 +169,8 @@ def per_run(
         times = times.assign(**{size: sizes[0]})
     found: dict[tuple[str, int, int], list[float]] = {}
     for (callpath, ranks, value), group in times.groupby([CALLPATH, "p", size]):
-        found[(str(callpath), int(ranks), int(value))] = [float(v) for v in group[VALUE]]
+        key = (str(callpath), int(cast(float, ranks)), int(cast(float, value)))
+        found[key] = [float(v) for v in group[VALUE]]
     return found
 
 
