@@ -120,6 +120,24 @@ def test_the_command_line_synthesises_and_says_what_it_modeled(
     assert "is not an empty directory" in capsys.readouterr().err
 
 
+def steep(rank: int, ranks: int) -> list[str]:
+    """A block of 50 p^2 flops: growth no weak- or strong-scaling rank shows, but what
+    ranks sharing a core's caches can put into a few small traced runs."""
+    return [f"compute {50 * ranks * ranks}", "allreduce 8 0 0", "compute 700"]
+
+
+def test_growth_beyond_linear_in_p_is_named_with_its_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inputs = [str(trace.directory) for trace in traces_of(tmp_path, steep)]
+    output = tmp_path / "p1024"
+    assert cli.main(["simulate", *inputs, "--synthesize", "1024", "-o", str(output)]) == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines() if "warning" in line]
+    assert len(warnings) == 1  # the constant 700-flop block is not named
+    assert "grows faster than linearly in p beyond the traces: 3,200 flops at p=8" in warnings[0]
+    assert "52,428,800 at p=1024" in warnings[0] and "p^(2)" in warnings[0]
+
+
 @needs_simgrid
 def test_synthesised_and_predicted_in_one_command(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -151,6 +169,52 @@ def test_resampled_noise_is_reproducible_and_keeps_the_mean(tmp_path: Path) -> N
     assert len(set(flops)) > 1
     (mean,) = (q.value for q in first.quantities if q.name == "init -> allreduce n 0 0")
     assert sum(flops) / len(flops) == pytest.approx(mean, rel=0.05)
+
+
+STEPS = 40
+
+
+def slow_steps(rank: int, ranks: int) -> list[str]:
+    """Every fourth step is twice as long on every rank: the machine was slow, no rank was."""
+    return [f"{x} 1 0 0" if x == "allreduce" else x for k in range(STEPS)
+            for x in (f"compute {2000 if k % 4 == 0 else 1000}", "allreduce")]  # fmt: skip
+
+
+def one_slow_rank(rank: int, ranks: int) -> list[str]:
+    """In every step one rank, a different one each step, takes twice as long."""
+    return [f"{x} 1 0 0" if x == "allreduce" else x for k in range(STEPS)
+            for x in (f"compute {2000 if k % ranks == rank else 1000}", "allreduce")]  # fmt: skip
+
+
+def slowest_over_mean(directory: Path, ranks: int) -> float:
+    """The synthesised steps' slowest compute over their mean, summed over steps: what the
+    wait at each step's allreduce costs."""
+    steps = [
+        [int(line.split()[2]) for line in lines_of(directory, rank) if " compute " in line]
+        for rank in range(ranks)
+    ]
+    by_step = list(zip(*steps, strict=True))
+    return sum(map(max, by_step)) / sum(sum(step) / ranks for step in by_step)
+
+
+def test_correlated_noise_keeps_slow_steps_shared_and_slow_ranks_apart(tmp_path: Path) -> None:
+    shared = traces_of(tmp_path / "shared", slow_steps)
+    made = synthesize(shared, 256, tmp_path / "shared-256", noise="correlated", seed=1)
+    # a step all ranks were slow in makes every rank slow at once: nobody waits for anyone
+    assert slowest_over_mean(made.directory, 256) == pytest.approx(1.0, abs=1e-3)
+    # resampled ratios count the same slow steps as if each rank had them alone
+    made = synthesize(shared, 256, tmp_path / "shared-256-r", noise="resample", seed=1)
+    assert slowest_over_mean(made.directory, 256) > 1.4
+    own = traces_of(tmp_path / "own", one_slow_rank)
+    made = synthesize(own, 256, tmp_path / "own-256", noise="correlated", seed=1)
+    # a rank's own ratios are 2000 over its step's mean, 1.5 at p = 3 up to 2000/1125 at
+    # p = 8, drawn for 256 ranks: nearly every step has one at the largest, and no
+    # occurrence is shared, so the slowest is 1.78 times the mean as the inputs' worst was
+    assert slowest_over_mean(made.directory, 256) == pytest.approx(2000 / 1125, abs=0.02)
+    again = synthesize(own, 256, tmp_path / "own-256-again", noise="correlated", seed=1)
+    other = synthesize(own, 256, tmp_path / "own-256-other", noise="correlated", seed=2)
+    assert lines_of(again.directory, 7) == lines_of(made.directory, 7)
+    assert lines_of(other.directory, 7) != lines_of(made.directory, 7)
 
 
 def test_ranks_that_differ_in_structure_are_refused_with_the_place(tmp_path: Path) -> None:

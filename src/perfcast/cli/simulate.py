@@ -3,7 +3,7 @@
     perfcast simulate perfcast-trace --platform a.xml [--platform b.xml ...]
                       [--native SECONDS] [--json] [--timeout SECONDS]
     perfcast simulate trace-p4 trace-p8 trace-p16 ... --synthesize 4096 -o trace-p4096
-                      [--noise mean|resample] [--seed N] [--platform a.xml ...]
+                      [--noise mean|resample|correlated] [--seed N] [--platform a.xml ...]
 
 The trace comes from a run of a program built with ``perfcast build --trace``; platforms
 from ``perfcast platform describe`` or ``calibrate``, or any SimGrid platform file. Per
@@ -76,12 +76,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--noise",
-        choices=("mean", "resample"),
-        help="with --synthesize: every compute block at its modeled mean (default), or times "
-        "ratios resampled from the inputs' spread between ranks and occurrences",
+        choices=("mean", "resample", "correlated"),
+        help="with --synthesize: every compute block at its modeled mean (default), times "
+        "ratios resampled from the inputs' spread between ranks and occurrences (resample), "
+        "or times a ratio every rank shares at an occurrence and one of its own (correlated)",
     )
     parser.add_argument(
-        "--seed", type=int, help="with --noise resample: the draw's seed (default 0)"
+        "--seed", type=int, help="with --noise resample|correlated: the draw's seed (default 0)"
     )
     parser.add_argument(
         "--native",
@@ -172,7 +173,16 @@ def _synthesis_text(made: Synthesis) -> list[str]:
         for quantity in made.quantities[:TOP_BLOCKS]
     ]
     header = ("kind", f"at p={made.ranks}", "per rank", "model", "where")
-    return lines + aligned([header, *rows], right={1, 2}, indent="  ")
+    largest = max(made.inputs)
+    steep = [
+        f"warning: {q.name} grows faster than linearly in p beyond the traces: "
+        f"{q.at_largest_input:,.0f} {q.kind} at p={largest}, {q.value:,} at p={made.ranks} "
+        f"({q.model.text()}); growth between small traced rank counts is often the traced "
+        "runs' own (ranks sharing a core's caches): check it with traces at more rank counts"
+        for q in made.quantities
+        if q.steep(made.ranks, largest)
+    ]
+    return lines + aligned([header, *rows], right={1, 2}, indent="  ") + steep
 
 
 def _synthesis_json(made: Synthesis) -> dict[str, Any]:

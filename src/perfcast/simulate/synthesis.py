@@ -40,39 +40,60 @@ Compute per rank (``noise``): ``mean`` writes every block at its modeled mean, t
 without the machine's noise; ``resample`` multiplies it by ratios drawn independently per
 rank and occurrence from the ratios the inputs show (a value over its rank count's mean), so
 the wait for the slowest rank at every synchronisation grows with p as it did in the traced
-runs. Measured (``benchmarks/results/synthesis_vs_simulated.txt``: the stencil, 128 x 128
-per rank, 50 steps, from CPU-clock traces at p = 3..8 on this shared 2-core machine, 1 us
-links; against SMPI simulating the uninstrumented program): ``mean`` is 6 % short at p = 16
-and 12-37 % short at p = 64..1024, ``resample`` 6-13 % long up to p = 256 and 30 % at 1024;
-against the replay of the trace recorded at 16 ranks, ``mean`` was 7-26 % short and
-``resample`` 9 % short to 16 % long over seven runs of the benchmark. What ``mean`` leaves
-out is the wait for the slowest rank: the slowest rank's sweep over the mean one, summed
-over steps, is 1.0-1.5 in the traced runs and in SMPI at p = 16, 2.0 in SMPI at p = 64 and
-2.35 in ``resample`` (it draws the inputs' outliers as often as they occurred, which at
-large p is every step). On 10 us links, where messages weigh more, ``mean`` is within 3 % of
-the recorded trace at p = 16 (the test).
+runs; ``correlated`` splits every ratio into the share all ranks of its input had at that
+occurrence (a step in which the machine was slow) and the rank's own (one slow rank), draws
+the first once per occurrence for every rank and the second per rank, so that only the
+ranks' own spread makes the slowest rank wait: under ``resample`` a step the whole machine
+was slow in is drawn for one rank at a time, as if that rank alone had been slow
+(``tests/test_simulate_synthesis.py`` checks both: slowdowns every rank shares give no wait
+under ``correlated``). Which one is right depends on where the target's noise comes from:
+shared (ranks that share nodes, a file system) or each node's own. Measured on the stencil's
+sweep (one set of traces at p = 3..8): the occurrence's share is 11-35 % of the ratios'
+variance, a rank's own across its steps 1-2 % at p = 6 and 8 (17-46 % at p = 3..5, where
+ranks keep their cores). Over nine runs of ``benchmarks/synthesis_vs_simulated.py
+--quick``, each tracing anew, the slowest of 64 synthesised ranks is 1.4-1.7 times the mean
+under ``correlated`` and 1.7-2.2 under ``resample``; SMPI's direct run shows 1.9-2.5, its
+noise being this host's, drawn burst by burst as one process runs every rank in turn
+(independently, as ``resample`` draws). Against that run ``correlated`` is -8 to +15 % at p
+= 16 (``resample`` 0 to +27 %), and -23 to -9 % at p = 64 (``resample`` -15 to +11 %);
+neither is better everywhere, and ``mean`` stays the default. The benchmark reports how much
+of the direct time the growth of SMPI's own bursts with p accounts for (3-16 % at p = 64 in
+those runs), which no synthesis should imitate. Earlier measurements, before ``correlated``
+(the stencil, 128 x 128 per rank, 50 steps, from CPU-clock traces at p = 3..8 on this shared
+2-core machine, 1 us links; against SMPI simulating the uninstrumented program): ``mean`` is
+6 % short at p = 16 and 12-37 % short at p = 64..1024, ``resample`` 6-13 % long up to p =
+256 and 30 % at 1024; against the replay of the trace recorded at 16 ranks, ``mean`` was
+7-26 % short and ``resample`` 9 % short to 16 % long over seven runs of the benchmark. What
+``mean`` leaves out is the wait for the slowest rank: the slowest rank's sweep over the mean
+one, summed over steps, is 1.0-1.5 in the traced runs and in SMPI at p = 16, 2.0 in SMPI at
+p = 64 and 2.35 in ``resample`` (it draws the inputs' outliers as often as they occurred,
+which at large p is every step). On 10 us links, where messages weigh more, ``mean`` is
+within 3 % of the recorded trace at p = 16 (the test).
 
 Limits. The ranks of a role share their template and the blocks their models: imbalance
 between ranks that run the same structure (rank 0's output at the end) is spread over them,
-and the difference between a block's first and later occurrences is averaged away (the
-total is kept). Per-rank arrays whose length is p (``allgatherv``, ``alltoallv``,
+and the difference between a block's first and later occurrences is averaged away (the total
+is kept). Per-rank arrays whose length is p (``allgatherv``, ``alltoallv``,
 ``reducescatter``: NAS IS) are refused: their entries cannot be aligned across rank counts.
-Structures that are not first/interior/last (2-D and 3-D decompositions, trees) are
-refused, not approximated. Extrapolation is only as good as the models' reach: p = 65536
-from p <= 8 is far beyond the data, and a trend the traced machine adds (ranks sharing 2
-cores slow each other's caches a little more at every p) is extrapolated with the rest:
-trace with few ranks per core.
+Structures that are not first/interior/last (2-D and 3-D decompositions, trees) are refused,
+not approximated. Extrapolation is only as good as the models' reach: p = 65536 from p <= 8
+is far beyond the data, and a trend the traced machine adds (ranks sharing 2 cores slow each
+other's caches a little more at every p) is extrapolated with the rest: trace with few ranks
+per core. Measured: in 6 of 25 sets of stencil traces at p = 3..8 (4 ranks per core at p =
+8) the block after each MPI_Allreduce, 0.4 us at p = 3 and up to 0.7 us at p = 8, was
+modeled with p log2(p)^2 up to p^3 log2(p)^2: 0.4 ms to 6 s per occurrence at p = 1024 (in 3
+more, 0.13-0.19 ms), and the synthesised run is as wrong.
 
-Large p. SimGrid 3.32's replay reads one action file per rank, and it checks the rank at
-the start of every line (``xbt_replay.cpp``: "Ignore trace element not for me"): an index
-that lists one file for several ranks makes all but one rank skip every action and the
-replay deadlock (measured). So every rank gets its own file, written from its role's
-template with the peers and (under ``resample``) the compute filled in per rank, in chunks
-of :data:`CHUNK` ranks. Measured here, the stencil at 256 x 256 per rank and 20 steps
-(243 actions per rank): p = 4096 synthesises in 5.3 s (24 MB) and replays in 172 s with
-274 MB of memory; p = 1024 replays in 10.5 s (94 MB); p = 65536 synthesises in 39 s into
-131,074 files (412 MB, 82 MB of memory), but its replay was not run: replay time grows
-about as p^2 here (4x the ranks, 16x the time), which puts p = 16384 near 45 minutes.
+Large p. SimGrid 3.32's replay reads one action file per rank, and it checks the rank at the
+start of every line (``xbt_replay.cpp``: "Ignore trace element not for me"): an index that
+lists one file for several ranks makes all but one rank skip every action and the replay
+deadlock (measured). So every rank gets its own file, written from its role's template with
+the peers and (under ``resample`` and ``correlated``) the compute filled in per rank, in
+chunks of :data:`CHUNK` ranks. Measured here, the stencil at 256 x 256 per rank and 20 steps
+(243 actions per rank): p = 4096 synthesises in 5.3 s (24 MB) and replays in 172 s with 274
+MB of memory; p = 1024 replays in 10.5 s (94 MB); p = 65536 synthesises in 39 s into 131,074
+files (412 MB, 82 MB of memory), but its replay was not run: replay time grows about as p^2
+here (4x the ranks, 16x the time), which puts p = 16384 near 45 minutes.
 """
 
 from __future__ import annotations
@@ -133,10 +154,13 @@ MIN_RANK_COUNTS = 3
 MIN_RANKS = 3
 """Fewest ranks of an input or the target: below three there is no interior rank."""
 ROLES = ("first", "interior", "last")
-NOISE = ("mean", "resample")
+NOISE = ("mean", "resample", "correlated")
 """How the synthesised compute varies between ranks and occurrences of a block: ``mean``
 writes the modeled mean everywhere; ``resample`` multiplies it by ratios drawn, independently
-per rank and occurrence, from those the inputs show (value over its rank count's mean)."""
+per rank and occurrence, from those the inputs show (value over its rank count's mean);
+``correlated`` splits each ratio into the occurrence's share, common to every rank (the
+ranks' mean at that occurrence over the rank count's mean), drawn once per occurrence for
+all ranks, and the rank's share (its value over that occurrence's mean), drawn per rank."""
 CHUNK = 4096
 """Ranks whose compute is drawn at once: bounds the memory of the draw at large p."""
 
@@ -206,6 +230,16 @@ class Quantity:
     occurrences: int
     model: Model
     value: int
+    at_largest_input: float = 0.0
+    """The mean of its values at the largest traced rank count."""
+
+    def steep(self, ranks: int, largest_input: int) -> bool:
+        """Whether the model grows faster from the largest trace to ``ranks`` than linearly
+        in p: compute per rank that grows so with p is rare in MPI programs, and growth
+        seen between a few small rank counts on a small machine is often the traced runs'
+        own (ranks sharing a core's caches: 0.4 us blocks of the stencil grew 2x from p = 3
+        to 8 and were once extrapolated to 6 s at p = 1024)."""
+        return self.value > max(self.at_largest_input, 1.0) * ranks / largest_input
 
 
 @dataclass(frozen=True)
@@ -521,7 +555,7 @@ def _model(
     }
     models = PMNFModeler(aggregation="mean").fit(Experiment.from_rows(["p"], rows), trendless)
     quantities = {}
-    for (kind, _), key in amounts.keys.items():
+    for (kind, data), key in amounts.keys.items():
         model = models[(key, kind)]
         predicted = float(model.evaluate({"p": float(target)}))
         name, places, occurrences = amounts.names[key], amounts.places[key], amounts.count[key]
@@ -532,16 +566,20 @@ def _model(
                 "not support extrapolating that far"
             )
         value = max(round(predicted), 0)
-        quantities[key] = Quantity(name, kind, places, occurrences, model, value)
+        last = max(data, key=lambda point: point[0])[1]
+        quantities[key] = Quantity(
+            name, kind, places, occurrences, model, value, float(sum(last) / len(last))
+        )
     ordered = sorted(
         quantities.values(), key=lambda q: (q.kind != "flops", -q.value * q.occurrences, q.name)
     )
     counts = {slot: quantities[key].value for slot, key in amounts.slots.items()}
     blocks: dict[str, list[_Block]] = {role: [] for role in ROLES}
     for opening, closing, by_role, key, data in found:
-        ratios = _ratios(data)
+        ratios, (shared, own) = _ratios(data), _split(data)
         for role, indices in by_role.items():
-            block = _Block(opening, closing, tuple(indices), quantities[key].value, ratios)
+            value = quantities[key].value
+            block = _Block(opening, closing, tuple(indices), value, ratios, shared, own)
             blocks[role].append(block)
     return tuple(ordered), counts, blocks
 
@@ -558,6 +596,11 @@ class _Block:
     """The modeled mean per occurrence."""
     ratios: tuple[float, ...]
     """Every input occurrence over its rank count's mean: the spread to resample."""
+    shared: tuple[float, ...]
+    """Every input occurrence's mean over the ranks over its rank count's mean: what all
+    ranks share at one occurrence."""
+    own: tuple[float, ...]
+    """Every input occurrence over the ranks' mean at that occurrence: a rank's own share."""
 
 
 def _ratios(data: Series) -> tuple[float, ...]:
@@ -566,6 +609,25 @@ def _ratios(data: Series) -> tuple[float, ...]:
         mean = math.fsum(observed) / len(observed)
         ratios += [value / mean if mean > 0 else 1.0 for value in observed]
     return tuple(ratios)
+
+
+def _split(data: Series) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The ratios of :func:`_ratios` split into the share every rank of an input has at one
+    occurrence (a step every rank is slow in: the machine's noise) and the rank's own (one
+    slow rank). Only the rank's own share makes the slowest rank slower than the mean one,
+    so drawing whole ratios per rank, as ``resample`` does, counts the shared slowdowns as
+    if each rank had them alone."""
+    shared: list[float] = []
+    own: list[float] = []
+    for p in sorted({p for p, _ in data}):
+        rows = [values for q, values in data if q == p]
+        mean = math.fsum(v for row in rows for v in row) / sum(len(row) for row in rows)
+        for occurrence in range(max(len(row) for row in rows)):
+            values = [row[occurrence] for row in rows if occurrence < len(row)]
+            at = math.fsum(values) / len(values)
+            shared.append(at / mean if mean > 0 else 1.0)
+            own += [value / at if at > 0 else 1.0 for value in values]
+    return tuple(shared), tuple(own)
 
 
 def _by_rank_count(data: Series) -> dict[int, list[float]]:
@@ -639,12 +701,13 @@ def _write(
     base = output.directory.resolve()
     random = np.random.default_rng(output.seed)
     members = {"first": [0], "interior": range(1, output.ranks - 1), "last": [output.ranks - 1]}
+    shared = _shared(blocks, random) if output.noise == "correlated" else {}
     written = 0
     for role, template in templates.items():
         lines = _role_lines(role, template, relations[role], counts)
         for start in range(0, len(members[role]), CHUNK):
             chunk = members[role][start : start + CHUNK]
-            compute = _draw(blocks[role], len(chunk), len(lines), output.noise, random)
+            compute = _draw(blocks[role], len(chunk), len(lines), output.noise, random, shared)
             for row, rank in enumerate(chunk):
                 written += _write_rank(base, output, rank, lines, compute[row], blocks[role])
     (base / INDEX_FILE).write_text(
@@ -673,11 +736,33 @@ def _write(
     return written
 
 
+def _shared(
+    blocks: dict[str, list[_Block]], random: np.random.Generator
+) -> dict[tuple[str, str], np.ndarray]:
+    """Under ``correlated``, each block's shares common to every rank, one per occurrence
+    and drawn once: the k-th occurrence of a block is the same step in every role."""
+    import numpy as np
+
+    drawn: dict[tuple[str, str], np.ndarray] = {}
+    for role in ROLES:
+        for block in blocks[role]:
+            key, most = (block.opening, block.closing), len(block.positions)
+            if len(drawn.get(key, ())) < most:
+                drawn[key] = random.choice(np.array(block.shared), size=most)
+    return drawn
+
+
 def _draw(
-    blocks: list[_Block], ranks: int, actions: int, noise: str, random: np.random.Generator
+    blocks: list[_Block],
+    ranks: int,
+    actions: int,
+    noise: str,
+    random: np.random.Generator,
+    shared: dict[tuple[str, str], np.ndarray],
 ) -> np.ndarray:
     """Flops of the block before each action, one row per rank: the modeled mean, times
-    ratios drawn independently per rank and occurrence under ``resample``."""
+    ratios drawn independently per rank and occurrence under ``resample``, or the
+    occurrence's shared ratio times one drawn per rank under ``correlated``."""
     import numpy as np
 
     compute = np.zeros((ranks, actions), dtype=np.int64)
@@ -685,9 +770,13 @@ def _draw(
         columns = list(block.positions)
         if noise == "resample":
             ratios = random.choice(np.array(block.ratios), size=(ranks, len(columns)))
-            compute[:, columns] = np.rint(block.flops * ratios).astype(np.int64)
+        elif noise == "correlated":
+            ratios = random.choice(np.array(block.own), size=(ranks, len(columns)))
+            ratios *= shared[(block.opening, block.closing)][: len(columns)]
         else:
             compute[:, columns] = block.flops
+            continue
+        compute[:, columns] = np.rint(block.flops * ratios).astype(np.int64)
     return compute
 
 
