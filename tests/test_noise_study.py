@@ -112,7 +112,13 @@ def test_the_virtual_study_counts_and_times_each_run_once_on_the_simulated_clust
     assert "targets:" in report and "measurement: 11 runs" in report  # one build, not two
     (directory,) = (d for d in tmp_path.iterdir() if d.is_dir())
     assert sorted(p.name for p in directory.glob("*.toml")) == ["test.toml", "train.toml"]
-    assert "SMPI_SHARED_MALLOC" in (directory / "bench00.cpp").read_text()
+    source = (directory / "bench00.cpp").read_text()
+    assert "SMPI_SHARED_MALLOC" in source
+    # every kernel starts from a barrier: no skew of the previous kernel is timed as its own
+    loop = source[source.index("for (long r") :]
+    calls = re.findall(r"^ {8}(?:kernel_\w+\(&frame\);|\{  /\* the matching side)", loop, re.M)
+    barriers = re.findall(r"^ {8}MPI_Barrier\(MPI_COMM_WORLD\);.*\n {8}\S", loop, re.M)
+    assert len(calls) == 4 and len(barriers) == 4
     with CampaignStore.open(directory / "train.sqlite") as store:
         runs = store.runs(OK)
     assert len(runs) == 9
@@ -122,6 +128,7 @@ def test_the_virtual_study_counts_and_times_each_run_once_on_the_simulated_clust
     # counts and time from the same runs: every MPI call path's rank-mean bytes are exactly
     # what its generated message says, and its simulated time is positive
     data = read_experiment(directory / "train.sqlite").data
+    assert "main->MPI_Barrier" in set(data["callpath"])
     truths = read_truth(directory / "bench00.truth.json")
     checked = 0
     for truth in truths.values():

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from perfcast import cli
+from perfcast.cli import main
 from perfcast.errors import PerfcastError
 from perfcast.simulate.platform import PlatformSpec
 from perfcast.simulate.replay import replay
@@ -112,11 +112,11 @@ def test_the_command_line_synthesises_and_says_what_it_modeled(
 ) -> None:
     inputs = [str(trace.directory) for trace in traces_of(tmp_path, chain)]
     output = tmp_path / "p64"
-    assert cli.main(["simulate", *inputs, "--synthesize", "64", "-o", str(output)]) == 0
+    assert main(["simulate", *inputs, "--synthesize", "64", "-o", str(output)]) == 0
     shown = capsys.readouterr().out
     assert f"synthesised 64 ranks from traces at p = 3, 4, 5, 6, 8 into {output}" in shown
     assert "log2(p)" in shown
-    assert cli.main(["simulate", *inputs, "--synthesize", "64", "-o", str(output)]) == 2
+    assert main(["simulate", *inputs, "--synthesize", "64", "-o", str(output)]) == 2
     assert "is not an empty directory" in capsys.readouterr().err
 
 
@@ -131,7 +131,7 @@ def test_growth_beyond_linear_in_p_is_named_with_its_model(
 ) -> None:
     inputs = [str(trace.directory) for trace in traces_of(tmp_path, steep)]
     output = tmp_path / "p1024"
-    assert cli.main(["simulate", *inputs, "--synthesize", "1024", "-o", str(output)]) == 0
+    assert main(["simulate", *inputs, "--synthesize", "1024", "-o", str(output)]) == 0
     warnings = [line for line in capsys.readouterr().out.splitlines() if "warning" in line]
     assert len(warnings) == 1  # the constant 700-flop block is not named
     assert "grows faster than linearly in p beyond the traces: 3,200 flops at p=8" in warnings[0]
@@ -146,14 +146,14 @@ def test_synthesised_and_predicted_in_one_command(
     platform = tmp_path / "cluster.xml"
     platform.write_text(PlatformSpec("cluster", nodes=32).to_xml())
     argv = ["simulate", *inputs, "--synthesize", "32", "-o", str(tmp_path / "p32")]
-    assert cli.main([*argv, "--platform", str(platform), "--json"]) == 0
+    assert main([*argv, "--platform", str(platform), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["ranks"] == 32 and shown["synthesis"]["inputs"] == list(INPUTS)
     (cluster,) = shown["platforms"]
     # every rank computes 5000 + 1000 log2(32) + 700 flops at 1 Gflop/s, then waits
     assert cluster["compute"] == pytest.approx(10.7e-6, rel=1e-6)
     assert cluster["time"] > cluster["compute"]
-    assert cli.main(["simulate", inputs[0], "--platform", str(platform), "--seed", "1"]) == 2
+    assert main(["simulate", inputs[0], "--platform", str(platform), "--seed", "1"]) == 2
     assert "are for --synthesize P" in capsys.readouterr().err
 
 
@@ -253,7 +253,7 @@ def test_per_rank_arrays_and_peers_without_relation_are_refused(
         return [f"alltoallv {4 * ranks} {counts} {4 * ranks} {counts} 0 0"]
 
     inputs = [str(t.directory) for t in traces_of(tmp_path / "a", alltoallv)]
-    assert cli.main(["simulate", *inputs, "--synthesize", "16", "-o", str(tmp_path / "x")]) == 2
+    assert main(["simulate", *inputs, "--synthesize", "16", "-o", str(tmp_path / "x")]) == 2
     error = capsys.readouterr().err.strip()
     assert "\n" not in error and "rank-0.trace:2: alltoallv carries one count per rank" in error
 
