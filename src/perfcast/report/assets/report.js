@@ -337,6 +337,21 @@
     plot.appendChild(svg("text", { x: 12, y: (y0 + y1) / 2, class: "label", "text-anchor": "middle", transform: "rotate(-90 12 " + (y0 + y1) / 2 + ")" }, yLabel));
   }
   const LINES = 12;
+  // The frame every line plot shares: a y range over the finite values drawn (from 0 when
+  // that costs less than half the height), the scales, and the measured range shaded.
+  function plotFrame(values, [lo, hi], log, p, cls) {
+    const finite = values.filter((v) => v !== null && isFinite(v));
+    let yLo = Math.min(...finite), yHi = Math.max(...finite);
+    if (yLo > 0 && yLo < 0.5 * yHi) yLo = 0;
+    if (yHi === yLo) { yHi = yLo + (Math.abs(yLo) || 1); yLo -= (Math.abs(yLo) || 1) * 0.1; }
+    const x = scale([lo, hi], [M.left, W - M.right], log);
+    const y = scale([yLo, yHi + 0.04 * (yHi - yLo)], [H - M.bottom, M.top], false);
+    const plot = svg("svg", { viewBox: "0 0 " + W + " " + H, class: cls, role: "img", "data-parameter": p });
+    const [mLo, mHi] = data.ranges[p];
+    plot.appendChild(svg("rect", { x: x(mLo), y: M.top, width: Math.max(1, x(mHi) - x(mLo)), height: H - M.bottom - M.top, class: "measured" }));
+    return { plot, x, y };
+  }
+
   function measuredLines(record, p) {
     // The repetitions grouped by the values of the other parameters: one line each, the one
     // through the largest measured point first; every repetition is on some line.
@@ -367,16 +382,9 @@
     const band = record.bands[p];
     const observed = lines[0].observed;
     const curve = lines[0].curve;
-    const values = [...lines.flatMap((l) => [...l.curve.map((c) => c[1]), ...l.observed.map((o) => o[1])]), ...(band ? band.flat() : [])]
-      .filter((v) => v !== null && isFinite(v));
-    let yLo = Math.min(...values), yHi = Math.max(...values);
-    if (yLo > 0 && yLo < 0.5 * yHi) yLo = 0;
-    if (yHi === yLo) { yHi = yLo + (Math.abs(yLo) || 1); yLo -= (Math.abs(yLo) || 1) * 0.1; }
-    const x = scale([lo, hi], [M.left, W - M.right], axis.log);
-    const y = scale([yLo, yHi + 0.04 * (yHi - yLo)], [H - M.bottom, M.top], false);
-    const plot = svg("svg", { viewBox: "0 0 " + W + " " + H, class: "plot", role: "img", "data-parameter": p });
+    const values = [...lines.flatMap((l) => [...l.curve.map((c) => c[1]), ...l.observed.map((o) => o[1])]), ...(band ? band.flat() : [])];
+    const { plot, x, y } = plotFrame(values, [lo, hi], axis.log, p, "plot");
     const [mLo, mHi] = data.ranges[p];
-    plot.appendChild(svg("rect", { x: x(mLo), y: M.top, width: Math.max(1, x(mHi) - x(mLo)), height: H - M.bottom - M.top, class: "measured" }));
     plot.appendChild(svg("text", { x: x(mLo) + 4, y: M.top + 11, class: "zone" }, "measured"));
     if (hi > mHi) plot.appendChild(svg("text", { x: x(mHi) + 4, y: M.top + 11, class: "zone" }, "extrapolated"));
     axes(plot, x, y, p + (P.length > 1 ? " (" + P.filter((q) => q !== p).map((q) => q + "=" + num(data.largest[q])).join(", ") + ")" : ""),
@@ -511,16 +519,8 @@
     const xs = spaced(lo, hi, 80, axis.log);
     const sides = [["before", r.before], ["after", r.after]].filter(([, s]) => s);
     const curves = sides.map(([kind, s]) => [kind, s, xs.map((v) => [v, evaluate(s, Object.assign({}, data.largest, { [p]: v }))])]);
-    const values = curves.flatMap(([, s, curve]) => [...curve.map((c) => c[1]), ...(s.bands[p] ? s.bands[p].flat() : [])])
-      .filter((v) => v !== null && isFinite(v));
-    let yLo = Math.min(...values), yHi = Math.max(...values);
-    if (yLo > 0 && yLo < 0.5 * yHi) yLo = 0;
-    if (yHi === yLo) { yHi = yLo + (Math.abs(yLo) || 1); yLo -= (Math.abs(yLo) || 1) * 0.1; }
-    const x = scale([lo, hi], [M.left, W - M.right], axis.log);
-    const y = scale([yLo, yHi + 0.04 * (yHi - yLo)], [H - M.bottom, M.top], false);
-    const plot = svg("svg", { viewBox: "0 0 " + W + " " + H, class: "plot compare", role: "img", "data-parameter": p });
-    const [mLo, mHi] = data.ranges[p];
-    plot.appendChild(svg("rect", { x: x(mLo), y: M.top, width: Math.max(1, x(mHi) - x(mLo)), height: H - M.bottom - M.top, class: "measured" }));
+    const values = curves.flatMap(([, s, curve]) => [...curve.map((c) => c[1]), ...(s.bands[p] ? s.bands[p].flat() : [])]);
+    const { plot, x, y } = plotFrame(values, [lo, hi], axis.log, p, "plot compare");
     const before = data.comparison.ranges_before && data.comparison.ranges_before[p];
     if (before) {
       plot.appendChild(svg("rect", { x: x(Math.max(lo, before[0])), y: M.top, width: Math.max(1, x(Math.min(hi, before[1])) - x(Math.max(lo, before[0]))),
