@@ -18,7 +18,7 @@ from pathlib import Path
 from perfcast.experiment.experiment import Experiment
 from perfcast.measure.oversubscription import (
     Oversubscription,
-    oversubscription,
+    oversubscription_of,
     shared_core_models,
 )
 from perfcast.measure.virtual import selection
@@ -55,10 +55,10 @@ def machine_of(store: Path, which: str | None = None, *, effort_priors: bool = F
     :func:`perfcast.measure.virtual.select_runs`); ``effort_priors`` adds what shared cores
     mean for them to the note."""
     notes = []
-    shared = oversubscription(store, which)
+    chosen = selection(store, which)
+    shared = oversubscription_of(chosen.runs)
     if shared is not None:
         notes.append(shared.describe(store, effort_priors=effort_priors))
-    chosen = selection(store, which)
     kept_apart = chosen.note(store)
     if kept_apart is not None:
         notes.append(kept_apart)

@@ -20,7 +20,7 @@ them in the model file, so that ``perfcast predict`` can say so next to each pre
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from perfcast.appspec import RANKS
 from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment, Metric
 from perfcast.experiment.metrics import CPU_TIME_METRIC
 from perfcast.experiment.names import display_names
-from perfcast.measure.store import OK, open_store
+from perfcast.measure.store import OK, StoredRun, open_store
 from perfcast.measure.virtual import select_runs
 from perfcast.modeling.provenance import SharedCores
 
@@ -108,7 +108,11 @@ def oversubscription(store_path: str | Path, which: str | None = None) -> Oversu
     :func:`perfcast.measure.virtual.select_runs`)."""
     with open_store(store_path) as store:
         stored = store.runs(OK)
-    runs = select_runs(stored, which, Path(store_path)).runs if stored else ()
+    return oversubscription_of(select_runs(stored, which, Path(store_path)).runs if stored else ())
+
+
+def oversubscription_of(runs: Sequence[StoredRun]) -> Oversubscription | None:
+    """:func:`oversubscription` of runs already read and selected."""
     over = [
         (run.ranks, run.cores)
         for run in runs
