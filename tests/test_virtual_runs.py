@@ -129,7 +129,7 @@ def test_model_and_predict_keep_real_and_virtual_runs_apart_and_name_the_platfor
 
     assert main(["predict", str(virtual_models), "p=64", "size=128"]) == 0
     error = capsys.readouterr().err
-    assert f"runs simulated on the simulated platform 'virtual8' ({cluster})" in error
+    assert f"the models rest on runs on the simulated platform 'virtual8' ({cluster})" in error
     assert main(["predict", str(real_models), "p=64", "size=128"]) == 0
     assert "simulated" not in capsys.readouterr().err
 

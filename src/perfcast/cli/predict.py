@@ -240,7 +240,7 @@ def _notes(
         if provenance.platform is not None:
             notes.insert(
                 0,
-                f"the models rest on runs simulated on {provenance.platform.describe()} "
+                f"the models rest on runs on {provenance.platform.describe()} "
                 "(a virtual cluster, SimGrid SMPI): the predictions describe that platform's "
                 "machine, not one that was measured",
             )
