@@ -75,6 +75,19 @@ def inclusive(profiles: Path, rank: int, callpath: str) -> int:
     return read_rank_profile(profiles / f"rank-{rank}.pcprof").callpaths[callpath].inclusive_ns
 
 
+def fastest_sweep(program: Path, ranks: int, bandwidth: str, directory: Path) -> list[int]:
+    """Each rank's sweep time, the least of three simulations. SMPI charges a compute burst
+    with the CPU time it really took here, so a sweep of a few milliseconds shares this
+    machine's noise (another process on the core, a cold cache); the least of three is
+    the sweep's own cost, which is what the platform should not change."""
+    runs = []
+    for repetition in range(3):
+        where = directory / f"sweep-{ranks}-{bandwidth}-{repetition}"
+        where.mkdir()
+        runs.append(simulate(program, ranks, bandwidth, where))
+    return [min(inclusive(run, rank, "main->sweep") for run in runs) for rank in range(ranks)]
+
+
 @needs_simgrid
 def test_every_rank_writes_its_profile_on_the_simulated_clock(smpi_jacobi, tmp_path):
     profiles = simulate(smpi_jacobi, NODES, "10GBps", tmp_path)
@@ -89,9 +102,9 @@ def test_every_rank_writes_its_profile_on_the_simulated_clock(smpi_jacobi, tmp_p
         assert profile.callpaths["main->sweep"].visits == ITERATIONS
         assert profile.callpaths[HALO].visits == 2 * ITERATIONS
     # weak scaling: each rank sweeps the same block, so its time is that of one rank alone
-    alone = inclusive(simulate(smpi_jacobi, 1, "10GBps", tmp_path), 0, "main->sweep")
-    for rank in range(NODES):
-        assert inclusive(profiles, rank, "main->sweep") == pytest.approx(alone, rel=0.3)
+    (alone,) = fastest_sweep(smpi_jacobi, 1, "10GBps", tmp_path)
+    for sweep in fastest_sweep(smpi_jacobi, NODES, "10GBps", tmp_path):
+        assert sweep == pytest.approx(alone, rel=0.3)
 
 
 @needs_simgrid
@@ -102,9 +115,9 @@ def test_halving_the_bandwidth_slows_the_halo_exchange_not_the_sweep(smpi_jacobi
     slow = simulate(smpi_jacobi, NODES, "10MBps", tmp_path)
     for rank in range(NODES):
         assert inclusive(slow, rank, HALO) > 1.3 * inclusive(fast, rank, HALO)
-        assert inclusive(slow, rank, "main->sweep") == pytest.approx(
-            inclusive(fast, rank, "main->sweep"), rel=0.3
-        )
+    fast_sweeps = fastest_sweep(smpi_jacobi, NODES, "20MBps", tmp_path)
+    slow_sweeps = fastest_sweep(smpi_jacobi, NODES, "10MBps", tmp_path)
+    assert slow_sweeps == pytest.approx(fast_sweeps, rel=0.3)
 
 
 def test_smpi_wrappers_need_smpi_and_smpi_needs_them():
