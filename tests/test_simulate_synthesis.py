@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -126,12 +127,117 @@ def steep(rank: int, ranks: int) -> list[str]:
     return [f"compute {50 * ranks * ranks}", "allreduce 8 0 0", "compute 700"]
 
 
-def test_growth_beyond_linear_in_p_is_named_with_its_model(
+def mixed(rank: int, ranks: int) -> list[str]:
+    """The 50 p^2 block of :func:`steep`; a block like the stencil's after its allreduce
+    (400 flops and a little growth between small p, fitted as p^4); a block of 300 p flops,
+    genuinely linear; and a message of p^2 elements, a count that grows faster than p."""
+    cached = 400 + 0.05 * ranks**3 * math.log2(ranks) ** 2
+    return [
+        f"compute {50 * ranks * ranks}",
+        "allreduce 8 0 0",
+        f"compute {cached:.0f}",
+        "barrier",
+        f"compute {300 * ranks}",
+        f"allreduce {ranks * ranks} 0 0",
+    ]
+
+
+SQUARE, CACHED, LINEAR = (
+    "init -> allreduce n 0 0",
+    "allreduce n 0 0 -> barrier",
+    "barrier -> allreduce n 0 0",
+)
+"""The compute blocks of :func:`mixed`."""
+
+
+def test_steep_blocks_are_bounded_to_linear_growth_by_default(tmp_path: Path) -> None:
+    made = synthesize(traces_of(tmp_path, mixed), 1024, tmp_path / "p1024")
+    assert made.steep == "bound"
+    models = {q.name: q for q in made.quantities}
+    # 50 p^2 fitted exactly, 52 million flops at p = 1024; refitted at most linearly, whose
+    # best line under-runs the convex data at p = 3 (a negative constant) and so still
+    # grows faster than p: held at linear growth from the 3,200 flops of p = 8
+    square = models[SQUARE]
+    assert square.bound is not None and square.bound.held
+    assert square.bound.fitted.leading_exponents() == {"p": (2, 0)}
+    assert square.bound.fitted_value == 52_428_800
+    assert square.value == 3200 * 1024 // 8 and square.model.leading_exponents() == {"p": (1, 0)}
+    assert lines_of(made.directory, 5)[1] == f"5 compute {3200 * 1024 // 8}"
+    # 403 to 630 flops from p = 3 to 8, fitted as p^4: the refit's own model, sub-linear
+    # or linear with a positive constant, below linear growth from 630 flops
+    cached = models[CACHED]
+    assert cached.bound is not None and not cached.bound.held
+    assert cached.bound.fitted_value > 10**9
+    (exponent, logs) = cached.model.leading_exponents()["p"]
+    assert exponent <= 1 and logs == 0 and cached.model.constant > 0
+    assert 630 < cached.value <= 630 * 1024 / 8
+    # genuinely linear growth is not steep: untouched
+    linear = models[LINEAR]
+    assert linear.bound is None and linear.model.leading_exponents() == {"p": (1, 0)}
+    assert linear.value == 300 * 1024
+    # a message count is the program's structure: p^2 elements stay p^2 elements
+    squares = [q for q in made.quantities if q.kind == "count" and "field 1" in q.name]
+    assert {(q.value, q.bound) for q in squares if q.value != 8} == {(1024 * 1024, None)}
+    assert json.loads((made.directory / "trace.json").read_text())["steep"] == "bound"
+
+
+def test_steep_blocks_are_kept_or_refused_on_request(tmp_path: Path) -> None:
+    traces = traces_of(tmp_path, mixed)
+    kept = {q.name: q for q in synthesize(traces, 1024, tmp_path / "kept", steep="keep").quantities}
+    assert kept[SQUARE].value == 52_428_800 and kept[SQUARE].bound is None
+    assert kept[CACHED].model.leading_exponents()["p"][0] > 1
+    assert kept[CACHED].value > 10**9 and kept[CACHED].bound is None
+    with pytest.raises(PerfcastError) as refused:
+        synthesize(traces, 1024, tmp_path / "refused", steep="refuse")
+    message = str(refused.value)
+    # both steep blocks, each with its model, its means at the traced p and its value at P
+    assert f"compute block {SQUARE} is modeled as" in message and "50 * p^(2)" in message
+    assert "means 450, 800, 1,250, 1,800, 3,200 flops at p = 3, 4, 5, 6, 8" in message
+    assert "52,428,800 at p=1024" in message and f"compute block {CACHED}" in message
+    assert LINEAR not in message
+    assert "one rank per core" in message and "--steep bound" in message
+    assert not (tmp_path / "refused").exists()
+    with pytest.raises(PerfcastError, match="steep 'clip': choose one of bound, keep, refuse"):
+        synthesize(traces, 1024, tmp_path / "clipped", steep="clip")
+
+
+def test_the_command_line_prints_both_models_of_a_bounded_block(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inputs = [str(trace.directory) for trace in traces_of(tmp_path, steep)]
+    argv = ["simulate", *inputs, "--synthesize", "1024", "-o"]
+    assert main([*argv, str(tmp_path / "bound")]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert "(mean compute, --steep bound)" in shown[0]
+    assert not any("warning" in line for line in shown)
+    (bounded,) = (line for line in shown if line.startswith("bounded: 1 compute block(s)"))
+    assert "faster than linearly in p beyond p=8" in bounded and "--steep keep" in bounded
+    # the block, its fitted model and value at P, its bounded model and value at P
+    (row,) = (line for line in shown if line.startswith("  init -> allreduce n 0 0  "))
+    assert re.search(r"50 \* p\^\(2\) +52,428,800 +0 \+ 400 \* p \(held\) +409,600$", row)
+    assert main([*argv, str(tmp_path / "json"), "--json"]) == 0
+    (block,) = (
+        q for q in json.loads(capsys.readouterr().out)["synthesis"]["quantities"] if q["bound"]
+    )
+    assert block["bound"]["fitted_value"] == 52_428_800 and block["value"] == 409_600
+    assert main([*argv, str(tmp_path / "refused"), "--steep", "refuse"]) == 2
+    error = capsys.readouterr().err
+    assert "compute block init -> allreduce n 0 0 is modeled as" in error
+    with pytest.raises(SystemExit) as bad:
+        main([*argv, str(tmp_path / "bad"), "--steep", "clip"])
+    assert bad.value.code == 2
+    assert "argument --steep: invalid choice: 'clip'" in capsys.readouterr().err
+    assert main(["simulate", inputs[0], "--platform", "x.xml", "--steep", "keep"]) == 2
+    assert "--steep are for --synthesize P" in capsys.readouterr().err
+
+
+def test_growth_beyond_linear_in_p_is_named_with_its_model_when_kept(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     inputs = [str(trace.directory) for trace in traces_of(tmp_path, steep)]
     output = tmp_path / "p1024"
-    assert main(["simulate", *inputs, "--synthesize", "1024", "-o", str(output)]) == 0
+    argv = ["simulate", *inputs, "--synthesize", "1024", "-o", str(output), "--steep", "keep"]
+    assert main(argv) == 0
     warnings = [line for line in capsys.readouterr().out.splitlines() if "warning" in line]
     assert len(warnings) == 1  # the constant 700-flop block is not named
     assert "grows faster than linearly in p beyond the traces: 3,200 flops at p=8" in warnings[0]

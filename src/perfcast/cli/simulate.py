@@ -3,7 +3,8 @@
     perfcast simulate perfcast-trace --platform a.xml [--platform b.xml ...]
                       [--native SECONDS] [--json] [--timeout SECONDS]
     perfcast simulate trace-p4 trace-p8 trace-p16 ... --synthesize 4096 -o trace-p4096
-                      [--noise mean|resample|correlated] [--seed N] [--platform a.xml ...]
+                      [--noise mean|resample|correlated] [--seed N]
+                      [--steep bound|keep|refuse] [--platform a.xml ...]
 
 The trace comes from a run of a program built with ``perfcast build --trace``; platforms
 from ``perfcast platform describe`` or ``calibrate``, or any SimGrid platform file. Per
@@ -17,6 +18,10 @@ program built with ``--threshold``, what the threshold iteration rule skipped pe
 at three or more rank counts (``perfcast.simulate.synthesis``: the ranks' communication
 structure aligned across the runs, compute blocks and message sizes modeled in p) and
 prints what it modeled; with ``--platform`` it predicts the synthesised trace right away.
+A compute block whose model grows faster than linearly in p beyond the traces (the traced
+machine's own growth, more often than the program's) is refitted with growth at most linear
+and printed with both models (``--steep bound``), written as fitted with a warning
+(``keep``), or refused (``refuse``).
 """
 
 from __future__ import annotations
@@ -85,6 +90,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--seed", type=int, help="with --noise resample|correlated: the draw's seed (default 0)"
     )
     parser.add_argument(
+        "--steep",
+        choices=("bound", "keep", "refuse"),
+        help="with --synthesize: a compute block modeled as growing faster than linearly in p "
+        "beyond the traces is refitted with growth at most linear (bound, the default), "
+        "written as fitted with a warning (keep), or refused (refuse)",
+    )
+    parser.add_argument(
         "--native",
         type=positive_seconds,
         metavar="SECONDS",
@@ -103,10 +115,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.synthesize is None:
-        if len(args.trace) > 1 or (args.output, args.noise, args.seed) != (None, None, None):
+        synthesis_only = (args.output, args.noise, args.seed, args.steep)
+        if len(args.trace) > 1 or any(given is not None for given in synthesis_only):
             raise InputError(
-                "several TRACE_DIRs, --output, --noise and --seed are for --synthesize P: "
-                "name one trace to simulate, or add --synthesize"
+                "several TRACE_DIRs, --output, --noise, --seed and --steep are for "
+                "--synthesize P: name one trace to simulate, or add --synthesize"
             )
         return _simulate(args, args.trace[0], [])
     if args.output is None:
@@ -114,8 +127,8 @@ def run(args: argparse.Namespace) -> int:
     from perfcast.simulate.synthesis import synthesize
 
     traces = [read_trace(path) for path in args.trace]
-    noise, seed = args.noise or "mean", args.seed or 0
-    made = synthesize(traces, args.synthesize, args.output, noise=noise, seed=seed)
+    noise, seed, steep = args.noise or "mean", args.seed or 0, args.steep or "bound"
+    made = synthesize(traces, args.synthesize, args.output, noise=noise, seed=seed, steep=steep)
     if not args.platform:
         if args.json:
             print(json.dumps({"synthesis": _synthesis_json(made)}, indent=2))
@@ -157,7 +170,7 @@ def _synthesis_text(made: Synthesis) -> list[str]:
     counts = sum(q.places for q in made.quantities if q.kind == "count")
     lines = [
         f"synthesised {made.ranks} ranks from traces at p = {inputs} into {made.directory}: "
-        f"{made.actions} action lines ({made.noise} compute)",
+        f"{made.actions} action lines ({made.noise} compute, --steep {made.steep})",
         f"peers by relation to the rank: {relations or 'none'}",
         f"modeled in p: {blocks} compute block(s) and {counts} message count field(s) in "
         f"{len(made.quantities)} model(s):",
@@ -177,12 +190,48 @@ def _synthesis_text(made: Synthesis) -> list[str]:
     steep = [
         f"warning: {q.name} grows faster than linearly in p beyond the traces: "
         f"{q.at_largest_input:,.0f} {q.kind} at p={largest}, {q.value:,} at p={made.ranks} "
-        f"({q.model.text()}); growth between small traced rank counts is often the traced "
-        "runs' own (ranks sharing a core's caches): check it with traces at more rank counts"
+        f"({q.model.text()}); "
+        + (
+            "growth between small traced rank counts is often the traced runs' own (ranks "
+            "sharing a core's caches): check it with traces at more rank counts"
+            if q.kind == "flops"
+            else "a message size that grows so with p is rare: check that the program sends "
+            "that much at large p, or trace at more rank counts"
+        )
         for q in made.quantities
         if q.steep(made.ranks, largest)
     ]
-    return lines + aligned([header, *rows], right={1, 2}, indent="  ") + steep
+    return lines + aligned([header, *rows], right={1, 2}, indent="  ") + _bounded_text(made) + steep
+
+
+def _bounded_text(made: Synthesis) -> list[str]:
+    """The compute blocks ``--steep bound`` changed, each with its fitted model and the
+    bounded one at the target: the trace has the second, and the user should know that it
+    is not what the search found."""
+    bounded = [q for q in made.quantities if q.bound is not None]
+    if not bounded:
+        return []
+    largest = max(made.inputs)
+    lines = [
+        f"bounded: {len(bounded)} compute block(s) modeled as growing faster than linearly in "
+        f"p beyond p={largest}, refitted with growth at most linear (held at linear growth "
+        "from the largest trace where even that was steeper); growth between small traced "
+        "rank counts is often the traced runs' own (ranks sharing a core's caches): "
+        "--steep keep writes the fitted values",
+    ]
+    rows = [
+        (
+            quantity.name,
+            quantity.bound.fitted.text(),
+            f"{quantity.bound.fitted_value:,}",
+            quantity.model.text() + (" (held)" if quantity.bound.held else ""),
+            f"{quantity.value:,}",
+        )
+        for quantity in bounded
+        if quantity.bound is not None
+    ]
+    header = ("block", "fitted", f"at p={made.ranks}", "bounded", f"at p={made.ranks}")
+    return lines + aligned([header, *rows], right={2, 4}, indent="  ")
 
 
 def _synthesis_json(made: Synthesis) -> dict[str, Any]:
@@ -191,6 +240,7 @@ def _synthesis_json(made: Synthesis) -> dict[str, Any]:
         "ranks": made.ranks,
         "inputs": list(made.inputs),
         "noise": made.noise,
+        "steep": made.steep,
         "actions": made.actions,
         "relations": made.relations,
         "quantities": [
@@ -202,6 +252,13 @@ def _synthesis_json(made: Synthesis) -> dict[str, Any]:
                 "model": quantity.model.text(),
                 "constant": quantity.model.is_constant(),
                 "value": quantity.value,
+                "bound": None
+                if quantity.bound is None
+                else {
+                    "fitted": quantity.bound.fitted.text(),
+                    "fitted_value": quantity.bound.fitted_value,
+                    "held_linear": quantity.bound.held,
+                },
             }
             for quantity in made.quantities
         ],

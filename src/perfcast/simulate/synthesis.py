@@ -84,6 +84,20 @@ per core. Measured: in 6 of 25 sets of stencil traces at p = 3..8 (4 ranks per c
 modeled with p log2(p)^2 up to p^3 log2(p)^2: 0.4 ms to 6 s per occurrence at p = 1024 (in 3
 more, 0.13-0.19 ms), and the synthesised run is as wrong.
 
+Steep compute blocks. Hence a compute block whose model grows faster than linearly in p
+from the largest traced rank count to the target (:meth:`Quantity.steep`: compute per rank
+that grows so is rare in MPI programs, the traced machine's own growth is not) gets the
+``steep`` policy (:data:`STEEP`, ``--steep``). ``bound``, the default, refits it with
+exponents up to p^1 and no logarithms and, where even that model is steeper than linear at
+the target (a negative constant under its linear term), holds it at linear growth from its
+mean at the largest traced rank count (:func:`_bounded`); the :class:`Quantity` keeps the
+fitted model beside the bounded one (:class:`Bound`) and the command prints both with their
+values at the target. ``keep`` writes the fitted value with a warning, ``refuse`` stops with the
+block's model, its means at the traced rank counts and its value at the target, before
+anything is written. Message counts are left as fitted under every policy: a count that
+grows with p (a gather's) is the program's structure. A block that truly grows faster than
+p per rank is bounded too: ``--steep keep`` is for a program known to do so.
+
 Large p. SimGrid 3.32's replay reads one action file per rank, and it checks the rank at the
 start of every line (``xbt_replay.cpp``: "Ignore trace element not for me"): an index that
 lists one file for several ranks makes all but one rank skip every action and the replay
@@ -102,8 +116,9 @@ import itertools
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from dataclasses import field as dataclass_field
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -122,6 +137,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from perfcast.modeling.pmnf import Model
+    from perfcast.modeling.prior import Prior
 
 PEER, AMOUNT, FIXED = "P", "A", "F"
 SCHEMAS: dict[str, str] = {
@@ -161,6 +177,16 @@ per rank and occurrence, from those the inputs show (value over its rank count's
 ``correlated`` splits each ratio into the occurrence's share, common to every rank (the
 ranks' mean at that occurrence over the rank count's mean), drawn once per occurrence for
 all ranks, and the rank's share (its value over that occurrence's mean), drawn per rank."""
+STEEP = ("bound", "keep", "refuse")
+"""What becomes of a compute block whose model grows faster than linearly in p from the
+largest traced rank count to the target (:meth:`Quantity.steep`). Compute per rank that grows
+so is rare in MPI programs, and growth between a few small traced rank counts is often the
+traced machine's own: in 6 of 25 sets of stencil traces at p = 3..8 (4 ranks per core at p =
+8) the 0.4-0.7 us block after each MPI_Allreduce was modeled as up to p^3 log2(p)^2, 6 s per
+occurrence at p = 1024. ``bound`` refits it with growth at most linear in p
+(:func:`_bounded`), ``keep`` writes the fitted model's value, ``refuse`` stops with the block
+and its data. Message counts are left as fitted under every policy: a count that grows with
+p (a gather's) is the program's structure, not the traced machine's noise."""
 CHUNK = 4096
 """Ranks whose compute is drawn at once: bounds the memory of the draw at large p."""
 
@@ -232,6 +258,15 @@ class Quantity:
     value: int
     at_largest_input: float = 0.0
     """The mean of its values at the largest traced rank count."""
+    bound: Bound | None = None
+    """What the ``bound`` policy changed, where it did: ``model`` and ``value`` are then the
+    bounded ones the trace has, and this holds the fitted model they replace."""
+
+    def linear_limit(self, ranks: int, largest_input: int) -> float:
+        """The value at ``ranks`` of linear growth in p from the largest traced rank count
+        (from one flop or element where the largest trace has less, so that a block of
+        nearly nothing is not called steep for a rounding's growth)."""
+        return max(self.at_largest_input, 1.0) * ranks / largest_input
 
     def steep(self, ranks: int, largest_input: int) -> bool:
         """Whether the model grows faster from the largest trace to ``ranks`` than linearly
@@ -239,7 +274,21 @@ class Quantity:
         seen between a few small rank counts on a small machine is often the traced runs'
         own (ranks sharing a core's caches: 0.4 us blocks of the stencil grew 2x from p = 3
         to 8 and were once extrapolated to 6 s at p = 1024)."""
-        return self.value > max(self.at_largest_input, 1.0) * ranks / largest_input
+        return self.value > self.linear_limit(ranks, largest_input)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A steep compute block as fitted, before ``steep="bound"`` replaced its model."""
+
+    fitted: Model
+    """The model of the full search, steeper than linear in p beyond the traces."""
+    fitted_value: int
+    """That model at the target rank count, rounded as the trace would have written it."""
+    held: bool
+    """Whether even the search limited to growth at most linear in p gave a model steeper
+    than linear at the target (a negative constant under a linear term does), so that the
+    block is held at linear growth from its mean at the largest traced rank count."""
 
 
 @dataclass(frozen=True)
@@ -251,6 +300,8 @@ class Synthesis:
     inputs: tuple[int, ...]
     """The input traces' rank counts, in the order given."""
     noise: str
+    steep: str
+    """The policy for compute blocks steeper than linear in p (:data:`STEEP`)."""
     actions: int
     """Action lines written, all ranks together."""
     relations: dict[str, int]
@@ -278,22 +329,32 @@ def role_of(rank: int, ranks: int) -> str:
 
 
 def synthesize(
-    traces: Sequence[Trace], ranks: int, output: Path, *, noise: str = "mean", seed: int = 0
+    traces: Sequence[Trace],
+    ranks: int,
+    output: Path,
+    *,
+    noise: str = "mean",
+    seed: int = 0,
+    steep: str = "bound",
 ) -> Synthesis:
     """Write the trace of ``ranks`` ranks derived from ``traces`` (complete traces of one
     program at several rank counts) into ``output``, which must not exist or be empty.
-    ``noise`` is one of :data:`NOISE` (``seed`` seeds the resampling)."""
+    ``noise`` is one of :data:`NOISE` (``seed`` seeds the resampling), ``steep`` one of
+    :data:`STEEP`: ``bound`` by default, since a block extrapolated from the traced
+    machine's own growth makes the whole synthesised run as wrong as it is."""
     if noise not in NOISE:
         raise InputError(f"noise {noise!r}: choose one of {', '.join(NOISE)}")
+    if steep not in STEEP:
+        raise InputError(f"steep {steep!r}: choose one of {', '.join(STEEP)}")
     _check_inputs(traces, ranks, output)
     sequences = [
         [_read_actions(path, rank) for rank, path in enumerate(t.rank_files)] for t in traces
     ]
     templates = {role: _template(role, traces, sequences) for role in ROLES}
     relations = {role: _relations(templates[role], ranks) for role in ROLES}
-    quantities, counts, blocks = _model(templates, relations, ranks)
+    quantities, counts, blocks = _model(templates, relations, ranks, steep)
     written = _write(
-        _Output(output, traces, ranks, noise, seed), templates, relations, counts, blocks
+        _Output(output, traces, ranks, noise, seed, steep), templates, relations, counts, blocks
     )
     counted: dict[str, int] = {}
     for role_relations in relations.values():
@@ -304,6 +365,7 @@ def synthesize(
         ranks=ranks,
         inputs=tuple(t.ranks for t in traces),
         noise=noise,
+        steep=steep,
         actions=written,
         relations=counted,
         quantities=quantities,
@@ -504,10 +566,12 @@ def _model(
     templates: dict[str, _Template],
     relations: dict[str, dict[tuple[int, int], Relation]],
     target: int,
+    steep: str,
 ) -> tuple[tuple[Quantity, ...], dict[tuple[str, int, int], int], dict[str, list[_Block]]]:
     """Fit every amount in p and evaluate it at ``target``: the quantities, the counts by
     (role, action index, field) and the compute blocks by role. Amounts whose series hold
-    the same data share one model."""
+    the same data share one model; compute blocks steeper than linear in p are bounded,
+    kept or refused as ``steep`` says (:data:`STEEP`)."""
     from perfcast.experiment.experiment import Experiment
     from perfcast.modeling.modeler import PMNFModeler
     from perfcast.modeling.prior import Prior
@@ -555,21 +619,36 @@ def _model(
     }
     models = PMNFModeler(aggregation="mean").fit(Experiment.from_rows(["p"], rows), trendless)
     quantities = {}
+    series = {key: data for (_, data), key in amounts.keys.items()}
     for (kind, data), key in amounts.keys.items():
         model = models[(key, kind)]
-        predicted = float(model.evaluate({"p": float(target)}))
         name, places, occurrences = amounts.names[key], amounts.places[key], amounts.count[key]
-        if not math.isfinite(predicted) or predicted < -0.5:
-            raise PerfcastError(
-                f"cannot synthesise: the model of {name} ({model.text()}) predicts "
-                f"{predicted:.4g} {kind} at p={target}, below zero: the traces' rank counts do "
-                "not support extrapolating that far"
-            )
-        value = max(round(predicted), 0)
         last = max(data, key=lambda point: point[0])[1]
         quantities[key] = Quantity(
-            name, kind, places, occurrences, model, value, float(sum(last) / len(last))
+            name,
+            kind,
+            places,
+            occurrences,
+            model,
+            _value_at(model, name, kind, target),
+            float(sum(last) / len(last)),
         )
+    largest = max(p for data in series.values() for p, _ in data)
+    steeper = {
+        key: quantity
+        for key, quantity in quantities.items()
+        if quantity.kind == "flops" and quantity.steep(target, largest)
+    }
+    if steeper and steep == "refuse":
+        raise PerfcastError(
+            "cannot synthesise (--steep refuse): "
+            + "; ".join(_steep_text(q, series[key], target) for key, q in steeper.items())
+            + ": growth between small traced rank counts is often the traced runs' own "
+            "(ranks sharing a core's caches); trace with one rank per core or at more rank "
+            "counts, or choose --steep bound (growth at most linear in p) or --steep keep"
+        )
+    if steeper and steep == "bound":
+        quantities.update(_bounded(steeper, series, target, largest, trendless))
     ordered = sorted(
         quantities.values(), key=lambda q: (q.kind != "flops", -q.value * q.occurrences, q.name)
     )
@@ -582,6 +661,78 @@ def _model(
             block = _Block(opening, closing, tuple(indices), value, ratios, shared, own)
             blocks[role].append(block)
     return tuple(ordered), counts, blocks
+
+
+def _value_at(model: Model, name: str, kind: str, target: int) -> int:
+    """The model at ``target`` as the trace writes it; a negative amount is refused."""
+    predicted = float(model.evaluate({"p": float(target)}))
+    if not math.isfinite(predicted) or predicted < -0.5:
+        raise PerfcastError(
+            f"cannot synthesise: the model of {name} ({model.text()}) predicts "
+            f"{predicted:.4g} {kind} at p={target}, below zero: the traces' rank counts do "
+            "not support extrapolating that far"
+        )
+    return max(round(predicted), 0)
+
+
+def _steep_text(quantity: Quantity, data: Series, target: int) -> str:
+    """A steep block for the refusal: its model, its means at the traced rank counts and its
+    value at ``target``, the evidence to judge the growth by."""
+    pooled = _by_rank_count(data)
+    means = ", ".join(f"{math.fsum(v) / len(v):,.0f}" for v in pooled.values())
+    return (
+        f"compute block {quantity.name} is modeled as {quantity.model.text()}, faster than "
+        f"linearly in p: means {means} flops at p = {', '.join(map(str, pooled))}, "
+        f"{quantity.value:,} at p={target}"
+    )
+
+
+def _bounded(
+    steeper: dict[str, Quantity],
+    series: dict[str, Series],
+    target: int,
+    largest: int,
+    trendless: dict[str, Prior],
+) -> dict[str, Quantity]:
+    """The steep blocks refitted with growth at most linear in p, by key.
+
+    The refit searches Extra-P's exponents up to p^1 without logarithms and nothing beyond
+    them: the search space is every exponent times every log exponent, and a log factor on
+    the largest sub-linear powers already grows faster than p over a synthesis's reach
+    (p^(4/5) log2(p)^2 grows 540-fold from p = 8 to 1024, p 128-fold). Where even that model
+    is steeper than linear at the target (a negative constant under a linear term), the
+    block is held at linear growth from its mean at the largest traced rank count: the
+    most a block of an MPI program's rank plausibly grows, and what the traces do support.
+    The fitted model is kept beside the bounded one, so that the user sees what changed."""
+    from perfcast.experiment.experiment import Experiment
+    from perfcast.modeling.modeler import PMNFModeler
+    from perfcast.modeling.pmnf import Factor, Model, Term
+    from perfcast.modeling.space import DEFAULT_EXPONENTS, SearchSpace
+
+    space = SearchSpace(tuple(e for e in DEFAULT_EXPONENTS if e <= 1), (0,))
+    modeler = PMNFModeler(space, aggregation="mean", beyond_space=False)
+    rows = [
+        (key, "flops", (float(p),), value)
+        for key in steeper
+        for p, values in series[key]
+        for value in values
+    ]
+    priors = {key: prior for key, prior in trendless.items() if key in steeper}
+    models = modeler.fit(Experiment.from_rows(["p"], rows), priors)
+    bounded = {}
+    for key, quantity in steeper.items():
+        model = models[(key, "flops")]
+        value = _value_at(model, quantity.name, "flops", target)
+        held = value > quantity.linear_limit(target, largest)
+        if held:
+            slope = quantity.linear_limit(target, largest) / target
+            linear = (Term(slope, (Factor("p", Fraction(1)),)),)
+            model = Model(key, "flops", 0.0, linear, prior="synthesis: held at linear growth")
+            # down, so that the value written is not steep by a rounding
+            value = math.floor(quantity.linear_limit(target, largest))
+        bound = Bound(quantity.model, quantity.value, held)
+        bounded[key] = replace(quantity, model=model, value=value, bound=bound)
+    return bounded
 
 
 @dataclass(frozen=True)
@@ -681,6 +832,7 @@ class _Output:
     ranks: int
     noise: str
     seed: int
+    steep: str
 
     @property
     def run_id(self) -> str:
@@ -731,6 +883,7 @@ def _write(
         ],
         "noise": output.noise,
         "seed": output.seed,
+        "steep": output.steep,
     }
     (base / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     return written
