@@ -125,8 +125,6 @@ def test_smpi_wrappers_need_smpi_and_smpi_needs_them():
         wrap(["smpicc", "-c", "app.c"])
     with pytest.raises(PerfcastError, match="smpicc"):
         wrap(["mpicc", "-c", "app.c"], BuildOptions(smpi=True))
-    with pytest.raises(PerfcastError, match="--trace cannot be combined with --smpi"):
-        wrap(["smpicc", "app.c", "-o", "app"], BuildOptions(smpi=True, trace=True))
 
 
 @needs_simgrid

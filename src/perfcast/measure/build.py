@@ -48,7 +48,9 @@ object, and clang-16 links no XRay runtime into one (its runtime starts from
 runtime without the section and starts it from its own constructor; times are read on each
 rank's simulated clock. Measured: XRay with everything measured 0.72 s against 0.05 s
 uninstrumented for 8 M events at ``smpirun -np 4``, filtered 0.06 s; about 20 ns per event
-pair more than in a real run.
+pair more than in a real run. ``--trace`` (and ``--threshold``) link their runtime compiled
+the same way: a virtual run's trace, its blocks timed as SMPI charges bursts (measured
+against SMPI's own ``-trace-ti`` in the doc, section 5).
 
 Inlined functions. A function inlined at every call site has no XRay sled, so a filter
 entry naming it measures nothing (LULESH at ``-O2``: 27 of the 39 functions of its taint
@@ -320,7 +322,6 @@ def wrap(command: Sequence[str], options: BuildOptions = BuildOptions()) -> Wrap
     if _is_smpi_wrapper(invocation) != options.smpi:
         raise PerfcastError(_smpi_mismatch(invocation, options))
     if options.smpi:
-        _check_smpi_options(options)
         before, smpi_after = toolchain.smpi_arguments(
             invocation.argv[0], compile_only=invocation.step is not Step.LINK
         )
@@ -360,7 +361,9 @@ def wrap(command: Sequence[str], options: BuildOptions = BuildOptions()) -> Wrap
     if options.smpi:
         # -shared: clang links no XRay runtime; the runtime's objects include one that can
         # be linked into a shared object (toolchain.xray_for_shared_object), which is C++
-        objects = toolchain.smpi_runtime_objects()
+        objects = toolchain.smpi_runtime_objects(
+            trace=options.trace, threshold=options.threshold_profile is not None
+        )
         if names is not None:
             objects.append(toolchain.filter_object(names))
         argv += [str(path) for path in objects] + ["-lstdc++", *smpi_after]
@@ -397,25 +400,6 @@ def _smpi_mismatch(invocation: Invocation, options: BuildOptions) -> str:
         f"{invocation.argv[0]} builds a program for SimGrid SMPI: give --smpi "
         f"(perfcast build --smpi -- {shlex.join(invocation.argv)})"
     )
-
-
-def _check_smpi_options(options: BuildOptions) -> None:
-    """--smpi measures call-path time, visits, MPI records and (--counters) basic blocks;
-    what it cannot do yet."""
-    refused = [
-        name
-        for name, given in (
-            ("--trace", options.trace),
-            ("--threshold", options.threshold_profile is not None),
-        )
-        if given
-    ]
-    if refused:
-        raise PerfcastError(
-            f"{', '.join(refused)} cannot be combined with --smpi yet: an SMPI build measures "
-            "call-path time on the simulated clock, visits, MPI calls and basic blocks "
-            "(docs/smpi-backend.md)"
-        )
 
 
 PARSE_FLAG_PREFIXES = ("-I", "-D", "-U", "-std=", "-include", "-isystem", "-iquote")

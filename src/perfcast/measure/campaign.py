@@ -253,6 +253,9 @@ def measure(
 ) -> CampaignResult:
     """Run the campaign ``spec`` describes into its store; see the module docstring."""
     store_path = Path(store_path or spec.store)
+    problem = backend.launcher_arguments_problem(spec.run.mpirun_args)
+    if problem is not None:
+        raise InputError(problem, path=spec.path)
     plan = plan_from_spec(spec, design)
     if stream is not None:
         # the plan may differ from the spec's grid (a taint profile reduced it): say why;

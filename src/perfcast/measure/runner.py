@@ -161,6 +161,14 @@ class Backend(abc.ABC):
     def shutdown(self) -> None:  # noqa: B027 - optional hook
         """Stop everything still running (on Ctrl-C)."""
 
+    def launcher_arguments_problem(self, arguments: Sequence[str]) -> str | None:
+        """Why this backend's launcher cannot take ``[run] mpirun_args`` (None: it can).
+
+        Asked before anything is built or run. The key holds options for ``mpirun`` (Open
+        MPI's), which the local backend passes as they are; a backend with another launcher
+        says which of them it refuses rather than start runs that all fail."""
+        return None
+
     def cores_for(self, ranks: int) -> int | None:
         """The cores a run of ``ranks`` ranks has to itself (None: the backend cannot tell).
 

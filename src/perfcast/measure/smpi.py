@@ -15,7 +15,13 @@ so every rank writes its profile, on the simulated clock, where a real run's ran
 exactly as it keeps a real one. ``smpi/host-speed`` is ``1Gf``: a platform from
 ``perfcast platform calibrate`` describes this machine as 1 Gflop/s hosts, so a burst
 measured here is charged at its measured length on such a host (and at half on a ``2Gf``
-host). ``[run] mpirun_args`` are Open MPI's options and are not passed to ``smpirun``.
+host). Of ``[run] mpirun_args`` (options for ``mpirun``), SimGrid's own ``--cfg=KEY:VALUE``
+and ``--log=...`` are passed to ``smpirun`` after perfcast's, so they win (SimGrid keeps the
+last value of a key: ``--cfg=smpi/host-speed:2Gf`` halves every burst's speed). Any other
+option is refused before anything runs, naming the key: smpirun takes the first word it
+does not know for the program (``--bind-to none`` would run a program named ``--bind-to``),
+and Open MPI's binding, mapping or ``-x`` mean nothing to one simulator process that
+inherits perfcast's environment.
 
 Runs go one at a time: SMPI times each rank's compute bursts for real, one after another,
 so a second simulation beside it would stretch the bursts it measures.
@@ -53,6 +59,8 @@ HOST_SPEED = "1Gf"
 """``smpi/host-speed``: this machine's compute speed in the units of a calibrated platform."""
 HOSTFILE = "hosts"
 """The host file of a run, in its scratch directory: rank i on the platform's core i."""
+SMPIRUN_OPTIONS = ("--cfg=", "--log=")
+"""The ``[run] mpirun_args`` passed to smpirun: SimGrid's configuration and logging."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,20 @@ class SmpiBackend(LocalBackend):
                 "(perfcast platform describe --nodes ...) or lower [parameters] p"
             )
 
+    def launcher_arguments_problem(self, arguments: Sequence[str]) -> str | None:
+        """``[run] mpirun_args`` other than SimGrid's ``--cfg=``/``--log=`` options: smpirun
+        would take the first of them for the program."""
+        refused = [argument for argument in arguments if not argument.startswith(SMPIRUN_OPTIONS)]
+        if not refused:
+            return None
+        return (
+            f"[run] mpirun_args {shlex.join(refused)}: --backend smpi passes only SimGrid's "
+            "--cfg=KEY:VALUE and --log=... options to smpirun (smpirun would take the first "
+            "other word for the program); Open MPI's options mean nothing in a simulation, "
+            "whose ranks share one process and perfcast's environment: remove them for a "
+            "virtual campaign"
+        )
+
     def cores_for(self, ranks: int) -> int:
         """Every rank has a simulated core of its own (the host file places rank i on the
         platform's core i)."""
@@ -110,11 +132,12 @@ class SmpiBackend(LocalBackend):
         return super().submit(jobs)
 
     def command(self, job: Job) -> list[str]:
-        """``smpirun -np P -platform X -hostfile H --cfg=smpi/host-speed:1Gf ... program args``"""
+        """``smpirun -np P -platform X -hostfile H --cfg=smpi/host-speed:1Gf ... program
+        args``, with ``[run] mpirun_args`` (SimGrid's options) after perfcast's own."""
         return [
             self.mpirun, "-np", str(job.ranks), "-platform", str(self.cluster.path),
             "-hostfile", str(job.directory / HOSTFILE), f"--cfg=smpi/host-speed:{HOST_SPEED}",
-            *self.cluster.smpi_options, *job.argv,
+            *self.cluster.smpi_options, *job.mpirun_args, *job.argv,
         ]  # fmt: skip
 
     def _prepare(self, job: Job) -> None:

@@ -27,6 +27,7 @@ RUNTIME_DIR = Path(__file__).parent / "runtime"
 CORE_SOURCE = "perfcast_rt.c"
 MPI_SOURCE = "perfcast_mpi.c"
 TRACE_SOURCE = "perfcast_trace.c"
+THRESHOLD_SOURCE = "perfcast_threshold.c"
 RUNTIME_CFLAGS = ("-O2", "-fPIC", "-Wall", "-Wextra", "-std=gnu11")
 """Flags for the runtime itself: optimised, never instrumented (it must raise no events)."""
 
@@ -235,16 +236,22 @@ def xray_for_shared_object() -> Path:
     return cached_object([clang.version, digest], "libperfcast_xray_shared.a", build)
 
 
-def smpi_runtime_objects() -> list[Path]:
+def smpi_runtime_objects(*, trace: bool = False, threshold: bool = False) -> list[Path]:
     """The runtime for a program SimGrid SMPI loads: the core and the PMPI layer compiled
     with ``PERFCAST_SMPI`` (simulated clock, the program read from its shared object),
-    the PMPI layer against SMPI's ``mpi.h``, and XRay made linkable into a shared object."""
+    the PMPI layer against SMPI's ``mpi.h``, and XRay made linkable into a shared object;
+    with ``trace`` the trace writer and with ``threshold`` the threshold rule's runtime,
+    both compiled the same way (blocks on the thread CPU clock SMPI charges bursts with,
+    the rank from the rank's own copy of the MPI layer: docs/smpi-backend.md)."""
     clang = find_xray_clang()
     header = (RUNTIME_DIR / "perfcast_rt.h").read_text()
     include = smpi_include_directory()
     flags = [*RUNTIME_CFLAGS, "-DPERFCAST_SMPI", f"-I{include}"]
     objects = []
-    for source_name in (CORE_SOURCE, MPI_SOURCE):
+    sources = [CORE_SOURCE, MPI_SOURCE]
+    sources += [TRACE_SOURCE] if trace else []
+    sources += [THRESHOLD_SOURCE] if threshold else []
+    for source_name in sources:
         source = RUNTIME_DIR / source_name
         key = [clang.version, *flags, header, source.read_text()]
 

@@ -758,6 +758,13 @@ void perfcast_set_world(int rank, int ranks, uint64_t id)
     run_id = id;
 }
 
+#ifdef PERFCAST_SMPI
+int perfcast_world_rank(void)
+{
+    return world_known ? world_rank : -1;
+}
+#endif
+
 uint64_t perfcast_new_run_id(void)
 {
     return perfcast_now() ^ ((uint64_t)getpid() << 40);

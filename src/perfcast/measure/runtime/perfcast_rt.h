@@ -30,6 +30,12 @@ void perfcast_record_mpi(const char *operation, uint64_t elapsed_ns, uint64_t cp
  * identifier that all ranks share (so a reader can tell runs apart). */
 void perfcast_set_world(int rank, int ranks, uint64_t run_id);
 
+/* Only in the runtime built for SimGrid SMPI: the MPI_COMM_WORLD rank this copy of the
+ * program runs as, -1 before MPI_Init. Every rank is a copy in one process, so there is no
+ * launcher variable (OMPI_COMM_WORLD_RANK) of its own; perfcast_threshold.c names its
+ * statistics file with it. */
+int perfcast_world_rank(void);
+
 /* A fresh run identifier (rank 0 makes it, the MPI layer broadcasts it). */
 uint64_t perfcast_new_run_id(void);
 

@@ -39,6 +39,13 @@
  * statistics are written, so the same binary gives the full traced run to compare with.
  * PERFCAST_TRACE_CLOCK=cpu times with the thread's CPU clock instead of CLOCK_MONOTONIC.
  *
+ * Under SimGrid SMPI (`perfcast build --smpi --trace --threshold`, compiled with
+ * PERFCAST_SMPI) the clock is always the thread's CPU clock, which is what SMPI charges a
+ * burst with (the trace writer converts the credit to flops at smpi/host-speed), and the
+ * rank is the one this copy of the program joined MPI_COMM_WORLD as: all ranks share one
+ * process and its environment. A rule loop has no MPI call in its body (threshold.py leaves
+ * those alone), so no other rank runs on the thread while an iteration is timed.
+ *
  * At exit one file per process, $PERFCAST_TRACE_DIR (default perfcast-trace)/threshold-<rank>.tsv,
  * is written under a temporary name and renamed, so a rank that dies leaves no file that
  * reads as complete. Single-threaded use is assumed (the traced MPI ranks): a rule loop
@@ -82,6 +89,9 @@ struct perfcast_threshold_site {
 };
 
 extern void perfcast_trace_credit(uint64_t ns) __attribute__((weak));
+#ifdef PERFCAST_SMPI
+extern int perfcast_world_rank(void); /* perfcast_rt.c, built with PERFCAST_SMPI too */
+#endif
 
 struct loop_state {
     struct perfcast_threshold_site *site;
@@ -130,6 +140,9 @@ static void configure(void) {
     rule_on = !(value && strcmp(value, "0") == 0);
     value = getenv("PERFCAST_TRACE_CLOCK");
     if (value && strcmp(value, "cpu") == 0) clock_id = CLOCK_THREAD_CPUTIME_ID;
+#ifdef PERFCAST_SMPI
+    clock_id = CLOCK_THREAD_CPUTIME_ID;
+#endif
     value = getenv("PERFCAST_THRESHOLD_EPSILON");
     if (value && *value) {
         char *end;
@@ -296,12 +309,18 @@ void perfcast_threshold_leave(struct perfcast_threshold_site *site) {
 }
 
 static const char *rank_text(void) {
+#ifdef PERFCAST_SMPI
+    static char text[16];
+    snprintf(text, sizeof text, "%d", perfcast_world_rank() < 0 ? 0 : perfcast_world_rank());
+    return text;
+#else
     static const char *const variables[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
     for (size_t i = 0; i < sizeof variables / sizeof *variables; i++) {
         const char *value = getenv(variables[i]);
         if (value && *value && strspn(value, "0123456789") == strlen(value)) return value;
     }
     return "0";
+#endif
 }
 
 static void write_stats(void) {

@@ -24,6 +24,18 @@
  * with more ranks than cores then still records what each block computed, not the time it
  * waited for a core; a block that sleeps or does I/O then counts nothing).
  *
+ * Under SimGrid SMPI (`perfcast build --smpi --trace`, compiled with PERFCAST_SMPI) every
+ * rank is a copy of the program in one process, and a block is what SMPI charges for the
+ * burst: the core's clock (perfcast_now: the rank's simulated time, extrapolated within a
+ * burst by the thread's CPU time, rebased whenever SMPI moved the rank's clock) converted
+ * back to flops with the speed of the rank's host. Raw CLOCK_THREAD_CPUTIME_ID would be the
+ * same while the rank runs alone, but ranks are contexts of one thread: a call that yields
+ * inside a block (MPI_Wtime, sleep) would add every other rank's compute to it. Wall time
+ * is refused there: it also counts waits for this machine's cores, which SMPI does not
+ * charge (docs/smpi-backend.md has the measurements). The ranks still meet in MPI_Finalize
+ * through PMPI_Gather, a simulated collective, so rank 0 writes trace.json after every
+ * rank's files without polling the file system.
+ *
  * Assumptions, stated where a user would look (README.md): MPI is called from the thread
  * that called MPI_Init (another thread stops the run); every communicator is MPI_COMM_WORLD
  * or congruent to it (peers are world ranks in SimGrid's traces); a receive from
@@ -97,9 +109,23 @@ static void stop(const char *what)
 {
     fprintf(stderr, "perfcast trace: %s\n", what);
     perfcast_mark_aborted();
+#ifndef PERFCAST_SMPI
+    /* under SMPI, MPI_Abort ends only the calling rank's actor: smpirun then reports the
+     * others stalled and exits 0, so the whole simulation is stopped instead */
     PMPI_Abort(MPI_COMM_WORLD, 1);
+#endif
     abort();
 }
+
+#ifdef PERFCAST_SMPI
+extern void *sg_host_self(void);
+extern double sg_host_get_speed(const void *host);
+/* smpi/host-speed, parsed (perfcast_rt.c reads it too: SimGrid 3.32 exports it). */
+extern double _smpi_cfg_host_speed __attribute__((weak));
+/* Reference flops per simulated ns of this rank's host, and per ns of real CPU time (the
+ * threshold rule's credit): set in perfcast_trace_start. */
+static double flops_per_simulated_ns = 1.0, flops_per_cpu_ns = 1.0;
+#endif
 
 static void *grow(void *memory, size_t *capacity, size_t size)
 {
@@ -112,9 +138,23 @@ static void *grow(void *memory, size_t *capacity, size_t size)
 
 static uint64_t trace_clock(void)
 {
+#ifdef PERFCAST_SMPI
+    return perfcast_now(); /* simulated ns: see "Under SimGrid SMPI" above */
+#else
     struct timespec now;
     clock_gettime(cpu_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &now);
     return (uint64_t)now.tv_sec * 1000000000ULL + (uint64_t)now.tv_nsec;
+#endif
+}
+
+/* Flops at REFERENCE_SPEED (1 a ns) for `ns` of trace_clock(). */
+static inline uint64_t reference_ns(uint64_t ns)
+{
+#ifdef PERFCAST_SMPI
+    return (uint64_t)((double)ns * flops_per_simulated_ns);
+#else
+    return ns;
+#endif
 }
 
 static int make_directories(const char *path)
@@ -154,6 +194,17 @@ static void choose_directory(void)
 static void read_clock_setting(void)
 {
     const char *value = getenv(TRACE_CLOCK_VARIABLE);
+#ifdef PERFCAST_SMPI
+    cpu_clock = 1;
+    if (value == NULL || *value == '\0' || strcmp(value, "cpu") == 0)
+        return;
+    char refusal[256];
+    snprintf(refusal, sizeof refusal,
+             "%s=%.64s: a program built with --smpi --trace times its blocks as SMPI charges "
+             "them (CPU time): unset %s or set it to cpu",
+             TRACE_CLOCK_VARIABLE, value, TRACE_CLOCK_VARIABLE);
+    stop(refusal);
+#else
     if (value == NULL || *value == '\0' || strcmp(value, "wall") == 0)
         return;
     if (strcmp(value, "cpu") != 0) {
@@ -163,6 +214,7 @@ static void read_clock_setting(void)
         stop(message);
     }
     cpu_clock = 1;
+#endif
 }
 
 /* Action lines are written with putc_unlocked rather than fprintf: formatting was most of
@@ -244,6 +296,10 @@ void perfcast_trace_start(int my_rank, int world_ranks, uint64_t id, const char 
     setvbuf(actions, NULL, _IOFBF, 1 << 20);
     snprintf(rank_prefix, sizeof rank_prefix, "%d ", rank);
     emit("init", NULL, 0);
+#ifdef PERFCAST_SMPI
+    flops_per_simulated_ns = sg_host_get_speed(sg_host_self()) / REFERENCE_SPEED;
+    flops_per_cpu_ns = _smpi_cfg_host_speed / REFERENCE_SPEED;
+#endif
     /* the first block opens at MPI_Init's node (nodes are keyed by the name's address, so
      * the MPI layer passes its own string) */
     open_node = perfcast_mpi_node(init_operation);
@@ -254,6 +310,9 @@ void perfcast_trace_start(int my_rank, int world_ranks, uint64_t id, const char 
 
 void perfcast_trace_credit(uint64_t ns)
 {
+#ifdef PERFCAST_SMPI
+    ns = (uint64_t)((double)ns * flops_per_cpu_ns);
+#endif
     credit_pending += ns;
     credited_ns += ns;
 }
@@ -343,7 +402,7 @@ void perfcast_trace_enter(const char *operation, MPI_Comm comm)
                    "use MPI_COMM_WORLD (or a duplicate): SimGrid's traces name peers by world "
                    "rank");
     }
-    uint64_t ns = now - block_start + credit_pending;
+    uint64_t ns = reference_ns(now - block_start) + credit_pending;
     credit_pending = 0;
     /* flops = seconds x REFERENCE_SPEED = ns at 1e9 flop/s: written as an integer, which
      * formats several times faster than a double */
@@ -641,7 +700,8 @@ static void write_json_string(FILE *file, const char *text)
     fputc('"', file);
 }
 
-/* argv[0] as the program was started (the first string of /proc/self/cmdline). */
+/* argv[0] as the program was started (the first string of /proc/self/cmdline). Under SMPI
+ * the process is SimGrid's smpimain, which smpirun starts with the program second. */
 static void program_name(char *buffer, size_t capacity)
 {
     buffer[0] = '\0';
@@ -651,6 +711,11 @@ static void program_name(char *buffer, size_t capacity)
     size_t length = fread(buffer, 1, capacity - 1, file);
     buffer[length] = '\0';
     fclose(file);
+#ifdef PERFCAST_SMPI
+    size_t first = strlen(buffer);
+    if (first + 1 < length)
+        memmove(buffer, buffer + first + 1, length - first);
+#endif
 }
 
 static void write_summary(const double *gathered, int all_written)
