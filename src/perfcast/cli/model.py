@@ -197,7 +197,8 @@ def run(args: argparse.Namespace) -> int:
     inputs = [path for path in given if path is not None]
     if args.output:  # before the fit: a refused -o must not cost its minutes
         check_target(args.output, MODEL_FILE, inputs)
-    experiment = _read_scaled(args, effort.ranks)
+    input_format = args.format or detect_format(args.input).name
+    experiment = _read_scaled(args, input_format, effort.ranks)
     if args.effort_counts is not None:
         experiment = _with_counts_from(experiment, args, effort.time_metric)
     target = parse_point(args.at, "--at", experiment.parameters) if args.at else None
@@ -209,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
     experiment = experiment.restricted(
         callpaths=callpaths, metrics=_modeled_metrics(args, experiment)
     )
-    machine = _note_machine(args)
+    machine = _note_machine(args, input_format)
     report = None
     if not args.priors:
         models = modeler.fit(experiment)
@@ -226,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         written
         if written is not None and _style(args) == "json"
-        else _render(models, experiment, args, target, effort)
+        else _render(models, experiment, args, input_format, target, effort)
     )
     if report is not None:
         print()
@@ -259,6 +260,7 @@ def _render(
     models: ModelSet,
     experiment: Experiment,
     args: argparse.Namespace,
+    input_format: str,
     target: dict[str, float] | None,
     effort: EffortModeler,
 ) -> str:
@@ -267,7 +269,7 @@ def _render(
     if style != SUMMARY_STYLE:
         return render_models(models, style)
     values_note = describe_values(
-        args.format or detect_format(args.input).name,
+        input_format,
         models.metrics,
         aggregation=args.aggregation,
         median_estimator=args.median_estimator,
@@ -291,13 +293,13 @@ def _render(
     )
 
 
-def _read_scaled(args: argparse.Namespace, ranks: str) -> Experiment:
-    """The input as ``--scaling`` asks: a Cube set's processes summed by its reader, as
-    Extra-P does, other formats' per-rank values multiplied by the number of ranks."""
+def _read_scaled(args: argparse.Namespace, format: str, ranks: str) -> Experiment:
+    """The input (in ``format``) as ``--scaling`` asks: a Cube set's processes summed by
+    its reader, as Extra-P does, other formats' per-rank values multiplied by the number of
+    ranks."""
     strong = args.scaling == "strong"
-    format = args.format or detect_format(args.input).name
     if strong and format == "cube":
-        return read_experiment(args.input, args.format, scaling="strong")
+        return read_experiment(args.input, format, scaling="strong")
     options = {}
     if args.runs is not None:
         if format != CAMPAIGN_STORE:
@@ -322,11 +324,11 @@ def _with_counts_from(
     return combined.experiment
 
 
-def _note_machine(args: argparse.Namespace) -> Machine | None:
+def _note_machine(args: argparse.Namespace, input_format: str) -> Machine | None:
     """What a campaign store knows of the machine its runs describe (runs with more ranks
     than cores, runs on a virtual cluster and those kept apart), printed as notes; None for
     other inputs, which know neither."""
-    if (args.format or detect_format(args.input).name) != CAMPAIGN_STORE:
+    if input_format != CAMPAIGN_STORE:
         return None
     from perfcast.measure.machine import machine_of
 
