@@ -12,6 +12,7 @@ from perfcast.experiment import Experiment
 from perfcast.modeling import Factor, Model, ModelSet, PMNFModeler, Term
 from perfcast.modeling.intervals import (
     confidence_interval,
+    mean_estimate,
     prediction_interval,
     student_quantile,
 )
@@ -87,6 +88,32 @@ def test_the_interval_covers_the_alternatives_the_selection_could_not_tell_apart
     assert other[1] < classic_low[1]  # the classic interval misses it far out
     width, classic_width = high - low, classic_high - classic_low
     assert width[0] < 1.1 * classic_width[0] and width[1] > 1.5 * classic_width[1]
+
+
+def test_the_mean_estimate_is_what_the_confidence_interval_is_built_from():
+    """The fitted value's variance and the range of the model and its rival, as the
+    comparison of two campaigns tests them: the confidence interval is the range widened
+    by Student's quantile times the standard error."""
+    model = fit({"f": linear}, noise=0.03)[("f", "time")]
+    assert model.uncertainty is not None
+    (rival,) = model.uncertainty.alternatives
+    point = {"p": np.array([24.0, 4096.0])}
+    mean = mean_estimate(model, point)
+    assert mean is not None and mean.dof == model.uncertainty.dof
+    other = Model("f", "time", rival.constant, rival.terms).evaluate(point)
+    np.testing.assert_array_equal(mean.value, model.evaluate(point))
+    np.testing.assert_array_equal(mean.low, np.fmin(mean.value, other))
+    np.testing.assert_array_equal(mean.high, np.fmax(mean.value, other))
+    half = student_quantile(0.9, mean.dof) * np.sqrt(mean.variance)
+    low, high = confidence_interval(model, point, 0.9)
+    np.testing.assert_allclose(low, mean.low - half, rtol=1e-12)
+    np.testing.assert_allclose(high, mean.high + half, rtol=1e-12)
+    alone = mean_estimate(model, point, selection=False)
+    assert alone is not None
+    np.testing.assert_array_equal(alone.low, mean.value)
+    np.testing.assert_array_equal(alone.high, mean.value)
+    bare = Model("f", "time", model.constant, model.terms)
+    assert mean_estimate(bare, point) is None
 
 
 def test_noiseless_data_gives_a_tight_interval():

@@ -365,6 +365,43 @@ def test_comparison_names_the_changed_call_path_and_the_rest_within_noise(tmp_pa
     assert "main->solve->pack" in out[3] and "only in B" in out[3]
 
 
+def test_comparison_level_sets_the_bands_and_the_false_discovery_rate(tmp_path, capsys) -> None:
+    before, after = write_before_and_after(tmp_path)
+    page = tmp_path / "diff.html"
+    argv = ["report", str(before), str(after), "-o", str(page), "--at", "p=64", "--level", "0.99"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    # 7 call paths in both: the comparisons the rate is controlled over; pack is in B only
+    rule = "changed: Benjamini-Hochberg at q = 0.01 over 7 comparisons"
+    assert rule in out[0]
+    data = page_data(page)
+    assert data["level"] == 0.99 and data["comparison"]["rule"] == rule
+    rows = {row["callpath"]: row for row in data["comparison"]["rows"]}
+    assert rows["main->solve->halo"]["verdict"] == "costs more"
+    assert rows["main->solve->halo"]["p_value"] < 1e-10
+    assert rows["main->solve->kernel"]["p_value"] > 0.01
+    assert rows["main->solve->pack"]["p_value"] is None
+    # the bands are the 99 % prediction intervals: wider than the 95 % ones
+    wide = rows["main->solve->kernel"]["interval_after"]
+    assert main(["report", str(before), str(after), "-o", str(page), "--at", "p=64"]) == 0
+    capsys.readouterr()
+    narrow = {r["callpath"]: r for r in page_data(page)["comparison"]["rows"]}
+    low, high = narrow["main->solve->kernel"]["interval_after"]
+    assert wide[0] < low and high < wide[1]
+
+
+@pytest.mark.parametrize("level", ["0", "1", "-0.5", "1.5", "nan", "high"])
+def test_comparison_refuses_a_level_that_is_no_probability(tmp_path, capsys, level) -> None:
+    before, after = write_before_and_after(tmp_path)
+    page = tmp_path / "diff.html"
+    with pytest.raises(SystemExit) as exit_:
+        main(["report", str(before), str(after), "-o", str(page), "--level", level])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--level" in error and repr(level) in error and "between 0 and 1" in error
+    assert not page.exists()
+
+
 def test_comparison_refuses_campaigns_of_other_parameters(tmp_path, capsys) -> None:
     measurements_ = write_text_measurements(tmp_path / "app.txt")
     other = tmp_path / "other.txt"

@@ -88,6 +88,20 @@ NEGATIVE_LIST = re.compile(r"-\d[\d.]*[,/][-\d.,/]*")
 option unless it is a plain negative number, so ``--exponents -1,0,1`` would fail."""
 
 
+def probability(text: str) -> float:
+    """``--level``: a probability strictly between 0 and 1 (at 1 an interval is infinite,
+    at 0 empty), so that a typo fails here and not as a nan interval."""
+    try:
+        level = float(text)
+    except ValueError:
+        level = math.nan
+    if not 0 < level < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a probability between 0 and 1 (such as 0.95)"
+        )
+    return level
+
+
 def _attach_negative_lists(argv: list[str]) -> list[str]:
     """``--option -1,0,1`` as ``--option=-1,0,1``, the spelling argparse accepts. Only words
     argparse would refuse anyway are joined: a list or fraction after a long option."""

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from perfcast.cli import probability
 from perfcast.columns import aligned
 from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath, split_callpath
@@ -58,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--level",
-        type=_level,
+        type=probability,
         default=DEFAULT_LEVEL,
         help="probability of the prediction interval printed beside each value "
         "(default %(default)s)",
@@ -69,20 +70,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="print call paths in full (default: function names, C++ signatures shortened)",
     )
     parser.set_defaults(handler=run)
-
-
-def _level(text: str) -> float:
-    """``--level``: a probability strictly between 0 and 1 (at 1 the interval is infinite,
-    at 0 empty), so that a typo fails here and not as a nan interval."""
-    try:
-        level = float(text)
-    except ValueError:
-        level = math.nan
-    if not 0 < level < 1:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a probability between 0 and 1 (such as 0.95)"
-        )
-    return level
 
 
 def parse_value_lists(items: list[str]) -> dict[str, list[float]]:

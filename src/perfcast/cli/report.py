@@ -9,10 +9,12 @@ report models.json`` draws the models alone.
 
 ``perfcast report A B`` compares two campaigns (before and after a code change): the page
 is B's, with a comparison view of what changed against A, and a few lines on stdout say
-the same (:mod:`perfcast.report.compare`). ``--simulation`` adds the predictions of
-``perfcast simulate --json`` (:mod:`perfcast.report.simulation`). ``--taint`` fits the
-measurements as ``perfcast model --taint`` does and shows beside each model its taint
-prior, the validity findings, and the black-box model it replaced.
+the same (:mod:`perfcast.report.compare`). ``--level`` is the probability of the page's
+prediction bands and, comparing, ``1 -`` the false discovery rate of the changes it
+reports, so that one number says how sure the page is of what it shows. ``--simulation``
+adds the predictions of ``perfcast simulate --json`` (:mod:`perfcast.report.simulation`).
+``--taint`` fits the measurements as ``perfcast model --taint`` does and shows beside each
+model its taint prior, the validity findings, and the black-box model it replaced.
 """
 
 from __future__ import annotations
@@ -22,17 +24,24 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from perfcast.cli import probability
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import Experiment
 from perfcast.experiment.io.registry import detect_format
 from perfcast.experiment.points import parse_point
 from perfcast.modeling import PMNFModeler
+from perfcast.modeling.intervals import DEFAULT_LEVEL
 from perfcast.modeling.modelset import MODEL_FILE, ModelSet
 from perfcast.modeling.provenance import Provenance
 from perfcast.outputs import SNIFF_BYTES, check_target
 from perfcast.report.campaign import campaign_facts
-from perfcast.report.compare import compare, comparison_data, render_comparison
+from perfcast.report.compare import (
+    compare,
+    comparison_data,
+    measured_in_both,
+    render_comparison,
+)
 from perfcast.report.html import REPORT_FILE, write_report
 from perfcast.report.page import ReportInputs, report_data
 from perfcast.report.simulation import read_simulations
@@ -52,7 +61,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "repetition against its model with the prediction interval beyond the measured "
         "range, priors, findings, and the campaign's design, cost and failed runs. Two "
         "inputs (A B: before and after a code change) add a comparison: which call paths "
-        "changed their model or their cost beyond the prediction intervals.",
+        "changed their model or their cost beyond the noise of the two fits, at a false "
+        "discovery rate of 1 - --level across all call paths.",
     )
     parser.add_argument(
         "input",
@@ -75,6 +85,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME=VALUE,...",
         help="the target point for the rankings, e.g. p=4096,size=30 (default: each "
         f"parameter at {TARGET_FACTOR:g}x its largest measured value)",
+    )
+    parser.add_argument(
+        "--level",
+        type=probability,
+        default=DEFAULT_LEVEL,
+        help="probability of the prediction bands drawn around the models; comparing A B, "
+        "also 1 - the false discovery rate of the changes reported (Benjamini-Hochberg over "
+        "all compared call paths and metrics; default %(default)s)",
     )
     parser.add_argument(
         "--metric",
@@ -124,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     reports = [_report_inputs(path, args) for path in args.input]
     report = reports[-1]
     target = parse_point(args.at, "--at", report.models.parameters) if args.at else None
-    data = report_data(report, target=target, metrics=args.metric)
+    data = report_data(report, target=target, metrics=args.metric, level=args.level)
     data["simulations"] = [run.to_json() for run in simulations]
     title = f"perfcast report: {args.input[-1].name}"
     if len(reports) == 2:
@@ -136,10 +154,12 @@ def run(args: argparse.Namespace) -> int:
                 "campaigns of the same parameters",
                 path=args.input[0],
             )
-        changes = compare(before.models, report.models, data["target"], data["level"])
+        measured = measured_in_both(before, report)
+        changes = compare(before.models, report.models, data["target"], args.level, measured)
         data["comparison"] = comparison_data(changes, before, data)
         title = f"perfcast report: {args.input[1].name} against {args.input[0].name}"
-        print("\n".join(render_comparison(changes, before.source, report.source, data["target"])))
+        lines = render_comparison(changes, before.source, report.source, data["target"], args.level)
+        print("\n".join(lines))
     size = write_report(args.output, data, title, inputs)
     call_paths = len({m.callpath for m in report.models})
     print(

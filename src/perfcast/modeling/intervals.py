@@ -195,11 +195,51 @@ def _interval(
 ) -> tuple[np.ndarray, np.ndarray]:
     if not 0 < level < 1:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level}")
+    uncertainty = model.uncertainty
+    mean = None if uncertainty is None else mean_estimate(model, point, selection=selection)
+    if uncertainty is None or mean is None:
+        missing = np.full(np.shape(model.evaluate(point)), np.nan)
+        return missing, missing.copy()
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        fitted = mean.variance
+        noise = (
+            np.square(uncertainty.noise * mean.value) if new_measurement else np.zeros_like(fitted)
+        )
+        variance = fitted + noise
+        # Welch-Satterthwaite: the degrees of freedom of a sum of two estimated variances
+        dof = np.square(variance) / (
+            np.square(fitted) / uncertainty.dof + np.square(noise) / uncertainty.noise_dof
+        )
+        half = np.where(variance > 0, _quantile(level, dof) * np.sqrt(variance), 0.0)
+    return mean.low - half, mean.high + half
+
+
+@dataclass(frozen=True)
+class MeanEstimate:
+    """What a fit says of the model's expected value at a point, each array shaped like
+    ``model.evaluate(point)``: the ``value``, the ``low`` and ``high`` end of the model and
+    the alternatives the selection could not tell from it (both the value where there are
+    none, or with ``selection=False``), and the ``variance`` of the fitted value,
+    ``X' Cov X``, in the model's own units, an estimate resting on ``dof`` degrees of
+    freedom. No noise of a new measurement: what it describes is the fit, so that two fits
+    can be compared with each other (:mod:`perfcast.report.compare`)."""
+
+    value: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    variance: np.ndarray
+    dof: float
+
+
+def mean_estimate(
+    model: Model, point: Mapping[str, ArrayLike], *, selection: bool = True
+) -> MeanEstimate | None:
+    """The model's expected value at ``point`` with its uncertainty; None where the model
+    stores none. The intervals of this module are built from it."""
     centre = model.evaluate(point)
     uncertainty = model.uncertainty
     if uncertainty is None:
-        missing = np.full(centre.shape, np.nan)
-        return missing, missing.copy()
+        return None
     arrays = {k: np.asarray(v, dtype=float) for k, v in point.items()}
     columns = [np.ones(centre.shape)] + [
         np.broadcast_to(term.basis(arrays), centre.shape) for term in model.terms
@@ -208,18 +248,11 @@ def _interval(
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         fitted = np.einsum("...i,ij,...j->...", scaled, np.asarray(uncertainty.covariance), scaled)
         fitted = np.maximum(fitted, 0.0)
-        noise = np.square(uncertainty.noise * centre) if new_measurement else np.zeros_like(fitted)
-        variance = fitted + noise
-        # Welch-Satterthwaite: the degrees of freedom of a sum of two estimated variances
-        dof = np.square(variance) / (
-            np.square(fitted) / uncertainty.dof + np.square(noise) / uncertainty.noise_dof
-        )
-        half = np.where(variance > 0, _quantile(level, dof) * np.sqrt(variance), 0.0)
     low, high = centre, centre
     if selection:
         for other in _alternatives(uncertainty.alternatives, arrays, centre.shape):
             low, high = np.fmin(low, other), np.fmax(high, other)
-    return low - half, high + half
+    return MeanEstimate(centre, low, high, fitted, uncertainty.dof)
 
 
 def _alternatives(

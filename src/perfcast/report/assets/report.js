@@ -477,10 +477,13 @@
     const c = data.comparison;
     const level = Math.round(100 * data.level);
     view.appendChild(el("p", { className: "lead" }, "A = " + c.before + " (before), B = " + data.source + " (after), at the target " +
-      pointText(data.target) + ". A cost changed where each value leaves the other model's " + level + " % prediction interval; " +
-      "inside both it is within noise. A model changed where its terms differ (leading term, exponents), the models part " +
-      "beyond their intervals at the target, and neither fit had the other's terms among the rivals it could not tell from " +
-      "its own; other terms that agree within the intervals are \u201cother terms\u201d, noise in the selection."));
+      pointText(data.target) + ". A cost changed where the two fits' means at the target differ beyond their standard " +
+      "errors, across every model each fit could not tell from its own, and the difference survives the test of all call " +
+      "paths together (" + c.rule + ", so that about " + (100 - level) + " % of the call paths shown as changed are " +
+      "expected to be false alarms, not " + (100 - level) + " % of every unchanged one); the rest is within noise. A model " +
+      "changed where its terms differ (leading term, exponents), the cost test says the models part, and neither fit had " +
+      "the other's terms among the rivals it could not tell from its own; other terms that agree are \u201cother " +
+      "terms\u201d, noise in the selection."));
     const counted = {};
     c.rows.forEach((r) => { counted[r.verdict] = (counted[r.verdict] || 0) + 1; });
     const changedModels = c.rows.filter((r) => r.model_changed).length;
@@ -489,12 +492,13 @@
     const all = state.showAll.diff;
     const shown = all ? c.rows : c.rows.slice(0, SHOWN);
     view.appendChild(el("table", { className: "ranking", "data-ranking": "diff" },
-      el("thead", {}, el("tr", {}, ["call path", "metric", "cost", "model", "A at target", "B at target", "B / A"].map((h) => el("th", {}, h)))),
+      el("thead", {}, el("tr", {}, ["call path", "metric", "cost", "model", "A at target", "B at target", "B / A", "p"].map((h) => el("th", {}, h)))),
       el("tbody", {}, shown.map((r, i) => el("tr", { className: state.pair === i ? "selected" : "", "data-verdict": r.verdict, "data-path": r.callpath },
         el("td", { className: "path", title: r.callpath }, el("a", { href: "#", onclick: (event) => { event.preventDefault(); state.pair = i; render(); } }, r.short)),
         el("td", {}, r.metric), el("td", { className: "verdict" }, r.verdict),
         el("td", {}, r.model_changed ? "changed" : r.terms_differ ? "other terms" : r.before && r.after ? "same terms" : ""),
-        el("td", {}, num(r.value_before)), el("td", {}, num(r.value_after)), el("td", {}, r.ratio === null ? "-" : "x" + num(r.ratio)))))));
+        el("td", {}, num(r.value_before)), el("td", {}, num(r.value_after)), el("td", {}, r.ratio === null ? "-" : "x" + num(r.ratio)),
+        el("td", {}, r.p_value === null || r.p_value === undefined ? "-" : r.p_value.toExponential(1)))))));
     if (c.rows.length > SHOWN) {
       view.appendChild(el("button", { type: "button", className: "more", onclick: () => { state.showAll.diff = !all; render(); } },
         all ? "show the first " + SHOWN : "show all " + c.rows.length));
