@@ -252,7 +252,9 @@ def measure(
     stream: IO[str] | None = None,
 ) -> CampaignResult:
     """Run the campaign ``spec`` describes into its store; see the module docstring."""
-    store_path = Path(store_path or spec.store)
+    # absolute: runs start in the app's directory, and their scratch directories are
+    # derived from the store's path (a relative --store from elsewhere lost every profile)
+    store_path = Path(store_path or spec.store).absolute()
     problem = backend.launcher_arguments_problem(spec.run.mpirun_args)
     if problem is not None:
         raise InputError(problem, path=spec.path)
