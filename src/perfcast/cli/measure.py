@@ -49,8 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--parallel",
         type=positive_int,
         default=1,
-        help="local backend: runs at once (default 1: concurrent runs disturb timings, and "
-        "each run is stored as having only its share of the cores)",
+        help="runs at once (default 1). local: concurrent runs disturb each other's timings, "
+        "and each run is stored as having only its share of the cores. smpi: simulations at "
+        "once, at most this machine's cores; each is charged its own CPU time, so results "
+        "agree with one at a time (docs/smpi-backend.md). slurm: see [slurm] max_parallel",
     )
     parser.set_defaults(handler=run)
 
@@ -70,7 +72,7 @@ def make_backend(
             else "--platform describes the virtual cluster of --backend smpi; add --backend smpi"
         )
     if platform is not None:
-        return virtual_cluster_backend(spec, platform, design)
+        return virtual_cluster_backend(spec, platform, design, parallel)
     if name == "slurm":
         return SlurmBackend(
             spec.slurm, scratch_directory(store) / "slurm", job_name=f"perfcast-{spec.name}"
@@ -78,9 +80,11 @@ def make_backend(
     return LocalBackend(parallel=parallel)
 
 
-def virtual_cluster_backend(spec: AppSpec, platform: Path, design: str | None) -> SmpiBackend:
-    """The SMPI backend on ``platform``, refused before anything runs when the campaign's
-    largest rank count exceeds the platform's cores."""
+def virtual_cluster_backend(
+    spec: AppSpec, platform: Path, design: str | None, parallel: int = 1
+) -> SmpiBackend:
+    """The SMPI backend on ``platform``, ``parallel`` simulations at a time, refused before
+    anything runs when the campaign's largest rank count exceeds the platform's cores."""
     described = read_platform(platform)
     backend = SmpiBackend(
         VirtualCluster(
@@ -88,7 +92,8 @@ def virtual_cluster_backend(spec: AppSpec, platform: Path, design: str | None) -
             name=described.name,
             hosts=described.hosts,
             smpi_options=described.smpi_options,
-        )
+        ),
+        parallel=parallel,
     )
     backend.check_fits(run.ranks for run in plan_from_spec(spec, design).runs())
     return backend
