@@ -3,6 +3,7 @@ runtime's extrapolation, checked with real clang, mpicc and mpirun."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -215,6 +216,16 @@ def build(tmp_path: Path, name: str, plan: ThresholdPlan, *extra: Path) -> Path:
     return program
 
 
+KNOWN_COST_RUNS = 3
+"""Runs with and without the rule each, of which the test compares the least times. The
+rule extrapolates from the 10 ms or so of iterations it samples, and on a loaded machine
+the CPU time of so short a window follows what else runs there (shared caches; on a virtual
+machine, a host core shared with other guests): with two CPU hogs on this 2-core VM, a
+rank's prediction came out 11 to 15 % above its full run's time in 3 of 48 rank runs.
+Interference only adds time, so the least of three runs of each is the loop's own cost,
+extrapolated and measured: within 3.8 % in 12 of 12 such comparisons under the same load."""
+
+
 @pytest.mark.slow
 def test_rule_extrapolates_a_loop_of_known_cost_and_skips_most_of_it(tmp_path: Path) -> None:
     (tmp_path / "app.c").write_text(KNOWN_COST)
@@ -224,9 +235,9 @@ def test_rule_extrapolates_a_loop_of_known_cost_and_skips_most_of_it(tmp_path: P
     assert [(entry.line, entry.applied) for entry in plan.loops] == [(line, True)]
     program = build(tmp_path, "app.c", plan)  # no trace runtime linked
     n = 20000  # about 45 us per iteration: about 1 s for the whole loop
-    measured = {}
-    for rule in ("1", "0"):
-        trace = tmp_path / f"trace-{rule}"
+    measured: dict[str, list[list[LoopStats]]] = {"1": [], "0": []}
+    for rule, _ in itertools.product(("1", "0"), range(KNOWN_COST_RUNS)):
+        trace = tmp_path / f"trace-{rule}-{len(measured[rule])}"
         # the thread's CPU clock: other processes sharing the two cores do not count
         env = {**os.environ, "PERFCAST_TRACE_DIR": str(trace), "PERFCAST_THRESHOLD": rule}
         env["PERFCAST_TRACE_CLOCK"] = "cpu"
@@ -235,16 +246,19 @@ def test_rule_extrapolates_a_loop_of_known_cost_and_skips_most_of_it(tmp_path: P
         )
         assert done.returncode == 0, done.stderr
         assert done.stdout.count("done 1") == 2
-        measured[rule] = read_threshold_stats(trace)
-    on, off = measured["1"], measured["0"]
-    assert [s.rank for s in on] == [0, 1] and all(s.line == line for s in on + off)
-    for with_rule, full in zip(on, off, strict=True):
-        assert full.iterations_run == n and full.iterations_skipped == 0
-        assert with_rule.iterations_run + with_rule.iterations_skipped == n
-        assert with_rule.iterations_skipped > 0.9 * n
-        predicted = with_rule.seconds_measured + with_rule.seconds_credited
-        assert abs(predicted - full.seconds_measured) < 0.10 * full.seconds_measured
-        assert with_rule.seconds_measured < 0.2 * full.seconds_measured
+        measured[rule].append(read_threshold_stats(trace))
+    for on, off in zip(measured["1"], measured["0"], strict=True):
+        assert [s.rank for s in on] == [0, 1] and all(s.line == line for s in on + off)
+        for with_rule, full in zip(on, off, strict=True):
+            assert full.iterations_run == n and full.iterations_skipped == 0
+            assert with_rule.iterations_run + with_rule.iterations_skipped == n
+            assert with_rule.iterations_skipped > 0.9 * n
+            assert with_rule.seconds_measured < 0.2 * full.seconds_measured
+    for rank in (0, 1):
+        sampled = [run[rank] for run in measured["1"]]
+        predicted = min(stats.seconds_measured + stats.seconds_credited for stats in sampled)
+        full_time = min(run[rank].seconds_measured for run in measured["0"])
+        assert abs(predicted - full_time) < 0.10 * full_time, (rank, predicted, full_time)
 
 
 def test_credits_reach_the_trace_runtime_when_it_is_linked(tmp_path: Path) -> None:
