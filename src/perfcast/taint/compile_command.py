@@ -119,8 +119,12 @@ class CompileCommand:
         root: Path,
         shadow_root: Path,
         runtime: RuntimeParts,
+        *,
+        control_flow: bool = True,
     ) -> tuple[list[str], dict[str, str]]:
-        """The command (and extra environment) that builds the taint-instrumented program."""
+        """The command (and extra environment) that builds the taint-instrumented program.
+        Without ``control_flow`` the condition slots hold no labels (perfcast_prelude.h): the
+        sinks are inline, so the choice is made when the program is built."""
         env: dict[str, str] = {}
         compiler = toolchain.clangxx if self.cplusplus else toolchain.clang
         if self.mpi:
@@ -132,6 +136,8 @@ class CompileCommand:
             resolved = str((self.cwd / arg).resolve()) if not arg.startswith("-") else arg
             args.append(by_original.get(resolved, arg))
         extra = ["-fsanitize=dataflow", "-DPERFCAST_TAINT", "-I", str(INCLUDE_DIR)]
+        if not control_flow:
+            extra.append("-DPERFCAST_NO_CONTROL_FLOW")
         for abilist in runtime.abilists:
             extra += ["-mllvm", f"-dfsan-abilist={abilist}"]
         for source in self.sources:

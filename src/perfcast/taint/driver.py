@@ -88,7 +88,12 @@ def taint_program(
             libraries=command.shared_libraries(),
         )
         argv, env = command.instrumented(
-            toolchain, rewritten.rewritten, root, rewritten.shadow_root, runtime
+            toolchain,
+            rewritten.rewritten,
+            root,
+            rewritten.shadow_root,
+            runtime,
+            control_flow=options.control_flow,
         )
         result = subprocess.run(
             argv, cwd=cwd, capture_output=True, text=True, env={**os.environ, **env}
@@ -105,7 +110,6 @@ def taint_program(
             parameters,
             labels=options.labels,
             timeout=options.timeout,
-            control_flow=options.control_flow,
         )
         records, batches = runner.run()
         sources = {p.name: p.describe() for p in parameters}

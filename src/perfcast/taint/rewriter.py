@@ -3,17 +3,23 @@
 For every function definition of the project (its own files, not system headers) the
 rewriter inserts, as text, calls into the perfcast taint runtime:
 
-* a frame at the top of the body (``__PERFCAST_FRAME``), so records are per call path;
+* a frame at the top of the body (``__PERFCAST_FRAME``), so records are per call path; it
+  holds one record per condition site, which the runtime adds to the calling context when
+  the frame ends;
 * around every loop ``__perfcast_loop_begin/end``, so calls know which loop they sit in;
-* around every loop exit condition and every ``if``/``switch`` condition a sink
-  (``__perfcast_cond``) that records the condition's taint labels per site and keeps them
-  in a local *slot* variable; ``if`` conditions that guard a ``break``/``return`` are
-  recorded as exit guards of the loops they leave; range-for loops check ``begin != end``;
+* around every loop exit condition and every ``if``/``switch`` condition an inline sink
+  (``__perfcast_cond``, no call) that adds the condition's taint labels and outcome to the
+  frame's record of its site (``&__pc_sites[N]``) and keeps its labels in a local *slot*
+  variable, as a *carrier* (data 0, the labels as its own DataFlowSanitizer label); ``if``
+  conditions that guard a ``break``/``return`` are recorded as exit guards of the loops
+  they leave; range-for loops check ``begin != end``;
 * control-flow taint, which DataFlowSanitizer lacks: an assignment, increment, modifying
   member call or ``return`` made under a branch or inside a loop gets the labels of the
-  enclosing conditions (``__perfcast_flow``). A simple variable only inherits from
-  conditions whose statement does not also contain its declaration, because a variable
-  born inside a loop body does not carry the trip count out of the loop;
+  enclosing conditions: a scalar by or-ing the carriers into the stored word inline
+  (``__perfcast_flow_scalar``), an aggregate through the runtime (``__perfcast_flow``). A
+  simple variable only inherits from conditions whose statement does not also contain its
+  declaration, because a variable born inside a loop body does not carry the trip count out
+  of the loop;
 * the control a call is made under, handed to the callee when it is project code
   (``__perfcast_call`` before the call, ``__pc_in`` in the callee): the callee's own writes
   that outlive its frame inherit it, so a branch taints what its callee really writes, not
@@ -352,9 +358,8 @@ class FunctionRewriter:
         if first > last:
             return
         start, end = tokens[first].start, tokens[last].end
-        number = site.index if site is not None else -1
-        self._open(start, f"__perfcast_cond({number}, !!(")
-        self._close(end, f"), &__pc_s{slot})")
+        self._open(start, "__perfcast_cond(!!(")
+        self._close(end, f"), &__pc_s{slot}, {_site_record(site)})")
 
     def _new_site(self, kind: str, line: int, loop: int | None) -> Site:
         site = Site(index=len(self.sites), kind=kind, line=line, loop=loop)
@@ -436,12 +441,12 @@ class FunctionRewriter:
             self._scopes.pop()
 
     def _condition_for_loop(self, kind: str, first: int, last: int, site: Site) -> None:
-        number = site.index if self.record else -1
+        record = _site_record(site if self.record else None)
         if kind == "range-for":
             if not self.cplusplus:
                 return
             tokens = self.src.tokens
-            self._open(tokens[first].start, f"__perfcast_range({number}, &__pc_s{site.index}, ")
+            self._open(tokens[first].start, f"__perfcast_range({record}, &__pc_s{site.index}, ")
             self._close(tokens[last].end, ")")
         else:
             self._wrap_condition(first, last, site if self.record else None, site.index)
@@ -496,12 +501,12 @@ class FunctionRewriter:
                 "branch", cursor.location.line, self._loop_stack[-1] if self._loop_stack else None
             )
             text = self.src.text(self.src.tokens[lparen + 1].start, self.src.tokens[rparen - 1].end)
-            number = site.index if self.record else -1
             self._open(
                 self.src.tokens[lparen + 1].start,
-                f"(__typeof__({text}))__perfcast_value({number}, (long long)(",
+                f"(__typeof__({text}))__perfcast_value((long long)(",
             )
-            self._close(self.src.tokens[rparen - 1].end, f"), &__pc_s{site.index})")
+            record = _site_record(site if self.record else None)
+            self._close(self.src.tokens[rparen - 1].end, f"), &__pc_s{site.index}, {record})")
         for part in condition:
             self._call_sites(part)
         self._breakables.append(None)
@@ -649,7 +654,7 @@ class FunctionRewriter:
         )
         self._close(
             rhs.extent.end.offset,
-            f"); __perfcast_flow_if(__pc_p, sizeof(*__pc_p), (__pc_label)({control})); }})",
+            f"); {_flow(lhs, control)}; }})",
         )
 
     def _step_flow(self, cursor: Cursor) -> None:
@@ -674,7 +679,7 @@ class FunctionRewriter:
                 (1, self._depth),
                 cursor.extent.end.offset,
                 f"({{ __typeof__(&({target})) __pc_p = &({target}); (*__pc_p){step}; "
-                f"__perfcast_flow_if(__pc_p, sizeof(*__pc_p), (__pc_label)({control})); }})",
+                f"{_flow(operand, control)}; }})",
             )
         )
 
@@ -725,9 +730,7 @@ class FunctionRewriter:
             control = self._write_control(self._cursor_at(start))
             if control:
                 text = self.src.text(start, end)
-                flows.append(
-                    f"__perfcast_flow_if(&({text}), sizeof({text}), (__pc_label)({control}))"
-                )
+                flows.append(f"__perfcast_flow(&({text}), sizeof({text}), (__pc_label)({control}))")
         if flows:
             self._open(cursor.extent.start.offset, "(")
             self._close(cursor.extent.end.offset, ", " + ", ".join(flows) + ")")
@@ -825,8 +828,24 @@ class FunctionRewriter:
         self._open(value.extent.start.offset, f"({{ {spelling} __pc_r = (")
         self._close(
             value.extent.end.offset,
-            f"); __perfcast_flow_if(&__pc_r, sizeof __pc_r, (__pc_label)({control})); __pc_r; }})",
+            f"); __perfcast_flow_scalar(&__pc_r, (__pc_label)({control})); __pc_r; }})",
         )
+
+
+def _site_record(site: Site | None) -> str:
+    """The frame's record of a condition site (``__PERFCAST_FRAME`` declares them), or a null
+    pointer where the condition only gives control-flow taint (a pruned function)."""
+    return "0" if site is None else f"&__pc_sites[{site.index}]"
+
+
+def _flow(target: Cursor, control: str) -> str:
+    """The sink that gives the object just written through ``__pc_p`` the control's labels:
+    a scalar takes them inline (the control is or-ed into its value, perfcast_prelude.h), an
+    aggregate through the runtime, which labels each byte so that its fields keep their own
+    labels."""
+    if target.type.get_canonical().kind in SCALAR_TYPES:
+        return f"__perfcast_flow_scalar(__pc_p, (__pc_label)({control}))"
+    return f"__perfcast_flow(__pc_p, sizeof(*__pc_p), (__pc_label)({control}))"
 
 
 def _is_local(target: Cursor) -> bool:

@@ -39,8 +39,6 @@ class BatchRunner:
     argv_parameters: Sequence[ArgvParameter] = ()
     labels: int = LABELS
     timeout: float | None = None
-    control_flow: bool = True
-    """False: stores under tainted conditions keep their labels (data flow only)."""
 
     def run(self) -> tuple[RunRecords, list[list[str]]]:
         """Run all batches; returns the merged records and the parameters of each batch."""
@@ -77,7 +75,6 @@ class BatchRunner:
             PERFCAST_TAINT_PARAMS=",".join(names),
             PERFCAST_TAINT_DISCOVER="1" if discover else "0",
             PERFCAST_TAINT_ARGV=runtime_spec(list(self.argv_parameters)),
-            PERFCAST_TAINT_CONTROL_FLOW="1" if self.control_flow else "0",
         )
         try:
             argv = shlex.split(self.command)

@@ -3,22 +3,34 @@
 #ifndef PERFCAST_PRELUDE_H
 #define PERFCAST_PRELUDE_H
 typedef unsigned char __pc_label;
+/* What a condition site saw in one activation of its function: the union of its labels (as
+ * the DataFlowSanitizer label of `labels`, whose data stays 0), how often it was evaluated
+ * and how often it was true. The frame keeps one per site and the runtime adds them to the
+ * calling context when the frame ends. Wider than the label so that the type-based alias
+ * analysis tells the counters from the program's own data: in a loop without calls the
+ * compiler keeps them in registers and stores them once after the loop. */
+typedef struct {
+  unsigned long long labels;
+  unsigned long long count;
+  unsigned long long taken;
+} __pc_site;
 #ifdef __cplusplus
 extern "C" {
 #endif
-void __perfcast_enter(int fid, int nsites);
+void __perfcast_enter(int fid, int nsites, __pc_site *sites);
 void __perfcast_leave(int *frame_variable);
 void __perfcast_loop_begin(int loop);
 void __perfcast_loop_end(int parent_loop);
-__pc_label __perfcast_cond_label(int site, int value);
-__pc_label __perfcast_value_label(int site, long long value);
-void __perfcast_flow(void *addr, unsigned long size, __pc_label label);
+void __perfcast_flow(void *addr, unsigned long size, __pc_label control);
 void __perfcast_argv(int argc, char **argv);
 void __perfcast_register(void *addr, unsigned long size, const char *name);
 
-/* The control (labels) a call is made under, read by the callee at entry (__pc_in) and put
- * back at its exit, so calls in the arguments of a call see the same value as the call. */
-extern __pc_label __perfcast_control;
+/* The control (a carrier of labels) a call is made under, read by the callee at entry
+ * (__pc_in) and put back at its exit, so calls in the arguments of a call see the same
+ * value as the call. Wider than a label: a store to a char may alias any object, so the
+ * compiler would reload the program's pointers and their shadows after every call site of
+ * a loop (the getters case of benchmarks/taint_overhead.py ran 10 % more instructions). */
+extern unsigned long long __perfcast_control;
 /* Calls announced by __perfcast_call and not yet entered: callee id and call site. */
 typedef struct {
   int fid;
@@ -45,48 +57,134 @@ static inline __attribute__((unused)) void __perfcast_restore_control(__pc_label
   __perfcast_control = *entry;
 }
 
-/* A condition (loop exit or branch) or a switch value: the runtime records its labels and
- * returns them into the function's slot; the value comes back unchanged, with its label. */
-static inline __attribute__((unused)) int __perfcast_cond(int site, int value,
-                                                          __pc_label *slot) {
-  *slot = __perfcast_cond_label(site, value);
+/* The labels of a condition as a *carrier*: data 0, the condition's labels as its own label.
+ * DataFlowSanitizer gives the result of an inline asm statement the union of its operands'
+ * labels, and the optimiser cannot see through it: it cannot fold the carrier to 0, nor to
+ * a constant where the condition is known (a loop body knows its condition was true, so a
+ * carrier computed from the condition's value there would lose its labels). Built with
+ * control-flow taint off (PERFCAST_NO_CONTROL_FLOW), the slots hold no labels. */
+static inline __attribute__((unused, always_inline)) __pc_label __perfcast_carrier(
+    long long value) {
+  __pc_label carrier;
+  __asm__("" : "=r"(carrier) : "0"((__pc_label)0), "r"(value));
+  return carrier;
+}
+
+#ifdef PERFCAST_NO_CONTROL_FLOW
+#define __PC_CONTROL(carrier) ((__pc_label)0)
+#else
+#define __PC_CONTROL(carrier) (carrier)
+#endif
+
+/* A condition (loop exit or branch) or a switch value: its labels go to the function's slot
+ * as a carrier (control-flow taint of what it decides) and, with its outcome, to the site's
+ * record in the frame (site null: a function pruned statically keeps its control-flow taint
+ * without a frame). No call: a call on every loop test was most of the taint run's cost
+ * (src/perfcast/taint/README.md). The value comes back unchanged, with its label. */
+static inline __attribute__((unused, always_inline)) int __perfcast_cond(int value,
+                                                                         __pc_label *slot,
+                                                                         __pc_site *site) {
+  __pc_label carrier = __perfcast_carrier(value);
+  if (site) {
+    site->labels |= carrier;
+    site->count++;
+    site->taken += value != 0;
+  }
+  *slot = __PC_CONTROL(carrier);
   return value;
 }
 
-static inline __attribute__((unused)) long long __perfcast_value(int site, long long value,
-                                                                 __pc_label *slot) {
-  *slot = __perfcast_value_label(site, value);
+static inline __attribute__((unused, always_inline)) long long __perfcast_value(
+    long long value, __pc_label *slot, __pc_site *site) {
+  __pc_label carrier = __perfcast_carrier(value);
+  if (site) {
+    site->labels |= carrier;
+    site->count++;
+    site->taken += value != 0;
+  }
+  *slot = __PC_CONTROL(carrier);
   return value;
 }
 
-/* A store under control: the runtime is called only when there is a label to add. */
-static inline __attribute__((unused)) void __perfcast_flow_if(void *addr, unsigned long size,
-                                                              __pc_label label) {
-  if (label) __perfcast_flow(addr, size, label);
+/* Control-flow taint of a store. A control value (a condition slot, __pc_in, their OR) is
+ * a carrier, so or-ing it into the bits of a value leaves the value as it is and gives it
+ * the control's labels: inline, without a call, and without taking the object's address
+ * out of the function (a local stays in a register). `word` is a local copy: the compiler
+ * keeps it in a register, and the object is read and written with its own type (see
+ * __perfcast_flow_scalar). */
+static inline __attribute__((unused, always_inline)) void __perfcast_or_control(
+    void *word, unsigned long size, __pc_label control) {
+  switch (size) {
+    case 1: {
+      unsigned char bits;
+      __builtin_memcpy(&bits, word, 1);
+      bits |= control;
+      __builtin_memcpy(word, &bits, 1);
+      return;
+    }
+    case 2: {
+      unsigned short bits;
+      __builtin_memcpy(&bits, word, 2);
+      bits |= control;
+      __builtin_memcpy(word, &bits, 2);
+      return;
+    }
+    case 4: {
+      unsigned int bits;
+      __builtin_memcpy(&bits, word, 4);
+      bits |= control;
+      __builtin_memcpy(word, &bits, 4);
+      return;
+    }
+    case 8: {
+      unsigned long long bits;
+      __builtin_memcpy(&bits, word, 8);
+      bits |= control;
+      __builtin_memcpy(word, &bits, 8);
+      return;
+    }
+    default: /* long double: the runtime adds the label to every byte */
+      __perfcast_flow(word, size, control);
+  }
 }
 #ifdef __cplusplus
 }
 #endif
 
+/* The scalar *p (just written) gains the control's labels. Read and written through its own
+ * type, not as bytes: a byte-wise store may alias any object, and the compiler would then
+ * reload the program's pointers, and their shadows, after every store under control. For a
+ * whole scalar only: or-ing a word unites the labels of all its bytes, which an aggregate's
+ * fields must keep apart (__perfcast_flow). */
+#define __perfcast_flow_scalar(p, control)                                   \
+  ((void)({                                                                 \
+    __typeof__(*(p)) __pc_word = *(p);                                      \
+    __perfcast_or_control(&__pc_word, sizeof __pc_word, (control));         \
+    *(p) = __pc_word;                                                       \
+  }))
+
 /* In every rewritten function that writes for its caller or calls project code. */
 #define __PERFCAST_INHERIT \
   __attribute__((cleanup(__perfcast_restore_control), unused)) __pc_label __pc_in = \
-      __perfcast_control
+      (__pc_label)__perfcast_control
 
-/* One per instrumented function: enters the shadow call stack, leaves it on every exit. */
-#define __PERFCAST_FRAME(fid, nsites) \
+/* One per instrumented function: the records of its condition sites (one spare, so that a
+ * function without sites declares no empty array), entering the shadow call stack, and
+ * leaving it on every exit, which adds the records to the calling context. */
+#define __PERFCAST_FRAME(fid, nsites)                              \
+  __pc_site __pc_sites[(nsites) + 1] = {{0, 0, 0}};                \
   __attribute__((cleanup(__perfcast_leave), unused)) int __pc_frame = \
-      (__perfcast_enter((fid), (nsites)), (fid))
+      (__perfcast_enter((fid), (nsites), __pc_sites), (fid))
 
 #ifdef __cplusplus
 #include <iterator>
 /* Range-for: the trip count is decided by begin != end of the range, checked once up front.
  * Returns the range itself (by reference for lvalues, by value for temporaries). */
 template <class R>
-R __perfcast_range(int site, __pc_label *slot, R &&range) {
+R __perfcast_range(__pc_site *site, __pc_label *slot, R &&range) {
   using std::begin;
   using std::end;
-  __perfcast_cond(site, !!(begin(range) != end(range)), slot);
+  __perfcast_cond(!!(begin(range) != end(range)), slot, site);
   return static_cast<R &&>(range);
 }
 #endif

@@ -1,7 +1,7 @@
-/* perfcast taint runtime: the sinks that the source rewriter calls.
+/* perfcast taint runtime: what the source rewriter's instrumentation calls.
  *
  * Compiled WITHOUT -fsanitize=dataflow and linked into a DataFlowSanitizer binary. The ABI
- * list generated beside it marks every function here as uninstrumented; the sinks that need
+ * list generated beside it marks every function here as uninstrumented; those that need
  * the taint label of an argument are `custom`, so the instrumented caller passes the labels
  * explicitly (`__dfsw_` wrappers below), the others are `discard`.
  *
@@ -9,7 +9,9 @@
  * the caller's innermost loop at the call and the call site, which the instrumented caller
  * announces with __perfcast_call just before the call; see perfcast_prelude.h):
  *   - per condition site of the function: the union of the labels seen, how often it was
- *     evaluated and how often it was true;
+ *     evaluated and how often it was true. The instrumented code keeps these in its frame
+ *     without calling here (a call per loop test was most of the taint run's cost); the
+ *     frame hands them over when it ends (__perfcast_leave) or, still active, at exit;
  *   - per MPI routine called from it (through the generated MPI wrappers): the union of the
  *     labels of the routine's count arguments and the number of calls.
  * At exit it writes one text file per process into $PERFCAST_TAINT_OUT (see write_records).
@@ -60,14 +62,23 @@ typedef struct {
   pc_mpi_record *mpi;
 } pc_node;
 
+/* The records of one activation's condition sites, in the instrumented frame
+ * (__pc_site in perfcast_prelude.h): the union of the labels is the label of `labels`. */
+typedef struct {
+  unsigned long long labels;
+  unsigned long long count;
+  unsigned long long taken;
+} pc_local_site;
+
 typedef struct {
   int node;
   int cur_loop;
   int pending_base; /* announced calls below this index belong to callers */
+  pc_local_site *sites;
 } pc_frame;
 
 /* Written by the instrumented code (perfcast_prelude.h). */
-unsigned char __perfcast_control;
+unsigned long long __perfcast_control;
 typedef struct {
   int fid;
   int site;
@@ -81,14 +92,7 @@ static pc_node *nodes;
 static int n_nodes, cap_nodes;
 static pc_frame *frames;
 static int depth, cap_frames;
-/* The condition sites of the innermost frame's node, kept beside the stack so that a sink
- * (called on every loop test) reaches them in one load: site arrays never move when the
- * node array grows. */
-static pc_site *current_sites;
-static int current_nsites;
 static int initialised;
-static int control_flow = 1; /* stores under tainted conditions inherit labels */
-static int direct_shadow;    /* __perfcast_flow writes label bytes itself (see shadow_of) */
 
 static char param_names[PC_MAX_LABELS][PC_NAME_MAX];
 static int n_params;
@@ -132,7 +136,7 @@ static int new_node(int parent, int fid, int call_loop, int call_site, int nsite
   return n_nodes++;
 }
 
-static void push_frame(int node) {
+static void push_frame(int node, pc_local_site *sites) {
   if (depth == cap_frames) {
     cap_frames = cap_frames ? 2 * cap_frames : 64;
     frames = xrealloc(frames, cap_frames * sizeof(pc_frame));
@@ -140,9 +144,23 @@ static void push_frame(int node) {
   frames[depth].node = node;
   frames[depth].cur_loop = -1;
   frames[depth].pending_base = __perfcast_npending;
+  frames[depth].sites = sites;
   depth++;
-  current_sites = nodes[node].sites;
-  current_nsites = nodes[node].nsites;
+}
+
+/* Add what a frame's condition sites saw to its calling context, and start them afresh. */
+static void flush_sites(pc_frame *f) {
+  pc_node *n = &nodes[f->node];
+  if (!f->sites) return;
+  for (int s = 0; s < n->nsites; s++) {
+    pc_local_site *local = &f->sites[s];
+    if (!local->count) continue;
+    n->sites[s].labels |= dfsan_read_label(&local->labels, sizeof local->labels);
+    n->sites[s].count += local->count;
+    n->sites[s].taken += local->taken;
+    memset(local, 0, sizeof *local);
+    dfsan_set_label(0, local, sizeof *local);
+  }
 }
 
 static void write_records(void);
@@ -166,42 +184,14 @@ static void load_params(void) {
   }
 }
 
-/* DataFlowSanitizer keeps one label byte per application byte; with clang 16 on x86-64
- * Linux at the address XOR 0x500000000000, the mapping its instrumented code uses inline.
- * Control-flow taint adds a label to every store under a tainted condition (3.5 million
- * stores in LULESH -s 8 -i 10), and dfsan_add_label cost 55 instructions a store where
- * or-ing the bytes here costs a few: 30% of that run's instructions (callgrind). The
- * layout is checked once against dfsan's own dfsan_set_label; elsewhere, or if the check
- * fails, dfsan_add_label is used. */
-#if defined(__x86_64__) && defined(__linux__) && __clang_major__ == 16
-#define PC_SHADOW_XOR 0x500000000000ULL
-static unsigned char *shadow_of(void *addr) {
-  return (unsigned char *)((uintptr_t)addr ^ PC_SHADOW_XOR);
-}
-#endif
-
-static int shadow_layout_holds(void) {
-#ifdef PC_SHADOW_XOR
-  static unsigned char probe[2];
-  dfsan_set_label(1, &probe[1], 1);
-  int holds = shadow_of(&probe[0])[0] == 0 && shadow_of(&probe[1])[0] == 1;
-  dfsan_set_label(0, probe, sizeof probe);
-  return holds;
-#else
-  return 0;
-#endif
-}
-
-/* Out of line and cold: the sinks only test `initialised`, which keeps their fast path free of
- * a call (it was a fifth of the runtime's instructions on LULESH, measured with callgrind). */
+/* Out of line and cold: the entry points only test `initialised`, which keeps their fast
+ * path free of a call (it was a fifth of the runtime's instructions on LULESH, measured with
+ * callgrind, when the condition sinks were calls). */
 static __attribute__((noinline, cold)) void initialise(void) {
   initialised = 1;
-  const char *flow = getenv("PERFCAST_TAINT_CONTROL_FLOW");
-  control_flow = !(flow && strcmp(flow, "0") == 0);
-  direct_shadow = control_flow && shadow_layout_holds();
   load_params();
   new_node(-1, -1, -1, -1, 0); /* root: the program before main's frame */
-  push_frame(0);
+  push_frame(0, NULL);
   atexit(write_records);
 }
 
@@ -226,14 +216,14 @@ static int take_call_site(pc_frame *caller, int callee) {
   return __perfcast_pending[n - 1].site;
 }
 
-void __perfcast_enter(int fid, int nsites) {
+void __perfcast_enter(int fid, int nsites, pc_local_site *sites) {
   pc_frame *caller = top();
   int parent = caller->node;
   int site = take_call_site(caller, fid);
   for (int c = nodes[parent].first_child; c >= 0; c = nodes[c].next_sibling) {
     if (nodes[c].fid == fid && nodes[c].call_loop == caller->cur_loop &&
         nodes[c].call_site == site) {
-      push_frame(c);
+      push_frame(c, sites);
       return;
     }
   }
@@ -242,21 +232,21 @@ void __perfcast_enter(int fid, int nsites) {
     int a = frames[d].node;
     if (nodes[a].fid == fid) {
       nodes[a].recursive = 1;
-      push_frame(a);
+      push_frame(a, sites);
       return;
     }
   }
-  push_frame(new_node(parent, fid, caller->cur_loop, site, nsites));
+  push_frame(new_node(parent, fid, caller->cur_loop, site, nsites), sites);
 }
 
-/* Announcements the leaving function made and never entered (a call that threw) die with it. */
+/* The frame's site records go to its calling context. Announcements the leaving function
+ * made and never entered (a call that threw) die with it. */
 void __perfcast_leave(int *frame_variable) {
   (void)frame_variable;
   if (depth > 1) {
     depth--;
+    flush_sites(&frames[depth]);
     __perfcast_npending = frames[depth].pending_base;
-    current_sites = nodes[frames[depth - 1].node].sites;
-    current_nsites = nodes[frames[depth - 1].node].nsites;
   }
 }
 
@@ -264,76 +254,22 @@ void __perfcast_loop_begin(int loop) { top()->cur_loop = loop; }
 
 void __perfcast_loop_end(int parent_loop) { top()->cur_loop = parent_loop; }
 
-/* ---- sinks ------------------------------------------------------------------------------- */
+/* ---- control-flow taint of aggregates --------------------------------------------------- */
 
-/* Before the first frame there are no sites (current_nsites is 0): nothing to initialise. */
-static inline void record_site(int site, int value, dfsan_label label) {
-  if ((unsigned)site >= (unsigned)current_nsites) return;
-  pc_site *s = &current_sites[site];
-  s->labels |= label;
-  s->count++;
-  if (value) s->taken++;
-}
-
-/* A loop exit condition or a branch: record its labels and return them, as data, for the
- * caller's slot (control-flow taint of what the condition decides). Site -1 records
- * nothing: functions pruned statically keep their control-flow taint without a frame. The
- * value itself does not pass through here: the inline __perfcast_cond of perfcast_prelude.h
- * returns it, so the slot is written in the caller's frame and stays in a register (a slot
- * whose address escaped into this call cost LULESH more than the call itself). */
-unsigned char __dfsw___perfcast_cond_label(int site, int value, dfsan_label site_label,
-                                           dfsan_label value_label, dfsan_label *ret_label) {
-  (void)site_label;
-  record_site(site, value, value_label);
-  *ret_label = 0;
-  return value_label;
-}
-
-/* A switch value: recorded like a condition (taken = nonzero). */
-unsigned char __dfsw___perfcast_value_label(int site, long long value, dfsan_label site_label,
-                                            dfsan_label value_label, dfsan_label *ret_label) {
-  (void)site_label;
-  record_site(site, value != 0, value_label);
-  *ret_label = 0;
-  return value_label;
-}
-
-/* Control-flow taint: a store made under a tainted condition inherits its labels, unless
- * the run turned it off (PERFCAST_TAINT_CONTROL_FLOW=0, `perfcast taint --no-control-flow`:
- * data flow only, as tools without control-flow taint see the program). */
-static __attribute__((noinline)) void flow_slowly(void *addr, unsigned long size,
-                                                  dfsan_label label) {
-  init();
-  if (!label || !addr || !control_flow) return;
-#ifdef PC_SHADOW_XOR
-  if (direct_shadow) {
-    unsigned char *shadow = shadow_of(addr);
-    uint64_t labels = label * 0x0101010101010101ULL, word;
-    for (; size >= 8; size -= 8, shadow += 8) {
-      memcpy(&word, shadow, 8);
-      word |= labels;
-      memcpy(shadow, &word, 8);
-    }
-    for (; size > 0; size--, shadow++) *shadow |= label;
-    return;
-  }
-#endif
-  dfsan_add_label(label, addr, size);
-}
-
-/* The fast path, for the stores of doubles, pointers and longs that make up nearly all of
- * them (3.5 million of 3.56 million in LULESH -s 8 -i 10): no frame, one or-ed word. */
-void __perfcast_flow(void *addr, unsigned long size, dfsan_label label) {
-#ifdef PC_SHADOW_XOR
-  if (direct_shadow && size == 8 && label && addr) {
-    uint64_t word;
-    memcpy(&word, shadow_of(addr), 8);
-    word |= label * 0x0101010101010101ULL;
-    memcpy(shadow_of(addr), &word, 8);
-    return;
-  }
-#endif
-  flow_slowly(addr, size, label);
+/* Control-flow taint of an object the instrumented code cannot or into inline (a struct, a
+ * long double, an object a library call modifies): every byte gains the labels of the
+ * control carrier. With control-flow taint off (`perfcast taint --no-control-flow`: data
+ * flow only, as tools without control-flow taint see the program) the program is built
+ * with PERFCAST_NO_CONTROL_FLOW and its carriers hold no labels. Scalars never come here:
+ * or-ing the carrier into the stored value inline was the largest cut of the taint run's
+ * cost (src/perfcast/taint/README.md). */
+void __dfsw___perfcast_flow(void *addr, unsigned long size, unsigned char control,
+                            dfsan_label addr_label, dfsan_label size_label,
+                            dfsan_label control_label) {
+  (void)control;
+  (void)addr_label;
+  (void)size_label;
+  if (control_label && addr) dfsan_add_label(control_label, addr, size);
 }
 
 /* ---- parameters -------------------------------------------------------------------------- */
@@ -468,7 +404,10 @@ void __perfcast_library_call(const char *routine, dfsan_label count_labels) {
 
 /* ---- output ------------------------------------------------------------------------------ */
 
+/* At exit. Frames still active (exit() called below main) have not handed over their site
+ * records; their arrays are still on the stack. */
 static void write_records(void) {
+  for (int d = depth - 1; d > 0; d--) flush_sites(&frames[d]);
   const char *dir = getenv("PERFCAST_TAINT_OUT");
   if (!dir || !*dir) return;
   char path[4096];
