@@ -84,7 +84,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=("mean", "resample", "correlated"),
         help="with --synthesize: every compute block at its modeled mean (default), times "
         "ratios resampled from the inputs' spread between ranks and occurrences (resample), "
-        "or times a ratio every rank shares at an occurrence and one of its own (correlated)",
+        "or times a ratio every rank shares at an occurrence and one of its own (correlated: "
+        "the measured choice for compute-bound programs at large p, whose steps wait for "
+        "their slowest rank)",
     )
     parser.add_argument(
         "--seed", type=int, help="with --noise resample|correlated: the draw's seed (default 0)"
