@@ -84,8 +84,10 @@ by smpirun at p = 3..8 and directly at p), whose spread is larger than the direc
 (``..._ring_virtual.txt``). Repeated direct runs themselves differ: the largest of three
 was 1.01 to 2.3 times the least, one of them slowed by a single stall of this host that
 every rank then waits for. Microsecond bursts (the stencil's 22 us sweep) are the host's
-jitter more than the program's, and SMPI's own bursts there grow with p (its cache), so
-that none of the modes is within 10 % at every p (``synthesis_vs_simulated.txt``). For a
+jitter more than the program's, and SMPI's own bursts there grow with p (its cache: +68 %
+at p = 256, 26 % of the direct time): on an idle machine ``resample`` was +12.3, +8.3, -6.1
+and -2.2 % at p = 16 ... 1024, ``correlated`` +8.0, -9.3, -21 (+6.1 without SMPI's cache
+step) and -12.8 %, ``mean`` -6 to -37 % (``synthesis_vs_simulated.txt``). For a
 compute-bound program at large p, ``--noise correlated`` is the measured choice; ``mean``
 stays the default because it is the program's cost without any machine's noise, which is
 what a trace for another machine should carry unless that machine's noise is known.
