@@ -235,7 +235,7 @@ def test_rule_extrapolates_a_loop_of_known_cost_and_skips_most_of_it(tmp_path: P
     assert [(entry.line, entry.applied) for entry in plan.loops] == [(line, True)]
     program = build(tmp_path, "app.c", plan)  # no trace runtime linked
     n = 20000  # about 45 us per iteration: about 1 s for the whole loop
-    measured: dict[str, list[list[LoopStats]]] = {"1": [], "0": []}
+    measured: dict[str, list[tuple[LoopStats, ...]]] = {"1": [], "0": []}
     for rule, _ in itertools.product(("1", "0"), range(KNOWN_COST_RUNS)):
         trace = tmp_path / f"trace-{rule}-{len(measured[rule])}"
         # the thread's CPU clock: other processes sharing the two cores do not count
