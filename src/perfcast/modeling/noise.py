@@ -39,6 +39,11 @@ def parameter_p_values(cells: RepetitionGrid) -> np.ndarray:
     # padding (NaN: a row with fewer repetitions than the widest) must stay missing
     logs = np.log(np.where(np.isnan(values) | (values > 0), values, 1.0))
     data = np.where(positive[:, None, None], logs, values)
+    # each call path in units of its largest magnitude: the F statistic and the thresholds
+    # of _f_test are relative, and squares of values near 1e200 (a mutated input) overflow
+    magnitude = np.max(np.where(np.isfinite(data), np.abs(data), 0.0), axis=(1, 2))
+    magnitude = np.where(magnitude > 0, magnitude, 1.0)
+    data = data / magnitude[:, None, None]
     count = np.sum(~np.isnan(data), axis=2)  # (K, n)
     mean = np.nanmean(data, axis=2)  # (K, n)
     within_ss = np.nansum((data - mean[:, :, None]) ** 2, axis=2).sum(axis=1)  # (K,)
