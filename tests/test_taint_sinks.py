@@ -71,6 +71,12 @@ static int wide(int n) {
   for (int j = 0; j < (int)x; j++) s++; /* wide use */
   return s;
 }
+static int probe(int n) {
+  int hits = 0;
+  for (int i = 0; i < n; i++)
+    if (2 * i < n) hits++; /* probe guard */
+  return hits;
+}
 static void finish(int n, int r) {
   for (int i = 0; i < n; i++) r++; /* finish loop */
   exit(r > 0 ? 0 : 1);
@@ -80,6 +86,7 @@ int main(int argc, char **argv) {
   int m = atoi(argv[2]);
   int r = grow(n) + scan(n) + nest(2, n) + fields(n, m) + wide(n);
   for (int t = 0; t < m; t++) r += search(n, m); /* main loop */
+  r += probe(n) + probe(m); /* two call sites of one call path */
   finish(n, r);
   return 0;
 }
@@ -132,6 +139,15 @@ def test_a_loop_left_by_return_keeps_every_evaluation(profile: dict) -> None:
     guard = branch_at(profile, "search", line_of("search guard"))
     assert guard["params"] == ["n"] and guard["exits_loops_at"] == [line_of("search loop")]
     assert (guard["evaluated"], guard["taken"]) == (16, 4)
+
+
+def test_two_call_sites_of_one_call_path_add_their_branch_counts(profile: dict) -> None:
+    # main calls probe twice, from two sites: two contexts that print as one call path
+    # (main->probe). probe(5) tests 2i < 5 five times, true for i = 0, 1, 2; probe(4) four
+    # times, true for i = 0, 1. The profile once kept the first context's counts only.
+    guard = branch_at(profile, "probe", line_of("probe guard"))
+    assert guard["params"] == ["m", "n"]
+    assert (guard["evaluated"], guard["taken"]) == (9, 5)
 
 
 def test_a_loop_left_by_break_keeps_every_evaluation(profile: dict) -> None:

@@ -161,11 +161,12 @@ class ProfileBuilder:
             if node.record.recursive:
                 recursive.add(name)
             state = per_path.get(path)
+            branches = self._branches(node.function, node.record)
             if state is None:
-                state = per_path[path] = _PathState(
-                    branches=self._branches(node.function, node.record)
-                )
+                state = per_path[path] = _PathState(branches=branches)
                 function_paths[name].append(path)
+            else:  # another call site of the same call path: its branches count too
+                state.branches = list(_merge_branches([state.branches, branches]))
             state.dep = add(state.dep, self._dependency(node, inclusive=True))
             state.exc = add(state.exc, self._dependency(node, inclusive=False))
             state.visits = add(state.visits, visits)
