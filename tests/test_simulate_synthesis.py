@@ -397,6 +397,46 @@ def stencil_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     return traces
 
 
+def at_block_means(files: tuple[Path, ...], directory: Path) -> Path:
+    """A recorded trace with every compute block at its mean over the ranks, written to
+    ``directory``; returns its index. A block is the compute before the n-th occurrence of
+    an action in a rank (the same step in every rank of a ring). ``--noise mean`` leaves
+    out the ranks' spread by design; the recorded run keeps it, and at p = 16 on two shared
+    cores it varies from run to run (the wait for the slowest rank made the recorded replay
+    11 % longer than the synthesised one on one CI run, 3 % on others)."""
+    ranks: list[list[tuple[tuple[str, int], list[str]]]] = []
+    sums: dict[tuple[str, int], list[float]] = {}
+    for path in files:
+        actions: list[tuple[tuple[str, int], list[str]]] = []
+        seen: dict[str, int] = {}
+        pending = 0.0
+        for line in path.read_text().splitlines():
+            words = line.split()
+            if words[1] == "compute":
+                pending += float(words[2])
+                continue
+            seen[words[1]] = seen.get(words[1], 0) + 1
+            key = (words[1], seen[words[1]])
+            sums.setdefault(key, []).append(pending)
+            actions.append((key, words))
+            pending = 0.0
+        ranks.append(actions)
+    directory.mkdir()
+    index = []
+    for rank, actions in enumerate(ranks):
+        text = []
+        for key, words in actions:
+            mean = sum(sums[key]) / len(sums[key])
+            if mean > 0:
+                text.append(f"{words[0]} compute {mean:.0f}")
+            text.append(" ".join(words))
+        path = directory / f"rank-{rank}.trace"
+        path.write_text("\n".join(text) + "\n")
+        index.append(f"{path}\n")
+    (directory / "index.txt").write_text("".join(index))
+    return directory / "index.txt"
+
+
 @pytest.mark.slow
 @needs_mpi
 @needs_simgrid
@@ -416,7 +456,7 @@ def test_the_stencil_synthesised_at_16_ranks_replays_like_its_trace(
     assert halos and all(q.model.is_constant() for q in halos)
     # 10 us links: communication is a good part of the time, as on a cluster
     platform = PlatformSpec("cluster", nodes=16, latency=1e-5, bandwidth=1.25e9)
-    direct_index = recorded.write_index(tmp_path / "index.txt")
+    direct_index = at_block_means(recorded.rank_files, tmp_path / "recorded-at-means")
     direct = replay(direct_index, platform, 16).time
     predicted = replay(made.directory / "index.txt", platform, 16).time
     assert predicted == pytest.approx(direct, rel=0.10)
