@@ -170,8 +170,10 @@ def test_benjamini_hochberg_rejects_the_smallest_up_to_the_last_under_its_line()
 def _estimate(
     value: float, low: float, high: float, variance: float, dof: float = 40.0
 ) -> MeanEstimate:
-    """A fit's estimate at the target, as :func:`mean_estimate` gives it (0-d arrays)."""
-    return MeanEstimate(np.array(value), np.array(low), np.array(high), np.array(variance), dof)
+    """A fit's estimate at the target, as :func:`mean_estimate` gives it (0-d arrays); the
+    noise of a new measurement is not part of the cost test."""
+    arrays = (np.array(value), np.array(low), np.array(high), np.array(variance))
+    return MeanEstimate(*arrays, dof, noise=0.0, noise_dof=dof)
 
 
 def test_the_cost_test_measures_the_gap_between_the_fits_and_their_rivals() -> None:

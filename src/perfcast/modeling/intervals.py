@@ -195,23 +195,11 @@ def _interval(
 ) -> tuple[np.ndarray, np.ndarray]:
     if not 0 < level < 1:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level}")
-    uncertainty = model.uncertainty
-    mean = None if uncertainty is None else mean_estimate(model, point, selection=selection)
-    if uncertainty is None or mean is None:
+    mean = mean_estimate(model, point, selection=selection)
+    if mean is None:
         missing = np.full(np.shape(model.evaluate(point)), np.nan)
         return missing, missing.copy()
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        fitted = mean.variance
-        noise = (
-            np.square(uncertainty.noise * mean.value) if new_measurement else np.zeros_like(fitted)
-        )
-        variance = fitted + noise
-        # Welch-Satterthwaite: the degrees of freedom of a sum of two estimated variances
-        dof = np.square(variance) / (
-            np.square(fitted) / uncertainty.dof + np.square(noise) / uncertainty.noise_dof
-        )
-        half = np.where(variance > 0, _quantile(level, dof) * np.sqrt(variance), 0.0)
-    return mean.low - half, mean.high + half
+    return mean.interval(level, new_measurement=new_measurement)
 
 
 @dataclass(frozen=True)
@@ -222,13 +210,34 @@ class MeanEstimate:
     none, or with ``selection=False``), and the ``variance`` of the fitted value,
     ``X' Cov X``, in the model's own units, an estimate resting on ``dof`` degrees of
     freedom. No noise of a new measurement: what it describes is the fit, so that two fits
-    can be compared with each other (:mod:`perfcast.report.compare`)."""
+    can be compared with each other (:mod:`perfcast.report.compare`); ``noise`` (relative,
+    on ``noise_dof`` degrees of freedom) is kept for :meth:`interval`."""
 
     value: np.ndarray
     low: np.ndarray
     high: np.ndarray
     variance: np.ndarray
     dof: float
+    noise: float
+    noise_dof: float
+
+    def interval(
+        self, level: float, *, new_measurement: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) at ``level``: the prediction interval of one new measurement, or
+        with ``new_measurement=False`` the confidence interval of the expected value."""
+        if not 0 < level < 1:
+            raise ValueError(f"level must lie strictly between 0 and 1, got {level}")
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            fitted = self.variance
+            noise = np.square(self.noise * self.value) if new_measurement else np.zeros_like(fitted)
+            variance = fitted + noise
+            # Welch-Satterthwaite: the degrees of freedom of a sum of two estimated variances
+            dof = np.square(variance) / (
+                np.square(fitted) / self.dof + np.square(noise) / self.noise_dof
+            )
+            half = np.where(variance > 0, _quantile(level, dof) * np.sqrt(variance), 0.0)
+        return self.low - half, self.high + half
 
 
 def mean_estimate(
@@ -252,7 +261,9 @@ def mean_estimate(
     if selection:
         for other in _alternatives(uncertainty.alternatives, arrays, centre.shape):
             low, high = np.fmin(low, other), np.fmax(high, other)
-    return MeanEstimate(centre, low, high, fitted, uncertainty.dof)
+    return MeanEstimate(
+        centre, low, high, fitted, uncertainty.dof, uncertainty.noise, uncertainty.noise_dof
+    )
 
 
 def _alternatives(

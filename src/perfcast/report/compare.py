@@ -56,7 +56,6 @@ from perfcast.modeling.intervals import (
     DEFAULT_LEVEL,
     MeanEstimate,
     mean_estimate,
-    prediction_interval,
 )
 from perfcast.modeling.modeler import RIVAL_TOLERANCE
 from perfcast.modeling.modelset import ModelSet
@@ -170,11 +169,13 @@ def _at(
     point = {p: np.float64(v) for p, v in target.items()}
     try:
         with np.errstate(all="ignore"):
-            value = float(model.evaluate(point))
-            lower, upper = prediction_interval(model, point, level)
             mean = mean_estimate(model, point)
+            value = float(model.evaluate(point) if mean is None else mean.value)
     except InputError:  # outside the model's domain (log2 of 0): no value to compare
         return nothing
+    if mean is None:  # no stored uncertainty: a value without an interval
+        return value, (math.nan, math.nan), None
+    lower, upper = mean.interval(level)
     return value, (float(lower), float(upper)), mean
 
 
