@@ -91,8 +91,10 @@ def _is_text(line: str) -> bool:
 
 def scratch_directory(store: Path) -> Path:
     """Where runs write their profiles and output until they are stored (next to the
-    store, so a cluster's compute nodes see it when the store is on a shared file system)."""
-    return store.with_name(store.name + ".runs")
+    store, so a cluster's compute nodes see it when the store is on a shared file system).
+    Absolute: runs start in the app's directory (or a batch job's), where a relative
+    ``--store`` given from elsewhere named another place and every profile was lost."""
+    return store.absolute().with_name(store.name + ".runs")
 
 
 SMPI_WRAPPERS = {"mpicc": "smpicc", "mpicxx": "smpicxx", "mpic++": "smpicxx", "mpiCC": "smpicxx"}
@@ -252,9 +254,7 @@ def measure(
     stream: IO[str] | None = None,
 ) -> CampaignResult:
     """Run the campaign ``spec`` describes into its store; see the module docstring."""
-    # absolute: runs start in the app's directory, and their scratch directories are
-    # derived from the store's path (a relative --store from elsewhere lost every profile)
-    store_path = Path(store_path or spec.store).absolute()
+    store_path = Path(store_path or spec.store)
     problem = backend.launcher_arguments_problem(spec.run.mpirun_args)
     if problem is not None:
         raise InputError(problem, path=spec.path)
