@@ -322,9 +322,8 @@ def burst_lines(
     growth = []
     for row in (row for row in rows if row.ranks <= OWN_BURSTS_UP_TO):
         p = row.ranks
-        platform, hosts, recorded = work / f"cluster-{p}.xml", work / f"hosts-{p}", work / f"ti-{p}"
-        command = ["smpirun", "-np", str(p), "-platform", str(platform), "-hostfile", str(hosts)]
-        command += [*read_platform(platform).smpi_options, "--cfg=smpi/host-speed:1Gf"]
+        recorded = work / f"ti-{p}"
+        command = smpirun(work / f"cluster-{p}.xml", p, work)
         command += ["-trace-ti", f"--cfg=tracing/filename:{recorded}"]
         environment = {**os.environ, "PERFCAST_TRACE_DIR": str(work / f"own-trace-{p}")}
         environment["PERFCAST_PROFILE_DIR"] = str(work / f"own-profile-{p}")

@@ -745,13 +745,13 @@ def _bounded(
     for key, quantity in steeper.items():
         model = models[(key, "flops")]
         value = _value_at(model, quantity.name, "flops", target)
-        held = value > quantity.linear_limit(target, largest)
+        limit = quantity.linear_limit(target, largest)
+        held = value > limit
         if held:
-            slope = quantity.linear_limit(target, largest) / target
-            linear = (Term(slope, (Factor("p", Fraction(1)),)),)
+            linear = (Term(limit / target, (Factor("p", Fraction(1)),)),)
             model = Model(key, "flops", 0.0, linear, prior="synthesis: held at linear growth")
             # down, so that the value written is not steep by a rounding
-            value = math.floor(quantity.linear_limit(target, largest))
+            value = math.floor(limit)
         bound = Bound(quantity.model, quantity.value, held)
         bounded[key] = replace(quantity, model=model, value=value, bound=bound)
     return bounded

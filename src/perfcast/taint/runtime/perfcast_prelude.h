@@ -106,6 +106,16 @@ static inline __attribute__((unused, always_inline)) long long __perfcast_value(
   return value;
 }
 
+/* One width of __perfcast_or_control: the same three steps with each unsigned type. */
+#define __PC_OR_BITS(type)                               \
+  {                                                      \
+    type __pc_bits;                                      \
+    __builtin_memcpy(&__pc_bits, word, sizeof(type));    \
+    __pc_bits |= control;                                \
+    __builtin_memcpy(word, &__pc_bits, sizeof(type));    \
+    return;                                              \
+  }
+
 /* Control-flow taint of a store. A control value (a condition slot, __pc_in, their OR) is
  * a carrier, so or-ing it into the bits of a value leaves the value as it is and gives it
  * the control's labels: inline, without a call, and without taking the object's address
@@ -115,38 +125,15 @@ static inline __attribute__((unused, always_inline)) long long __perfcast_value(
 static inline __attribute__((unused, always_inline)) void __perfcast_or_control(
     void *word, unsigned long size, __pc_label control) {
   switch (size) {
-    case 1: {
-      unsigned char bits;
-      __builtin_memcpy(&bits, word, 1);
-      bits |= control;
-      __builtin_memcpy(word, &bits, 1);
-      return;
-    }
-    case 2: {
-      unsigned short bits;
-      __builtin_memcpy(&bits, word, 2);
-      bits |= control;
-      __builtin_memcpy(word, &bits, 2);
-      return;
-    }
-    case 4: {
-      unsigned int bits;
-      __builtin_memcpy(&bits, word, 4);
-      bits |= control;
-      __builtin_memcpy(word, &bits, 4);
-      return;
-    }
-    case 8: {
-      unsigned long long bits;
-      __builtin_memcpy(&bits, word, 8);
-      bits |= control;
-      __builtin_memcpy(word, &bits, 8);
-      return;
-    }
+    case 1: __PC_OR_BITS(unsigned char)
+    case 2: __PC_OR_BITS(unsigned short)
+    case 4: __PC_OR_BITS(unsigned int)
+    case 8: __PC_OR_BITS(unsigned long long)
     default: /* long double: the runtime adds the label to every byte */
       __perfcast_flow(word, size, control);
   }
 }
+#undef __PC_OR_BITS
 #ifdef __cplusplus
 }
 #endif
