@@ -492,13 +492,12 @@
     const all = state.showAll.diff;
     const shown = all ? c.rows : c.rows.slice(0, SHOWN);
     view.appendChild(el("table", { className: "ranking", "data-ranking": "diff" },
-      el("thead", {}, el("tr", {}, ["call path", "metric", "cost", "model", "A at target", "B at target", "B / A", "p"].map((h) => el("th", {}, h)))),
+      el("thead", {}, el("tr", {}, ["call path", "metric", "cost", "model", "A at target", "B at target", "B / A"].map((h) => el("th", {}, h)))),
       el("tbody", {}, shown.map((r, i) => el("tr", { className: state.pair === i ? "selected" : "", "data-verdict": r.verdict, "data-path": r.callpath },
         el("td", { className: "path", title: r.callpath }, el("a", { href: "#", onclick: (event) => { event.preventDefault(); state.pair = i; render(); } }, r.short)),
         el("td", {}, r.metric), el("td", { className: "verdict" }, r.verdict),
         el("td", {}, r.model_changed ? "changed" : r.terms_differ ? "other terms" : r.before && r.after ? "same terms" : ""),
-        el("td", {}, num(r.value_before)), el("td", {}, num(r.value_after)), el("td", {}, r.ratio === null ? "-" : "x" + num(r.ratio)),
-        el("td", {}, r.p_value === null || r.p_value === undefined ? "-" : r.p_value.toExponential(1)))))));
+        el("td", {}, num(r.value_before)), el("td", {}, num(r.value_after)), el("td", {}, r.ratio === null ? "-" : "x" + num(r.ratio)))))));
     if (c.rows.length > SHOWN) {
       view.appendChild(el("button", { type: "button", className: "more", onclick: () => { state.showAll.diff = !all; render(); } },
         all ? "show the first " + SHOWN : "show all " + c.rows.length));
@@ -513,7 +512,8 @@
     detail.appendChild(el("dl", { className: "model" },
       side("A (before)", r.before, r.value_before, r.interval_before),
       side("B (after)", r.after, r.value_after, r.interval_after),
-      el("dt", {}, "verdict"), el("dd", {}, r.verdict + (r.ratio === null ? "" : " (B / A = x" + num(r.ratio) + ")") +
+      el("dt", {}, "verdict"), el("dd", {}, r.verdict + (r.ratio === null ? "" : " (B / A = x" + num(r.ratio) +
+        (r.p_value === null || r.p_value === undefined ? "" : ", p = " + r.p_value.toExponential(1)) + ")") +
         (r.model_changed ? "; the model changed" : r.terms_differ ? "; other terms, but they agree within the intervals or were rivals the fits could not tell apart" : ""))));
     P.filter((p) => data.axes[p].grid.length > 1).forEach((p) => detail.appendChild(overlayPlot(r, p)));
   }
