@@ -157,9 +157,10 @@ def test_time_points_beyond_the_counted_range_get_a_note():
 
 def test_effort_counts_needs_effort_priors(tmp_path, capsys):
     counts = tmp_path / "counters.jsonl"
-    assert main(["model", str(tmp_path / "light.jsonl"), "--effort-counts", str(counts)]) == 2
+    light = str(tmp_path / "light.jsonl")
+    assert main(["model", light, "--priors", "none", "--effort-counts", str(counts)]) == 2
     error = capsys.readouterr().err
-    assert str(counts) in error and "add --priors effort" in error
+    assert str(counts) in error and "add effort to --priors" in error
 
 
 # -- the real thing: a light and a counting campaign of the stencil ---------------------------

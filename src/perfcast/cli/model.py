@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfcast.effort import EffortModeler
-from perfcast.effort.source import EffortSource
 from perfcast.effort.sources import combine_sources
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
@@ -16,7 +15,7 @@ from perfcast.experiment.experiment import Experiment
 from perfcast.experiment.io import FORMATS
 from perfcast.experiment.io.registry import detect_format
 from perfcast.experiment.metrics import COUNTER_METRICS, VISITS_METRIC
-from perfcast.experiment.names import name_list, select_callpaths
+from perfcast.experiment.names import select_callpaths
 from perfcast.experiment.points import parse_point
 from perfcast.modeling import PMNFModeler
 from perfcast.modeling.modelset import MODEL_FILE, ModelSet
@@ -24,14 +23,22 @@ from perfcast.modeling.options import add_flags, from_arguments
 from perfcast.modeling.provenance import Provenance
 from perfcast.modeling.scaling import SCALINGS, total_over_ranks
 from perfcast.outputs import check_target
-from perfcast.priors import PRECEDENCE, PriorSource, fit_with_priors
-from perfcast.priors.report import render_priors
+from perfcast.priors import PRECEDENCE
 from perfcast.report import STYLES, render_models
 from perfcast.report.summary import (
     DEFAULT_TOP,
     TARGET_FACTOR,
     describe_values,
     render_summary,
+)
+from perfcast.workflows.model import (
+    NO_PRIORS,
+    PRIOR_CHOICES,
+    PriorInputs,
+    beside_store,
+    choose_priors,
+    effort_for,
+    fit_models,
 )
 
 if TYPE_CHECKING:
@@ -46,7 +53,6 @@ CAMPAIGN_STORE = "sqlite"
 only then is the measure stage imported (on a text file it would cost a tenth of the
 start-up)."""
 SUMMARY_STYLE = "summary"
-PRIOR_SOURCES = PRECEDENCE
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -140,8 +146,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     priors.add_argument(
         "--priors",
         type=_prior_names,
-        metavar=",".join(PRIOR_SOURCES),
-        help="the prior sources, comma-separated, in any combination. effort: basic-block "
+        metavar=",".join(PRIOR_CHOICES),
+        help="the prior sources, comma-separated, in any combination (default: every source "
+        "the input has evidence for: effort where it has counters, taint where --taint is "
+        "given or app.taint.json lies beside the store app.sqlite, static with --static; "
+        "none: black-box models only). effort: basic-block "
         "and MPI byte models fix the terms of each call path's time model (only the "
         "coefficients are fitted); static: the static model's instruction formulas "
         "(--static) fix them; taint: the taint profile (--taint) restricts every metric to "
@@ -187,10 +196,19 @@ def search_modeler(args: argparse.Namespace) -> PMNFModeler:
 def run(args: argparse.Namespace) -> int:
     modeler = search_modeler(args)
     effort = from_arguments(EffortModeler, args, dest_prefix=EFFORT, nested=False, modeler=modeler)
-    args.priors = _chosen_priors(args)
-    if args.effort_counts is not None and "effort" not in args.priors:
+    effort = effort_for(effort, args.metric)
+    if args.taint is None and args.priors is None and args.input.suffix == ".sqlite":
+        args.taint = beside_store(args.input)
+    prior_inputs = PriorInputs(
+        taint=args.taint,
+        static=args.static,
+        static_rename=args.static_rename,
+        exclusive=args.exclusive,
+        taint_check_only=args.taint_mode == "check",
+    )
+    if args.effort_counts is not None and args.priors is not None and "effort" not in args.priors:
         raise InputError(
-            "--effort-counts gives the counts of effort priors: add --priors effort",
+            "--effort-counts gives the counts of effort priors: add effort to --priors",
             path=args.effort_counts,
         )
     given = (args.input, args.effort_counts, args.taint, args.static)
@@ -207,15 +225,18 @@ def run(args: argparse.Namespace) -> int:
     callpaths = None
     if args.callpath:
         callpaths = select_callpaths(args.callpath, experiment.callpaths, experiment.source)
+    priors, notes = choose_priors(experiment, args.priors, prior_inputs)
     experiment = experiment.restricted(
-        callpaths=callpaths, metrics=_modeled_metrics(args, experiment)
+        callpaths=callpaths, metrics=_modeled_metrics(args, experiment, priors)
     )
-    machine = _note_machine(args, input_format)
-    report = None
-    if not args.priors:
-        models = modeler.fit(experiment)
-    else:
-        models, report = _fit_with_priors(effort, experiment, args)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    machine = _note_machine(args, input_format, priors)
+    result = fit_models(experiment, effort, priors, prior_inputs)
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    models = result.models
+    report = result.report
     provenance = (
         machine.provenance(experiment, models)
         if machine is not None
@@ -227,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         written
         if written is not None and _style(args) == "json"
-        else _render(models, experiment, args, input_format, target, effort)
+        else _render(models, experiment, args, input_format, target, effort, priors)
     )
     if report is not None:
         print()
@@ -235,7 +256,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _modeled_metrics(args: argparse.Namespace, experiment: Experiment) -> list[str] | None:
+def _modeled_metrics(
+    args: argparse.Namespace, experiment: Experiment, priors: tuple[str, ...]
+) -> list[str] | None:
     """The metrics to fit: ``--metric``'s, and under ``--priors effort`` also the counters
     and visits the priors are made from. ``--metric cpu_time`` chooses what the summary
     ranks, not what the priors may read: without the counters every call path silently
@@ -243,7 +266,7 @@ def _modeled_metrics(args: argparse.Namespace, experiment: Experiment) -> list[s
     ``--metric`` names counters itself, the user chose which priors to derive (e.g. basic
     blocks without MPI bytes: the MPI call paths then take taint priors), and only those
     are read."""
-    if not args.metric or "effort" not in args.priors:
+    if not args.metric or "effort" not in priors:
         return args.metric
     counters = [m for m in COUNTER_METRICS if m in experiment.metrics]
     if any(m in COUNTER_METRICS for m in args.metric):
@@ -263,6 +286,7 @@ def _render(
     input_format: str,
     target: dict[str, float] | None,
     effort: EffortModeler,
+    priors: tuple[str, ...],
 ) -> str:
     """The summary by default, every model with --full or another --style."""
     style = _style(args)
@@ -273,7 +297,7 @@ def _render(
         models.metrics,
         aggregation=args.aggregation,
         median_estimator=args.median_estimator,
-        effort_aggregation=effort.coefficient_aggregation if "effort" in args.priors else None,
+        effort_aggregation=effort.coefficient_aggregation if "effort" in priors else None,
         scaling=args.scaling,
         ranks_parameter=effort.ranks,
     )
@@ -324,7 +348,9 @@ def _with_counts_from(
     return combined.experiment
 
 
-def _note_machine(args: argparse.Namespace, input_format: str) -> Machine | None:
+def _note_machine(
+    args: argparse.Namespace, input_format: str, priors: tuple[str, ...]
+) -> Machine | None:
     """What a campaign store knows of the machine its runs describe (runs with more ranks
     than cores, runs on a virtual cluster and those kept apart), printed as notes; None for
     other inputs, which know neither."""
@@ -332,7 +358,7 @@ def _note_machine(args: argparse.Namespace, input_format: str) -> Machine | None
         return None
     from perfcast.measure.machine import machine_of
 
-    machine = machine_of(Path(args.input), args.runs, effort_priors="effort" in args.priors)
+    machine = machine_of(Path(args.input), args.runs, effort_priors="effort" in priors)
     for note in machine.notes:
         print(f"note: {note}", file=sys.stderr)
     return machine
@@ -351,85 +377,10 @@ def _note_shared_core_models(provenance: Provenance) -> None:
 def _prior_names(text: str) -> tuple[str, ...]:
     """``--priors taint,effort`` as names; an unknown one is a usage error naming it."""
     names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
-    unknown = [n for n in names if n not in PRIOR_SOURCES]
+    unknown = [n for n in names if n not in PRIOR_CHOICES]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
             f"{', '.join(unknown) or 'nothing'}: give prior sources from "
-            f"{', '.join(PRIOR_SOURCES)}, comma-separated"
+            f"{', '.join(PRECEDENCE)}, comma-separated, or {NO_PRIORS}"
         )
     return names
-
-
-def _chosen_priors(args: argparse.Namespace) -> tuple[str, ...]:
-    """The prior sources of ``--priors``, ``--taint`` and ``--static``, in the order of
-    precedence; a source without its input is an error naming the flag to add."""
-    names = set(args.priors or ())
-    if args.static_rename and args.static is None:
-        raise InputError("--static-rename renames the parameters of --static MODELFILE: add it")
-    inputs = (
-        ("taint", "--taint PROFILE", args.taint),
-        ("static", "--static MODELFILE", args.static),
-    )
-    for name, flag, given in inputs:
-        if given is not None:  # the input alone implies its source
-            names.add(name)
-        elif name in names:
-            raise InputError(f"--priors {name} needs its input: add {flag}")
-    return tuple(n for n in PRIOR_SOURCES if n in names)
-
-
-def _sources(args: argparse.Namespace, effort: EffortModeler) -> list[PriorSource]:
-    """The prior sources ``args.priors`` names, each with its input read."""
-    sources: list[PriorSource] = []
-    for name in args.priors:
-        if name == "effort":
-            sources.append(EffortSource(effort))
-        elif name == "static":
-            # the static extra, on demand
-            from perfcast.static.prior import StaticSource, parse_rename
-
-            rename = parse_rename(args.static_rename or "", "--static-rename")
-            sources.append(StaticSource.read(args.static, metric=effort.time_metric, rename=rename))
-        else:  # the taint stage, on demand
-            from perfcast.taint.profile_model import read_profile
-            from perfcast.taint.source import TaintSource
-
-            sources.append(
-                TaintSource(
-                    read_profile(args.taint),
-                    inclusive=not args.exclusive,
-                    apply=args.taint_mode == "prior",
-                    path=args.taint,
-                )
-            )
-    return sources
-
-
-def _fit_with_priors(
-    effort: EffortModeler, experiment: Experiment, args: argparse.Namespace
-) -> tuple[ModelSet, str | None]:
-    """The priors stage (:func:`perfcast.priors.fit_with_priors`); the models and the
-    report of the priors (none for taint alone: its flags are in the summary's warnings).
-    Notes the report does not show go to stderr, one line each."""
-    sources = _sources(args, effort)
-    fit = fit_with_priors(effort.modeler, experiment, sources, fixed=effort)
-    reported = {s.name for s in sources if hasattr(s, "report")}
-    for derived in fit.derived:
-        if derived.source not in reported:
-            for note in derived.notes:
-                print(f"note: {note}", file=sys.stderr)
-    by_source: dict[str, dict[str, list[str]]] = {}
-    for conflict in fit.conflicts:
-        by_source.setdefault(conflict.source, {}).setdefault(conflict.callpath, []).append(
-            conflict.metric
-        )
-    for source, metrics in by_source.items():
-        print(
-            f"note: {sum(map(len, metrics.values()))} model(s) conflict with their {source} "
-            "prior; each says which model was kept, with both fits, in its warnings: "
-            f"{name_list(metrics, tags=metrics)}",
-            file=sys.stderr,
-        )
-    if args.priors == ("taint",):
-        return fit.models, None
-    return fit.models, render_priors(fit, sources, effort.time_metric)

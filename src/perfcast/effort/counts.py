@@ -42,6 +42,7 @@ from itertools import combinations, product
 
 import numpy as np
 
+from perfcast.effort.exact import ExactFit, LeadFit, exact_fit, lead_along_lines
 from perfcast.experiment.experiment import CALLPATH, METRIC, VALUE, Experiment
 from perfcast.modeling.blas import serial_blas
 from perfcast.modeling.fitting import (
@@ -89,6 +90,13 @@ INEXACT_SMAPE = 1.0
 """Counts whose best model misses them by more than this SMAPE (percent) get a warning."""
 
 INEXACT_WARNING = "counts are not close to a PMNF function of the parameters"
+
+NO_EXACT_WARNING = "no exact model of these counts"
+
+LEAD_ONLY_WARNING = "exact lead term"
+"""The start of the warning on a count model found by the approximate search: counts are
+deterministic, so a model that does not reproduce them is a compromise whose exponents may
+be off (:mod:`perfcast.effort.exact` says what was tried)."""
 
 CRITERION = "smape"
 
@@ -182,6 +190,12 @@ class CountModeler(Estimator):
         coordinates, inverse = np.unique(coordinates[:, columns], axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
         values = np.array([np.median(values[inverse == k]) for k in range(len(coordinates))])
+        exact = exact_fit(coordinates, values, modeled, self.space)
+        if exact is not None:
+            return self._exact_model(callpath, metric, values, exact, parameters)
+        lead = lead_along_lines(coordinates, values, modeled, self.space, self.min_points)
+        if lead is not None:
+            return self._lead_model(callpath, metric, values, lead, parameters)
         per_parameter = max(1, int(self.max_columns ** (1 / len(modeled))) - 1)
         candidates = {
             name: self._candidates(name, modeled.index(name), coordinates, values, per_parameter)
@@ -210,16 +224,67 @@ class CountModeler(Estimator):
             )
         )
         model = self._model(callpath, metric, values, float(best.coefficients[0]), terms, best)
-        if model.statistics.smape > INEXACT_SMAPE:  # the count fit's own fact
-            model = replace(
-                model,
-                warnings=(
-                    *model.warnings,
+        worst = float(np.max(np.abs(values - best.prediction) / np.maximum(np.abs(values), 1e-300)))
+        return replace(
+            model,
+            warnings=(
+                *model.warnings,
+                f"{NO_EXACT_WARNING}: no sum of terms with integer, logarithmic or the search "
+                f"space's exponents reproduces every value (the closest misses one by "
+                f"{worst:.2g} of it; data-dependent control flow or rounded trip counts); "
+                + (
                     f"{INEXACT_WARNING}: the best model misses them by "
-                    f"{model.statistics.smape:.2g} % (SMAPE); its exponents may be off",
+                    f"{model.statistics.smape:.2g} % (SMAPE); its exponents may be off"
+                    if model.statistics.smape > INEXACT_SMAPE
+                    else "the approximate model is close"
                 ),
-            )
-        return model
+            ),
+        )
+
+    def _exact_model(
+        self,
+        callpath: str,
+        metric: str,
+        values: np.ndarray,
+        exact: ExactFit | LeadFit,
+        parameters: Sequence[str],
+    ) -> Model:
+        """The model of an exact fit: its constant and its terms in the modeler's order."""
+        constant = 0.0
+        terms: list[Term] = []
+        for shape, coefficient in zip(exact.shapes, exact.coefficients, strict=True):
+            if shape:
+                terms.append(Term(float(coefficient), tuple(sorted(shape))))
+            else:
+                constant = float(coefficient)
+        terms.sort(key=lambda term: _order(term.factors, parameters))
+        choice = _Choice((), 0.0, exact.coefficients, exact.prediction, exact.prediction)
+        return self._model(callpath, metric, values, constant, tuple(terms), choice)
+
+    def _lead_model(
+        self,
+        callpath: str,
+        metric: str,
+        values: np.ndarray,
+        lead: LeadFit,
+        parameters: Sequence[str],
+    ) -> Model:
+        """An exact lead term with approximate lower-order terms, and a warning that says
+        which part is exact."""
+        model = self._exact_model(callpath, metric, values, lead, parameters)
+        shape = " * ".join(f.text() for f in sorted(lead.shapes[0]))
+        shown = f"{lead.coefficients[0]:.6g} * {shape}"
+        return replace(
+            model,
+            warnings=(
+                f"{LEAD_ONLY_WARNING}: along {lead.parameter} every one of the {lead.lines} "
+                f"lines is exact with the lead term {shown} (the same coefficient on every "
+                "line), but the lower-order coefficients change between the lines in no form "
+                "the search expresses (boundary terms, such as a grid's faces that shrink as "
+                f"ranks gain neighbours); they are fitted approximately (SMAPE "
+                f"{model.statistics.smape:.2g} %)",
+            ),
+        )
 
     def _search(self, dictionary: np.ndarray, values: np.ndarray) -> _Choice | None:
         """Best model of one and two terms (every pair screened, the best validated), then

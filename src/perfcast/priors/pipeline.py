@@ -27,14 +27,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from perfcast.effort.counts import CountModeler
 from perfcast.effort.priors import EffortModeler
+from perfcast.effort.source import is_count
+from perfcast.effort.waiting import varying_counts
 from perfcast.experiment.experiment import Experiment
+from perfcast.experiment.metrics import MAX_SUFFIX, VISITS_METRIC
 from perfcast.modeling.findings import Finding
 from perfcast.modeling.modeler import PMNFModeler
 from perfcast.modeling.modelset import ModelSet
+from perfcast.modeling.pmnf import Model
 from perfcast.modeling.prior import DerivedPriors
 from perfcast.modeling.prior_conflicts import PriorConflict
 from perfcast.modeling.prior_fit import FixedFit, fit_under_priors
+from perfcast.modeling.space import SearchSpace
 from perfcast.priors.compose import Composition, compose
 
 
@@ -120,6 +126,10 @@ def fit_with_priors(
         ]
     )
     measured = [m for m in experiment.metrics if m not in modeled]
+    counted = deterministic_metrics(experiment, measured)
+    exact = [*exact, *_count_models(experiment, counted, modeler.space)]
+    exact_metrics |= set(counted)
+    measured = [m for m in measured if m not in counted]
     free = ModelSet(experiment.parameters)
     if measured:
         free = modeler.fit(experiment.restricted(metrics=measured))
@@ -151,6 +161,32 @@ def fit_with_priors(
                 check(models, checked_free, experiment, composition.ruled_out)
             )
     return PriorFit(models, free, derived, composition, tuple(conflicts))
+
+
+def deterministic_metrics(experiment: Experiment, metrics: Sequence[str]) -> list[str]:
+    """Those of ``metrics`` that are counts (effort counters, their maxima over ranks, and
+    visits) and repeat exactly wherever a point was measured twice. Such data has no noise
+    to average: fitted like time, ``1428 n^3 - 1836 n^2`` became ``658 n^(11/4) log2(n)``.
+    Visits of a polling call (``MPI_Test`` until a message arrives) differ between
+    repetitions and stay with the time modeler."""
+    named = [m for m in metrics if is_count(m) or m.removesuffix(MAX_SUFFIX) == VISITS_METRIC]
+    if not named:
+        return []
+    varying = varying_counts(experiment, named, tolerance=0.0)
+    moving = {c.metric for c in varying.values()}
+    if not moving:
+        return named
+    # varying_counts keeps each call path's largest spread only: recheck the others
+    return [m for m in named if m not in moving and not varying_counts(experiment, [m], 0.0)]
+
+
+def _count_models(
+    experiment: Experiment, metrics: Sequence[str], space: SearchSpace
+) -> list[Model]:
+    """The exact-count models of ``metrics``, in the time modeler's search space."""
+    if not metrics:
+        return []
+    return list(CountModeler(space).fit(experiment.restricted(metrics=list(metrics))))
 
 
 __all__ = ["CheckingSource", "PriorFit", "PriorSource", "fit_with_priors"]

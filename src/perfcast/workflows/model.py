@@ -1,0 +1,208 @@
+"""The modeling workflow: measurements in, the models a user sees by default out.
+
+``perfcast model`` and ``perfcast report`` print what :func:`fit_models` returns, so that a
+library user calling it gets the same answer as the command line. Its one policy is the
+issue the tool exists for: **priors are the default, not an expert path.** Fitted
+black-box, a compute kernel measured over a range where its working set leaves the cache
+gets ``n^3 * log2(n)^2``: the log factor follows the cache, not the code. Where the input
+carries the evidence that rules such shapes out, it is used without being asked for:
+
+* **effort**: the input has basic-block or MPI byte counters (``perfcast build
+  --counters``, or ``--effort-counts``): their exact models fix the lead term of the time
+  model; the time data fits the coefficients (and drops lower-order terms that come out
+  negative, :data:`~perfcast.effort.priors.NEGATIVE_TERM_POLICIES`).
+* **taint**: a taint profile was given, or lies beside the campaign store as
+  ``app.taint.json`` (where ``perfcast taint perfcast.toml`` writes it): each call path is
+  restricted to the parameters its code depends on.
+* **static**: a static model was given (``--static``).
+
+``priors=("none",)`` asks for the black-box models alone. Counts (counters, visits) are
+modeled exactly in every case (:func:`perfcast.priors.pipeline.deterministic_metrics`), and
+every model says which prior shaped it (its ``prior``), the notes say why each source was
+chosen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfcast.effort.priors import EffortModeler
+from perfcast.effort.source import EffortSource
+from perfcast.errors import InputError
+from perfcast.experiment.experiment import Experiment
+from perfcast.experiment.metrics import COUNTER_METRICS, CPU_TIME_METRIC, TIME_METRIC
+from perfcast.experiment.names import name_list
+from perfcast.modeling.modelset import ModelSet
+from perfcast.priors import PRECEDENCE, PriorFit, PriorSource, fit_with_priors
+from perfcast.priors.report import render_priors
+
+NO_PRIORS = "none"
+"""The prior name that asks for the black-box models alone."""
+
+PRIOR_CHOICES = (*PRECEDENCE, NO_PRIORS)
+
+TAINT_SUFFIX = ".taint.json"
+"""A campaign store ``app.sqlite``'s taint profile is ``app.taint.json`` beside it."""
+
+TIME_METRICS = (TIME_METRIC, CPU_TIME_METRIC)
+
+
+@dataclass(frozen=True)
+class PriorInputs:
+    """The files the prior sources read, as the user named them (``None``: not given)."""
+
+    taint: Path | None = None
+    static: Path | None = None
+    static_rename: str | None = None
+    exclusive: bool = False
+    """The metrics cover each function's own code only (exclusive taint dependencies)."""
+    taint_check_only: bool = False
+    """Compare the taint profile with the models instead of restricting them."""
+
+
+@dataclass(frozen=True)
+class ModelingResult:
+    """What :func:`fit_models` returns.
+
+    Attributes:
+        models: the models with every finding.
+        priors: the prior sources used, in precedence order (empty: black-box).
+        notes: one line each, for the user: which sources were chosen and why, and what
+            the sources could not do.
+        report: the side-by-side report of the fixed priors (effort, static), or ``None``.
+        fit: the priors stage's whole result (black-box models, derived priors, conflicts).
+    """
+
+    models: ModelSet
+    priors: tuple[str, ...]
+    notes: tuple[str, ...]
+    report: str | None
+    fit: PriorFit
+
+
+def beside_store(store: Path) -> Path | None:
+    """The taint profile ``perfcast taint perfcast.toml`` writes beside ``store``."""
+    candidate = store.with_name(store.stem + TAINT_SUFFIX)
+    return candidate if candidate.is_file() else None
+
+
+def choose_priors(
+    experiment: Experiment,
+    requested: Sequence[str] | None,
+    inputs: PriorInputs,
+) -> tuple[tuple[str, ...], list[str]]:
+    """The prior sources to use and a note on each choice.
+
+    ``requested`` (``--priors``) wins; ``None`` takes every source whose evidence is at
+    hand (module docstring). A requested source without its input is an error naming the
+    flag to add; ``"none"`` cannot be combined with a source."""
+    if inputs.static_rename and inputs.static is None:
+        raise InputError("--static-rename renames the parameters of --static MODELFILE: add it")
+    if requested is not None and NO_PRIORS in requested:
+        if len(set(requested)) > 1:
+            raise InputError("--priors none asks for black-box models: name no other source")
+        if inputs.taint is not None or inputs.static is not None:
+            raise InputError("--priors none fits black-box models: leave --taint and --static out")
+        return (), []
+    names = set(requested or ())
+    notes: list[str] = []
+    given = {
+        "taint": (inputs.taint, "--taint PROFILE"),
+        "static": (inputs.static, "--static MODELFILE"),
+    }
+    for name, (path, flag) in given.items():
+        if path is not None:
+            names.add(name)  # the input alone implies its source
+        elif name in names:
+            raise InputError(f"--priors {name} needs its input: add {flag}")
+    if requested is None:
+        counters = [m for m in COUNTER_METRICS if m in experiment.metrics]
+        if counters:
+            names.add("effort")
+            notes.append(
+                f"priors: effort, from the input's exact {' and '.join(counters)} counts: they "
+                "fix each time model's lead term, the time data its coefficients "
+                "(--priors none for black-box models)"
+            )
+        if inputs.taint is not None:
+            notes.append(
+                f"priors: taint, from {inputs.taint}: each call path uses only the parameters "
+                "its code depends on"
+            )
+    return tuple(n for n in PRECEDENCE if n in names), notes
+
+
+def effort_for(effort: EffortModeler, metrics: Sequence[str] | None) -> EffortModeler:
+    """``effort`` with the time metric the user chose: ``--metric cpu_time`` alone means the
+    priors constrain ``cpu_time`` (with ``time``, the default, nothing would be
+    constrained)."""
+    chosen = [m for m in (metrics or ()) if m in TIME_METRICS]
+    if effort.time_metric == TIME_METRIC and len(chosen) == 1:
+        return effort.with_params(time_metric=chosen[0])
+    return effort
+
+
+def prior_sources(
+    names: Sequence[str], inputs: PriorInputs, effort: EffortModeler
+) -> list[PriorSource]:
+    """The prior sources ``names`` lists, each with its input read."""
+    sources: list[PriorSource] = []
+    for name in names:
+        if name == "effort":
+            sources.append(EffortSource(effort))
+        elif name == "static":
+            from perfcast.static.prior import StaticSource, parse_rename  # the static extra
+
+            assert inputs.static is not None
+            rename = parse_rename(inputs.static_rename or "", "--static-rename")
+            sources.append(
+                StaticSource.read(inputs.static, metric=effort.time_metric, rename=rename)
+            )
+        else:
+            from perfcast.taint.profile_model import read_profile
+            from perfcast.taint.source import TaintSource
+
+            assert inputs.taint is not None
+            sources.append(
+                TaintSource(
+                    read_profile(inputs.taint),
+                    inclusive=not inputs.exclusive,
+                    apply=not inputs.taint_check_only,
+                    path=inputs.taint,
+                )
+            )
+    return sources
+
+
+def fit_models(
+    experiment: Experiment,
+    effort: EffortModeler,
+    priors: Sequence[str],
+    inputs: PriorInputs = PriorInputs(),
+) -> ModelingResult:
+    """Model ``experiment`` under the prior sources ``priors`` (see :func:`choose_priors`),
+    counts exactly, and time with ``effort.modeler``'s search."""
+    sources = prior_sources(priors, inputs, effort)
+    fit = fit_with_priors(effort.modeler, experiment, sources, fixed=effort)
+    notes: list[str] = []
+    reported = {s.name for s in sources if hasattr(s, "report")}
+    for derived in fit.derived:
+        if derived.source not in reported:
+            notes.extend(derived.notes)
+    by_source: dict[str, dict[str, list[str]]] = {}
+    for conflict in fit.conflicts:
+        by_source.setdefault(conflict.source, {}).setdefault(conflict.callpath, []).append(
+            conflict.metric
+        )
+    for source, metrics in by_source.items():
+        notes.append(
+            f"{sum(map(len, metrics.values()))} model(s) conflict with their {source} prior; "
+            "each says which model was kept, with both fits, in its warnings: "
+            f"{name_list(metrics, tags=metrics)}"
+        )
+    report = None
+    if set(priors) - {"taint"}:  # taint's flags are in the models' warnings
+        report = render_priors(fit, sources, effort.time_metric)
+    return ModelingResult(fit.models, tuple(priors), tuple(notes), report, fit)
