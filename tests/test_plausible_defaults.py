@@ -234,3 +234,23 @@ def test_a_real_grid_sweep_gets_its_cubic_lead_term_by_default(tmp_path, capsys)
     assert time.prior is not None and time.prior.startswith("effort")
     lead = time.leading_term()
     assert lead is not None and lead.factors == (Factor("n", Fraction(3)),)
+
+
+def test_among_shapes_the_noise_cannot_tell_apart_the_integer_one_is_chosen_and_the_other_kept():
+    """``n^3`` at 5 % noise (seed 1): ``n^(11/4) * log2(n)`` screens a little better, within
+    a quarter of the noise's standard error; the default takes ``n^3`` and keeps the other
+    as an alternative, ``shape_tolerance=0`` takes the best-scored."""
+    from perfcast.modeling import PMNFModeler
+
+    rng = np.random.default_rng(1)
+    rows = [
+        ("k", "time", (n,), 1e-6 * n**3 * (1 + 0.05 * rng.random())) for n in N for _ in range(5)
+    ]
+    experiment = Experiment.from_rows(["n"], rows)
+    chosen = PMNFModeler().fit(experiment)[("k", "time")]
+    assert chosen.leading_exponents() == {"n": (Fraction(3), 0)}
+    assert chosen.uncertainty is not None
+    rivals = [t.factors for a in chosen.uncertainty.alternatives for t in a.terms]
+    assert (Factor("n", Fraction(11, 4), 1),) in rivals
+    best_scored = PMNFModeler(shape_tolerance=0).fit(experiment)[("k", "time")]
+    assert best_scored.leading_exponents() == {"n": (Fraction(11, 4), 1)}

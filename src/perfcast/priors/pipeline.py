@@ -125,7 +125,7 @@ def fit_with_priors(
             for d in derived
         ]
     )
-    measured = [m for m in experiment.metrics if m not in modeled]
+    measured = [m for m in experiment.columns.metrics if m not in modeled]  # with values
     counted = deterministic_metrics(experiment, measured)
     exact = [*exact, *_count_models(experiment, counted, modeler.space)]
     exact_metrics |= set(counted)
@@ -169,7 +169,12 @@ def deterministic_metrics(experiment: Experiment, metrics: Sequence[str]) -> lis
     to average: fitted like time, ``1428 n^3 - 1836 n^2`` became ``658 n^(11/4) log2(n)``.
     Visits of a polling call (``MPI_Test`` until a message arrives) differ between
     repetitions and stay with the time modeler."""
-    named = [m for m in metrics if is_count(m) or m.removesuffix(MAX_SUFFIX) == VISITS_METRIC]
+    present = set(experiment.columns.metrics)  # a store declares metrics no run measured
+    named = [
+        m
+        for m in metrics
+        if m in present and (is_count(m) or m.removesuffix(MAX_SUFFIX) == VISITS_METRIC)
+    ]
     if not named:
         return []
     varying = varying_counts(experiment, named, tolerance=0.0)

@@ -118,7 +118,7 @@ def choose_priors(
         elif name in names:
             raise InputError(f"--priors {name} needs its input: add {flag}")
     if requested is None:
-        counters = [m for m in COUNTER_METRICS if m in experiment.metrics]
+        counters = [m for m in COUNTER_METRICS if m in experiment.columns.metrics]
         if counters:
             names.add("effort")
             notes.append(
