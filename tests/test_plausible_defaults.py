@@ -254,3 +254,62 @@ def test_among_shapes_the_noise_cannot_tell_apart_the_integer_one_is_chosen_and_
     assert (Factor("n", Fraction(11, 4), 1),) in rivals
     best_scored = PMNFModeler(shape_tolerance=0).fit(experiment)[("k", "time")]
     assert best_scored.leading_exponents() == {"n": (Fraction(11, 4), 1)}
+
+
+def _issue_models(provenance):
+    """A compute kernel that grows as n^3 and an MPI_Wait whose p^3 is waiting for a core
+    (the issue's "x2e9 growth" of wall time at 4 values of p on 2 cores)."""
+    from perfcast.modeling.pmnf import Model, Term
+
+    n3 = (Factor("n", Fraction(3)),)
+    p3 = (Factor("p", Fraction(3)),)
+    models = [
+        Model("main->compute", "time", 0.0, (Term(1e-6, n3),)),
+        Model("main->compute", "cpu_time", 0.0, (Term(1e-6, n3),)),
+        Model("main->MPI_Wait", "time", 0.01, (Term(1e-3, p3),)),
+        Model("main->MPI_Wait", "cpu_time", 0.01, (Term(1e-3, p3),)),
+    ]
+    return ModelSet(["n", "p"], models, provenance)
+
+
+MEASURED = np.array([(n, p) for n in N for p in (1, 2, 4, 8, 16)], dtype=float)
+
+
+def test_the_summary_does_not_lead_with_mpi_time_of_runs_on_shared_cores():
+    from perfcast.modeling.provenance import Provenance, SharedCores
+    from perfcast.report.summary import render_summary
+
+    shared = SharedCores("p", {2: (4, 8, 16)}, frozenset({("main->MPI_Wait", "time")}))
+    models = _issue_models(Provenance({"n": (16, 48), "p": (1, 16)}, shared))
+    out = render_summary(models, MEASURED, target={"n": 48, "p": 4096}, metrics=["time"])
+    growth = out[out.index("Fastest growing") :].splitlines()
+    assert growth[2].endswith("main->compute") and "100.0 %" in growth[2]
+    apart = out[out.index("Not ranked towards") :]
+    assert "main->MPI_Wait" in apart and "more ranks than cores" in apart
+    assert "--backend smpi" in apart
+    assert "main->MPI_Wait" not in out[out.index("Fastest growing") : out.index("Not ranked")]
+
+
+def test_cpu_time_of_mpi_calls_in_virtual_runs_leaves_every_total():
+    from perfcast.modeling.provenance import Provenance, SimulatedPlatform
+    from perfcast.report.summary import render_summary
+
+    virtual = Provenance({"n": (16, 48), "p": (1, 16)}, platform=SimulatedPlatform("cluster"))
+    out = render_summary(
+        _issue_models(virtual), MEASURED, target={"n": 48, "p": 16}, metrics=["cpu_time"]
+    )
+    assert "main->MPI_Wait" not in out[: out.index("Not ranked towards")]
+    assert "charges the simulator's own work to the MPI calls" in out
+    # the total is the kernel's 1e-6 * 48^3 s, without the artifact's 4.1 s
+    assert "share of the total 0.111" in out
+
+
+def test_a_cost_interval_never_goes_below_zero():
+    from perfcast.modeling import PMNFModeler
+    from perfcast.modeling.intervals import prediction_interval
+
+    rng = np.random.default_rng(4)
+    rows = [("k", "time", (n,), 1e-4 * (1 + 0.9 * rng.random())) for n in N for _ in range(3)]
+    model = PMNFModeler().fit(Experiment.from_rows(["n"], rows))[("k", "time")]
+    low, high = prediction_interval(model, {"n": np.array([16.0, 480.0])})
+    assert np.all(low >= 0) and np.all(high > low)

@@ -207,9 +207,10 @@ def test_maxima_over_ranks_are_not_summed_over_the_call_tree():
             Model("main->a", "time:max", 0.0, (Term(2.0, (Factor("p", Fraction(1)),)),)),
         ],
     )
-    out = render_summary(models, np.array([[2.0], [4.0]]), metrics=["time:max"])
+    measured = np.array([[2.0], [4.0], [8.0], [16.0], [32.0]])  # five values: fit to rank
+    out = render_summary(models, measured, metrics=["time:max"])
     assert "the maximum over ranks (no sums over the call tree or shares" in out
-    assert _row(out, "main->a") == ["8"]
+    assert _row(out, "main->a") == ["64"]
     growth = out[out.index("Fastest") :].splitlines()
     assert growth[2].split()[0] == "x4" and growth[2].endswith("main->a")
 

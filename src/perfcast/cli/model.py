@@ -14,7 +14,6 @@ from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import Experiment
 from perfcast.experiment.io import FORMATS
 from perfcast.experiment.io.registry import detect_format
-from perfcast.experiment.metrics import COUNTER_METRICS, VISITS_METRIC
 from perfcast.experiment.names import select_callpaths
 from perfcast.experiment.points import parse_point
 from perfcast.modeling import PMNFModeler
@@ -39,6 +38,7 @@ from perfcast.workflows.model import (
     choose_priors,
     effort_for,
     fit_models,
+    modeled_metrics,
 )
 
 if TYPE_CHECKING:
@@ -227,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
         callpaths = select_callpaths(args.callpath, experiment.callpaths, experiment.source)
     priors, notes = choose_priors(experiment, args.priors, prior_inputs)
     experiment = experiment.restricted(
-        callpaths=callpaths, metrics=_modeled_metrics(args, experiment, priors)
+        callpaths=callpaths, metrics=modeled_metrics(args.metric, experiment, priors)
     )
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
@@ -254,25 +254,6 @@ def run(args: argparse.Namespace) -> int:
         print()
         print(report)
     return 0
-
-
-def _modeled_metrics(
-    args: argparse.Namespace, experiment: Experiment, priors: tuple[str, ...]
-) -> list[str] | None:
-    """The metrics to fit: ``--metric``'s, and under ``--priors effort`` also the counters
-    and visits the priors are made from. ``--metric cpu_time`` chooses what the summary
-    ranks, not what the priors may read: without the counters every call path silently
-    lost its prior, with a note that the program had been built without counters. Where
-    ``--metric`` names counters itself, the user chose which priors to derive (e.g. basic
-    blocks without MPI bytes: the MPI call paths then take taint priors), and only those
-    are read."""
-    if not args.metric or "effort" not in priors:
-        return args.metric
-    counters = [m for m in COUNTER_METRICS if m in experiment.metrics]
-    if any(m in COUNTER_METRICS for m in args.metric):
-        counters = []
-    inputs = [*counters, *([VISITS_METRIC] if VISITS_METRIC in experiment.metrics else [])]
-    return [*args.metric, *(m for m in inputs if m not in args.metric)]
 
 
 def _style(args: argparse.Namespace) -> str:

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfcast.cli import probability
+from perfcast.effort import EffortModeler
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
-from perfcast.experiment.experiment import Experiment
 from perfcast.experiment.io.registry import detect_format
 from perfcast.experiment.points import parse_point
 from perfcast.modeling import PMNFModeler
@@ -46,9 +46,17 @@ from perfcast.report.html import REPORT_FILE, write_report
 from perfcast.report.page import ReportInputs, report_data
 from perfcast.report.simulation import read_simulations
 from perfcast.report.summary import TARGET_FACTOR
+from perfcast.workflows.model import (
+    PriorInputs,
+    beside_store,
+    choose_priors,
+    effort_for,
+    fit_models,
+    modeled_metrics,
+)
 
 if TYPE_CHECKING:
-    from perfcast.taint.profile_model import TaintProfile
+    pass
 
 CAMPAIGN_STORE = "sqlite"
 
@@ -201,13 +209,18 @@ def _from_measurements(path: Path, args: argparse.Namespace) -> ReportInputs:
 
         machine = machine_of(path)
         notes = list(machine.notes)
+    taint_path = args.taint
+    if taint_path is None and store and args.models is None:
+        taint_path = beside_store(path)
+    prior_inputs = PriorInputs(taint=taint_path)
+    priors, choice_notes = choose_priors(experiment, None, prior_inputs)
     if args.metric and args.models is None:
-        experiment = experiment.restricted(metrics=args.metric)
+        experiment = experiment.restricted(metrics=modeled_metrics(args.metric, experiment, priors))
     profile = None
-    if args.taint is not None:
+    if taint_path is not None:
         from perfcast.taint.profile_model import read_profile
 
-        profile = read_profile(args.taint)
+        profile = read_profile(taint_path)
     alternatives = None
     if args.models is not None:
         models = ModelSet.load(args.models)
@@ -217,10 +230,11 @@ def _from_measurements(path: Path, args: argparse.Namespace) -> ReportInputs:
                 f"{', '.join(experiment.parameters)}: give the model file fitted to it",
                 path=args.models,
             )
-    elif profile is not None:
-        models, alternatives = _fit_with_taint(experiment, profile, args.taint)
-    else:
-        models = PMNFModeler().fit(experiment)
+    else:  # what perfcast model prints, with its default priors
+        effort = effort_for(EffortModeler(), args.metric)
+        result = fit_models(experiment, effort, priors, prior_inputs)
+        models, alternatives = result.models, (result.fit.free if priors else None)
+        notes += [*choice_notes, *result.notes]
     if args.models is None:
         models = models.with_provenance(
             machine.provenance(experiment, models)
@@ -247,18 +261,6 @@ def _from_measurements(path: Path, args: argparse.Namespace) -> ReportInputs:
         alternatives=alternatives,
         taint=taint,
     )
-
-
-def _fit_with_taint(
-    experiment: Experiment, profile: TaintProfile, path: Path
-) -> tuple[ModelSet, ModelSet]:
-    """The models ``perfcast model --taint`` fits (with the taint stage's findings) and
-    the black-box models of the same measurements."""
-    from perfcast.priors import fit_with_priors
-    from perfcast.taint.source import TaintSource
-
-    fit = fit_with_priors(PMNFModeler(), experiment, [TaintSource(profile, path=path)])
-    return fit.models, fit.free
 
 
 def _model_notes(provenance: Provenance | None) -> list[str]:

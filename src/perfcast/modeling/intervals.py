@@ -237,7 +237,10 @@ class MeanEstimate:
                 np.square(fitted) / self.dof + np.square(noise) / self.noise_dof
             )
             half = np.where(variance > 0, _quantile(level, dof) * np.sqrt(variance), 0.0)
-        return self.low - half, self.high + half
+        # Costs (times, counts, bytes) are never negative: where the model's value is not,
+        # neither is the interval (a symmetric interval around a small time crossed zero).
+        lower = self.low - half
+        return np.where(self.value >= 0, np.maximum(lower, 0.0), lower), self.high + half
 
 
 def mean_estimate(

@@ -139,6 +139,9 @@ POOR_SMAPE = 10.0
 """SMAPE (percent) above which a model is flagged as a poor fit, unless the repetitions'
 own spread explains it (see :func:`poor_fit`)."""
 
+POOR_FIT = "poor fit"
+"""The start of :func:`poor_fit`'s warning (which later stages look for)."""
+
 POOR_ADJUSTED_R2 = 0.5
 """Adjusted R^2 below which a model with terms explains too little of the variation."""
 
@@ -1271,7 +1274,7 @@ def poor_fit(statistics: FitStatistics, spread: float, has_terms: bool) -> str |
     if not reasons:
         return None
     return (
-        "poor fit: "
+        f"{POOR_FIT}: "
         + " and ".join(reasons)
         + "; the model misses part of the variation (a shape outside the search space, "
         "a change of algorithm, or noise): do not extrapolate it"

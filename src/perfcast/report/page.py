@@ -36,6 +36,7 @@ from perfcast.report.summary import (
     TARGET_FACTOR,
     _summarise_metric,
     default_target,
+    judge_at_target,
     largest_point,
     metric_kind,
     summarised_metrics,
@@ -247,12 +248,19 @@ def report_data(
         taint_of = {c: prior.to_json() for c, prior in inputs.taint.by_callpath.items()}
     records = []
     totals = {}
+    values: dict[str, list[float]] = {}  # without measurements: no count of values to judge
+    if inputs.experiment is not None:
+        coordinates = inputs.experiment.coordinates().reshape(-1, len(parameters))
+        values = {p: np.unique(coordinates[:, j]).tolist() for j, p in enumerate(parameters)}
     for metric_index, metric in enumerate(metric_names):
+        judged = judge_at_target(
+            by_metric[metric], metric, largest, chosen_target, values, provenance
+        )
         now = _summarise_metric(by_metric[metric], metric, largest, chosen_target)
         then = _summarise_metric(by_metric[metric], metric, chosen_target, chosen_target)
-        totals[metric] = {
-            "largest": _round(now.total),
-            "target": _round(now.total_at_target),
+        totals[metric] = {  # without the artifacts and the models unfit at the target
+            "largest": _round(judged.total),
+            "target": _round(judged.total_at_target),
         }
         for cost, later in zip(now.costs, then.costs, strict=True):
             model = cost.model
@@ -273,6 +281,7 @@ def report_data(
                         for f in models.findings_of(key)
                     ],
                     "shared_cores": key in shared,
+                    "unfit": [u.text() for u in judged.unfit.get(model.callpath, ())],
                     "at_largest": _round(cost.at_largest),
                     "at_target": _round(cost.at_target),
                     "exclusive": _round(cost.exclusive),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,8 +26,10 @@ from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath, split_callpath
 from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, MAX_SUFFIX, TIME_METRIC
 from perfcast.experiment.names import display_names
+from perfcast.modeling.extrapolation import Unfit, measurement_artifacts, unfit_reasons
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.pmnf import Factor, Model
+from perfcast.modeling.provenance import Provenance
 
 TARGET_FACTOR = 4.0
 """Default target: every parameter at this many times its largest measured value, far
@@ -169,6 +171,11 @@ class _MetricSummary:
     costs: list[_Cost]
     total: float
     total_at_target: float
+    unfit: dict[str, tuple[Unfit, ...]] = field(default_factory=dict)
+    """Call path -> why its model is not ranked at the target (:func:`judge_at_target`),
+    the artifacts' call paths included."""
+    artifacts: list[Model] = field(default_factory=list)
+    """Models whose values are artifacts even where measured, left out of every sum."""
 
 
 def _nearest_ancestors(callpaths: Sequence[str]) -> dict[str, str | None]:
@@ -271,6 +278,65 @@ def _summarise_metric(
     return _MetricSummary(metric, kind, costs, total, total_at_target)
 
 
+NOT_RANKED = "Not ranked towards"
+
+UNFIT_SCREEN = 1e-3
+"""Models are judged for the target (an interval each) where their value there is at least
+this share of the total: smaller ones move no ranking and no total."""
+
+
+def judge_at_target(
+    models: Sequence[Model],
+    metric: str,
+    largest: Mapping[str, float],
+    target: Mapping[str, float],
+    values: Mapping[str, Sequence[float]],
+    provenance: Provenance | None,
+) -> _MetricSummary:
+    """:func:`_summarise_metric` with the models unfit to be read at the target set apart
+    (:mod:`perfcast.modeling.extrapolation`): artifacts of the measurement leave every sum;
+    the others stay in the values at the measured point but leave the total at the target,
+    so that a ``p^3`` artifact neither leads the growth ranking nor shrinks every share."""
+    artifacts = [
+        m for m in models if any(u.everywhere for u in measurement_artifacts(m, provenance))
+    ]
+    dropped = {id(m) for m in artifacts}
+    kept = [m for m in models if id(m) not in dropped]
+    summary = _summarise_metric(kept, metric, largest, target)
+    summary.artifacts = artifacts
+    for model in artifacts:
+        summary.unfit[model.callpath] = tuple(measurement_artifacts(model, provenance))
+    scale = summary.total_at_target if np.isfinite(summary.total_at_target) else 0.0
+    for cost in summary.costs:
+        if not (cost.at_target >= UNFIT_SCREEN * scale or not np.isfinite(cost.at_target)):
+            continue
+        reasons = unfit_reasons(cost.model, target, values, provenance)
+        if reasons:
+            summary.unfit[cost.callpath] = reasons
+    if summary.kind == "max":
+        summary.total_at_target = max(
+            (c.at_target for c in summary.costs if c.callpath not in summary.unfit), default=0.0
+        )
+    elif summary.unfit:
+        ancestors = _nearest_ancestors([c.callpath for c in summary.costs])
+        for cost in summary.costs:
+            if cost.callpath in summary.unfit and not _under(
+                cost.callpath, summary.unfit, ancestors
+            ):
+                summary.total_at_target -= cost.at_target
+    return summary
+
+
+def _under(callpath: str, unfit: Mapping[str, object], ancestors: Mapping[str, str | None]) -> bool:
+    """Is an ancestor of ``callpath`` in ``unfit`` (its value already left the total)?"""
+    parent = ancestors.get(callpath)
+    while parent is not None:
+        if parent in unfit:
+            return True
+        parent = ancestors.get(parent)
+    return False
+
+
 def _value(value: float, unit: str) -> str:
     return f"{value:.3g} {unit}".rstrip() if np.isfinite(value) else "-"
 
@@ -326,9 +392,15 @@ def render_summary(
     )
     listed: dict[str, None] = {}
     sections: list[tuple[str, list[tuple[_Cost, str]]]] = []
+    unfit_of: dict[tuple[str, str], tuple[Unfit, ...]] = {}
+    points = np.asarray(measured, dtype=float).reshape(-1, len(parameters))
+    values = {p: np.unique(points[:, j]).tolist() for j, p in enumerate(parameters)}
     for metric in ranked:
-        summary = _summarise_metric(by_metric[metric], metric, largest, chosen_target)
+        summary = judge_at_target(
+            by_metric[metric], metric, largest, chosen_target, values, models.provenance
+        )
         sections += _metric_sections(summary, units.get(metric, ""), largest, chosen_target, top)
+        unfit_of.update(((c, metric), r) for c, r in summary.unfit.items())
     for _, rows in sections:
         listed.update((cost.callpath, None) for cost, _ in rows)
     names = display_names(list(listed), CALLPATH_WIDTH)
@@ -337,6 +409,9 @@ def render_summary(
         for cost, numbers in rows:
             lines.append(f"  {numbers}  {names[cost.callpath]}")
             lines.append(f"  {'':{len(numbers)}}  model: {cost.model.text()}")
+            if heading.startswith(NOT_RANKED):
+                for reason in unfit_of.get((cost.callpath, cost.model.metric), ()):
+                    lines.append(f"  {'':{len(numbers)}}  not ranked: {reason.text()}")
     lines += _warnings(models, listed, names)
     lines.append("")
     lines.append(_left_out(callpaths, listed, by_metric, ranked, top))
@@ -377,7 +452,11 @@ def _metric_sections(
             for c in hot
         ]
     floor = GROWTH_FLOOR * summary.total_at_target
-    growing = [c for c in costs if np.isfinite(c.growth) and c.at_target >= floor]
+    growing = [
+        c
+        for c in costs
+        if np.isfinite(c.growth) and c.at_target >= floor and c.callpath not in summary.unfit
+    ]
     fastest = sorted(growing, key=lambda c: -c.growth)[:top]
     share_label = "of the total" if summary.kind != "max" else "of the largest value"
     growth_heading = (
@@ -393,7 +472,32 @@ def _metric_sections(
         )
         for c in fastest
     ]
-    return [(heading, cost_rows), (growth_heading, growth_rows)]
+    sections = [(heading, cost_rows), (growth_heading, growth_rows)]
+    apart = sorted(
+        (c for c in costs if c.callpath in summary.unfit and c.at_target >= floor),
+        key=lambda c: -c.at_target if np.isfinite(c.at_target) else -math.inf,
+    )
+    if apart or summary.artifacts:
+        count = len(apart) + len(summary.artifacts)
+        heading = (
+            f"{NOT_RANKED} {_point_text(target)}: {label}, {count} model(s) not fit to "
+            "extrapolate there (left out of the total at the target), each with the runs "
+            f"that would fix it\n  {'growth':>8} {'now':>10} {'at target':>10}"
+        )
+        rows = [
+            (
+                c,
+                f"{'x' + format(c.growth, '.3g'):>8} {_value(c.at_largest, unit):>10} "
+                f"{_value(c.at_target, unit):>10}",
+            )
+            for c in apart[:top]
+        ]
+        rows += [
+            (_Cost(m.callpath, m, math.nan, math.nan), f"{'':>8} {'-':>10} {'-':>10}")
+            for m in summary.artifacts[: max(0, top - len(rows))]
+        ]
+        sections.append((heading, rows))
+    return sections
 
 
 def _warnings(models: ModelSet, listed: Mapping[str, None], names: Mapping[str, str]) -> list[str]:

@@ -32,7 +32,12 @@ from perfcast.effort.priors import EffortModeler
 from perfcast.effort.source import EffortSource
 from perfcast.errors import InputError
 from perfcast.experiment.experiment import Experiment
-from perfcast.experiment.metrics import COUNTER_METRICS, CPU_TIME_METRIC, TIME_METRIC
+from perfcast.experiment.metrics import (
+    COUNTER_METRICS,
+    CPU_TIME_METRIC,
+    TIME_METRIC,
+    VISITS_METRIC,
+)
 from perfcast.experiment.names import name_list
 from perfcast.modeling.modelset import ModelSet
 from perfcast.priors import PRECEDENCE, PriorFit, PriorSource, fit_with_priors
@@ -206,3 +211,22 @@ def fit_models(
     if set(priors) - {"taint"}:  # taint's flags are in the models' warnings
         report = render_priors(fit, sources, effort.time_metric)
     return ModelingResult(fit.models, tuple(priors), tuple(notes), report, fit)
+
+
+def modeled_metrics(
+    requested: Sequence[str] | None, experiment: Experiment, priors: Sequence[str]
+) -> list[str] | None:
+    """The metrics to fit: ``requested`` (``--metric``), and under effort priors also the
+    counters and visits the priors are made from (``None``: every metric). ``--metric
+    cpu_time`` chooses what the summary ranks, not what the priors may read: without the
+    counters every call path silently lost its prior. Where ``requested`` names counters
+    itself, the user chose which priors to derive (basic blocks without MPI bytes: the MPI
+    call paths then take other priors), and only those are read."""
+    if not requested or "effort" not in priors:
+        return list(requested) if requested else None
+    present = experiment.columns.metrics
+    counters = [m for m in COUNTER_METRICS if m in present]
+    if any(m in COUNTER_METRICS for m in requested):
+        counters = []
+    inputs = [*counters, *([VISITS_METRIC] if VISITS_METRIC in present else [])]
+    return [*requested, *(m for m in inputs if m not in requested)]

@@ -24,7 +24,7 @@
     showAll: {},
     pair: data.comparison && data.comparison.rows.length ? 0 : null,  // the largest change
   };
-  const costliest = data.models.filter((r) => r.metric === state.metric)
+  const costliest = data.models.filter((r) => r.metric === state.metric && !r.unfit.length)
     .sort((a, b) => (b.at_target ?? -Infinity) - (a.at_target ?? -Infinity))[0];
   if (costliest) state.selected = costliest.node;  // the plots of the hot spot, at once
 
@@ -132,14 +132,17 @@
   // -- scalability summary --------------------------------------------------------------
   function renderSummary() {
     const m = metric();
-    const records = data.models.filter((r) => r.metric === state.metric);
+    let records = data.models.filter((r) => r.metric === state.metric);
     view.appendChild(el("p", { className: "lead" },
       "Largest measured point: " + pointText(data.largest) + ". Target: " + pointText(data.target) +
       " (" + data.target_how + "). Values are the models' values of " + m.name +
       (m.kind === "max" ? " (a maximum over ranks: no shares, maxima of different ranks do not add up)" : "") + "."));
     if (data.notes.length) view.appendChild(el("ul", { className: "notes" }, data.notes.map((n) => el("li", {}, n))));
     const total = m.total.target;
-    const costly = records.slice().sort((a, b) => (b.at_target ?? -Infinity) - (a.at_target ?? -Infinity));
+    const byTarget = (a, b) => (b.at_target ?? -Infinity) - (a.at_target ?? -Infinity);
+    const unfit = records.filter((r) => r.unfit.length).sort(byTarget);
+    records = records.filter((r) => !r.unfit.length);  // ranked at the target: fit models only
+    const costly = records.slice().sort(byTarget);
     ranking("cost", "Costliest call paths at the target", costly,
       ["call path", "at target", "share", "now", "growth", "leading"],
       (r) => [withUnit(r.at_target, m.unit), m.kind === "max" ? "" : shareBar(r.at_target, total),
@@ -152,6 +155,12 @@
       ["call path", "growth", "leading", "now", "at target", "share"],
       (r) => [growth(r), r.lead, withUnit(r.at_largest, m.unit), withUnit(r.at_target, m.unit),
         m.kind === "max" ? "" : shareBar(r.at_target, total)]);
+    if (unfit.length) {
+      ranking("unfit", "Not ranked at the target: " + unfit.length + " model(s) not fit to extrapolate there " +
+        "(left out of the total there), each with the runs that would fix it", unfit,
+        ["call path", "at target", "growth", "why not, and what would fix it"],
+        (r) => [withUnit(r.at_target, m.unit), growth(r), el("ul", { className: "unfit" }, r.unfit.map((u) => el("li", {}, u)))]);
+    }
   }
   function growthOf(r) { return r.at_largest > 0 && r.at_target !== null ? r.at_target / r.at_largest : NaN; }
   function growth(r) { const g = growthOf(r); return isFinite(g) ? "x" + num(g) : "-"; }
@@ -280,6 +289,7 @@
     const said = [
       ...record.warnings.map((w) => ["fit", w]),
       ...record.findings.map((f) => [f.stage, f.message]),
+      ...record.unfit.map((u) => ["not ranked", u]),
       ...(record.shared_cores ? [["provenance", "fitted on wall time of runs with more ranks than cores: growth in the ranks is partly waiting for a core"]] : []),
     ];
     if (said.length) {

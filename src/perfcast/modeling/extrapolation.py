@@ -1,0 +1,155 @@
+"""Which models are fit to extrapolate to a target point, and why the others are not.
+
+A summary that ranks call paths by their value at ``p = 4096`` leads with whatever model
+grows fastest, and the fastest growth is most often an artifact: ``p^3`` fitted to the wall
+time of an ``MPI_Wait`` measured with eight ranks on two cores (waiting for a core, x2e9 by
+the target), or a model the fit itself calls poor. The user's first line must not be one of
+those. :func:`unfit_reasons` says, per model, every reason it cannot be read at the target,
+each with the runs that would fix it; the summary (:mod:`perfcast.report.summary`) and the
+report page rank only the models without a reason and list the others apart.
+
+The reasons, each a fact the model set already holds:
+
+* **poor fit**: the modeler's own verdict (:func:`perfcast.modeling.modeler.poor_fit`);
+* **too few values** of a parameter the model grows with and extrapolates in
+  (fewer than :data:`~perfcast.modeling.modeler.RECOMMENDED_VALUES`, Extra-P's threshold);
+* **wide interval**: the 95 % confidence interval of the model's value at the target, which
+  counts the rival shapes the data could not tell apart, spans more than
+  :data:`MAX_INTERVAL_RATIO` or reaches zero: the measurements do not pin the growth down
+  (the expected cost is what a ranking compares, so a new run's own noise is left out);
+* **shared cores**: wall or CPU time of an MPI call from runs with more ranks than cores
+  (:mod:`perfcast.measure.oversubscription`) measures waiting for a core, and a polling MPI
+  library burns CPU time while it waits;
+* **simulator time**: ``cpu_time`` of virtual runs (SMPI) charges the simulator's own work
+  to the MPI calls: 12 s of ``MPI_Wait`` CPU time in a run of 0.044 s simulated. This one
+  holds at the measured points too (:attr:`Unfit.everywhere`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfcast.experiment.calltree import split_callpath
+from perfcast.experiment.metrics import CPU_TIME_METRIC, TIME_METRIC
+from perfcast.modeling.intervals import confidence_interval
+from perfcast.modeling.modeler import POOR_FIT, RECOMMENDED_VALUES, extend_series
+from perfcast.modeling.pmnf import Model
+from perfcast.modeling.provenance import Provenance
+
+MAX_INTERVAL_RATIO = 10.0
+"""Largest ratio of the upper to the lower end of the 95 % confidence interval at the
+target for a model to be ranked there: a model whose data allow anything between one value
+and ten times it says nothing about which call path will dominate."""
+
+MPI_PREFIX = "MPI_"
+
+
+@dataclass(frozen=True)
+class Unfit:
+    """Why a model is not ranked at a target point, and what would make it usable."""
+
+    reason: str
+    remedy: str
+    everywhere: bool = False
+    """The reason holds at the measured points too (the values are an artifact there)."""
+
+    def text(self) -> str:
+        return f"{self.reason}; {self.remedy}"
+
+
+def is_mpi_call(callpath: str) -> bool:
+    """Is the call path's innermost frame an MPI routine?"""
+    frames = split_callpath(callpath)
+    return bool(frames) and frames[-1].startswith(MPI_PREFIX)
+
+
+def is_time(metric: str) -> bool:
+    """A wall or CPU time metric, with any suffix (``time:max``, ``cpu_time_inclusive``)."""
+    return metric.startswith((TIME_METRIC, CPU_TIME_METRIC))
+
+
+def unfit_reasons(
+    model: Model,
+    target: Mapping[str, float],
+    values: Mapping[str, Sequence[float]],
+    provenance: Provenance | None = None,
+) -> tuple[Unfit, ...]:
+    """Every reason ``model`` is not fit to be read at ``target`` (empty: it is).
+
+    Args:
+        model: a fitted model.
+        target: a value for every parameter.
+        values: the distinct measured values of each parameter.
+        provenance: what the model set knows of its runs (shared cores, simulation).
+    """
+    found: list[Unfit] = []
+    found += measurement_artifacts(model, provenance)
+    poor = next((w for w in model.warnings if w.startswith(POOR_FIT)), None)
+    if poor is not None:
+        found.append(
+            Unfit(
+                poor.split(";")[0],
+                "more repetitions, or a range of the parameters without a change of regime",
+            )
+        )
+    used = {f.parameter for term in model.terms for f in term.factors}
+    beyond = [p for p in sorted(used) if values.get(p) and target[p] > max(values[p])]
+    few = [p for p in beyond if len(set(values[p])) < RECOMMENDED_VALUES]
+    if few:
+        more = "; ".join(f"{p}={', '.join(f'{v:g}' for v in _more(values[p]))}" for p in few)
+        found.append(
+            Unfit(
+                f"fewer than {RECOMMENDED_VALUES} values of {', '.join(few)} to extrapolate in",
+                f"measure {more} as well",
+            )
+        )
+    if beyond and model.uncertainty is not None:
+        low, high = (float(v) for v in confidence_interval(model, target))
+        if np.isfinite(low) and np.isfinite(high) and (low <= 0 or high > MAX_INTERVAL_RATIO * low):
+            found.append(
+                Unfit(
+                    f"its 95 % confidence interval at the target, [{low:.3g}, {high:.3g}], "
+                    f"spans more than x{MAX_INTERVAL_RATIO:g}: the measurements do not pin "
+                    "its growth down",
+                    f"measure larger {', '.join(beyond)} (or more repetitions)",
+                )
+            )
+    return tuple(found)
+
+
+def measurement_artifacts(model: Model, provenance: Provenance | None) -> list[Unfit]:
+    """The reasons that come from how the runs were made, not from the fit (cheap: no
+    interval is computed)."""
+    if provenance is None or not is_mpi_call(model.callpath) or not is_time(model.metric):
+        return []
+    found = []
+    shared = provenance.shared_cores
+    if shared is not None and shared.ranks_on:
+        ranks = sorted({r for over in shared.ranks_on.values() for r in over})
+        cores = ", ".join(str(c) for c in sorted(shared.ranks_on))
+        found.append(
+            Unfit(
+                f"time of an MPI call from runs with more ranks than cores "
+                f"({shared.ranks_parameter} = {', '.join(map(str, ranks))} on {cores} cores): "
+                "it measures waiting for a core, not the network",
+                f"run those {shared.ranks_parameter} on as many cores, or as a virtual "
+                "campaign (perfcast measure --backend smpi)",
+            )
+        )
+    if provenance.platform is not None and model.metric.startswith(CPU_TIME_METRIC):
+        found.append(
+            Unfit(
+                "cpu_time of a virtual run charges the simulator's own work to the MPI calls",
+                "model time, the simulated time (perfcast model --metric time)",
+                everywhere=True,
+            )
+        )
+    return found
+
+
+def _more(values: Sequence[float]) -> list[float]:
+    distinct = np.unique(np.asarray(values, dtype=float))
+    return extend_series(distinct, RECOMMENDED_VALUES - len(distinct))
