@@ -30,6 +30,7 @@ from perfcast.experiment.calltree import join_callpath, split_callpath
 from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, MAX_SUFFIX
 from perfcast.experiment.names import display_names, select_callpaths
 from perfcast.modeling import ModelSet
+from perfcast.modeling.extrapolation import unfit_reasons
 from perfcast.modeling.intervals import DEFAULT_LEVEL, prediction_interval
 from perfcast.modeling.provenance import Provenance
 
@@ -240,9 +241,26 @@ def _notes(
             notes.append(models_note(shared.models & selected, shared, predicted=True))
     return (
         notes
+        + _unfit(models, point, selected)
         + _negative(point, predictions, selected, models.parameters)
         + _contradictions(point, predictions, selected, models.parameters)
     )
+
+
+def _unfit(
+    models: ModelSet, point: Mapping[str, list[float]], selected: set[tuple[str, str]]
+) -> list[str]:
+    """The models not fit to extrapolate to the farthest point asked for, each with its
+    reasons (:mod:`perfcast.modeling.extrapolation`; the model file does not keep how many
+    values of each parameter were measured, so that reason is the summary's alone)."""
+    farthest = {p: max(values) for p, values in point.items()}
+    found = []
+    for key in sorted(selected):
+        reasons = unfit_reasons(models[key], farthest, {}, models.provenance)
+        if reasons:
+            said = " ".join(f"{u.text()}." for u in reasons)
+            found.append(f"{key[0]} [{key[1]}] is not fit to extrapolate that far: {said}")
+    return _at_most_shown(found, "more model(s) not fit to extrapolate that far")
 
 
 def _negative(

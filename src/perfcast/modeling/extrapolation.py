@@ -82,7 +82,8 @@ def unfit_reasons(
     Args:
         model: a fitted model.
         target: a value for every parameter.
-        values: the distinct measured values of each parameter.
+        values: the distinct measured values of each parameter, where known (a model
+            file keeps only the ranges: its provenance says how far the target lies out).
         provenance: what the model set knows of its runs (shared cores, simulation).
     """
     found: list[Unfit] = []
@@ -96,8 +97,11 @@ def unfit_reasons(
             )
         )
     used = {f.parameter for term in model.terms for f in term.factors}
-    beyond = [p for p in sorted(used) if values.get(p) and target[p] > max(values[p])]
-    few = [p for p in beyond if len(set(values[p])) < RECOMMENDED_VALUES]
+    largest = {p: max(v) for p, v in values.items() if len(v)}
+    if provenance is not None:
+        largest = {p: high for p, (_, high) in provenance.ranges.items()} | largest
+    beyond = [p for p in sorted(used) if p in largest and target[p] > largest[p]]
+    few = [p for p in beyond if p in values and len(set(values[p])) < RECOMMENDED_VALUES]
     if few:
         more = "; ".join(f"{p}={', '.join(f'{v:g}' for v in _more(values[p]))}" for p in few)
         found.append(
