@@ -32,10 +32,11 @@ def test_demo_measures_time_light_and_counts_once(tmp_path, capsys):
     assert counting.data["repetition"].nunique() == 1
     assert "timing: " in out and "50 runs ok, 0 failed" in out
     assert "counting: " in out and "25 runs ok, 0 failed" in out
-    effort = out.split("with effort priors: the counters fix the terms")[1]
-    sweep = next(line for line in effort.splitlines() if "main->sweep " in line)
+    # the first table is what perfcast model prints by default: priors from the counts
+    by_default = out.split("as perfcast model gives them: the counters fix the terms")[1]
+    sweep = next(line for line in by_default.splitlines() if "main->sweep " in line)
     assert "size^2 * iterations" in sweep and "iterations * size^(2)" in sweep  # expected, fitted
-    assert "--priors effort --effort-counts" in out
+    assert "try: perfcast model" in out and "--effort-counts" in out
     report = tmp_path / "report.html"
     assert f"report: {report}" in out
     page = report.read_text()

@@ -33,11 +33,11 @@ from perfcast.experiment import read_experiment
 from perfcast.experiment.metrics import BYTES_SENT, COMPUTATION_METRIC, TIME_METRIC
 from perfcast.measure.campaign import measure
 from perfcast.measure.local import LocalBackend
-from perfcast.modeling import PMNFModeler
 from perfcast.outputs import check_target
 from perfcast.report.campaign import campaign_facts
 from perfcast.report.html import REPORT_FILE, write_report
 from perfcast.report.page import ReportInputs, report_data
+from perfcast.workflows.model import PriorInputs, choose_priors, fit_models
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "stencil"
 
@@ -167,35 +167,42 @@ def demo(workdir: Path, *, report: Path, keep: bool = True) -> int:
     timing, counting = (read_experiment(store) for store in stores)
     combined = combine_sources(timing.restricted(metrics=[TIME_METRIC]), counting)
     experiment = combined.experiment
-    modeled = EffortModeler(PMNFModeler()).fit(experiment)
-    effort = [m for m in modeled.models if m.metric in EFFORT_METRICS]
-    with_priors = [modeled.models[(callpath, TIME_METRIC)] for callpath in modeled.priors]
-    for title, models, show_warnings in (
-        ("exclusive time [s]", list(modeled.blackbox), False),
+    priors, choice_notes = choose_priors(experiment, None, PriorInputs())
+    fitted = fit_models(experiment, EffortModeler(), priors)  # what perfcast model prints
+    models = fitted.models
+    by_default = [m for m in models if m.metric == TIME_METRIC]
+    effort = [m for m in models if m.metric in EFFORT_METRICS]
+    blackbox = [m for m in fitted.fit.free if m.metric == TIME_METRIC]
+    for title, shown, show_warnings in (
+        (
+            "exclusive time [s], as perfcast model gives them: the counters fix the terms",
+            by_default,
+            True,
+        ),
         ("effort: basic blocks (code) or bytes sent (MPI), exact counters", effort, False),
-        ("exclusive time [s] with effort priors: the counters fix the terms", with_priors, True),
+        ("exclusive time [s] without priors (--priors none), for comparison", blackbox, False),
     ):
         print(f"\nmodels of {title}")
         # fixed widths, not columns.aligned: the three tables line up under each other
         print(f"  {'call path':<38} {'expected':<21} model")
-        for model in models:
+        for model in shown:
             expected = EXPECTED.get(model.callpath, "?")
             print(f"  {model.callpath:<38} {expected:<21} {model.text(3)}")
             if show_warnings:
-                for warning in modeled.models.notes((model.callpath, model.metric)):
+                for warning in models.notes((model.callpath, model.metric)):
                     print(f"  {'':<38} {'':<21} warning: {warning}")
-    for note in [*combined.notes, *modeled.notes]:
+    for note in [*combined.notes, *choice_notes, *fitted.notes]:
         print(f"  note: {note}")
     print()
     facts = campaign_facts(stores[0])
     notes = (f"Time models fitted with effort priors: the counters come from {stores[1]}.",)
-    page = ReportInputs(modeled.models, str(stores[0]), experiment, facts, notes)
+    page = ReportInputs(models, str(stores[0]), experiment, facts, notes, fitted.fit.free)
     size = write_report(report, report_data(page), "perfcast demo: the Jacobi stencil", stores)
     print(f"report: {report} ({size / 1024:,.0f} KiB; open it in a browser)")
     if keep:
         time_store, counts_store = stores
         print(f"stores: {time_store} (time), {counts_store} (counts)")
-        print(f"try: perfcast model {time_store} --priors effort --effort-counts {counts_store}")
+        print(f"try: perfcast model {time_store} --effort-counts {counts_store}")
     else:
         print("measured in a temporary directory; perfcast demo --workdir DIR keeps the store")
     return 0
