@@ -121,10 +121,17 @@ def test_median_estimator_option_reaches_the_modeler(tmp_path):
     assert 2.0 < constants["harrell-davis"] < 20.0
 
 
-def test_cli_defaults_are_the_modelers(tmp_path):
+def test_cli_defaults_are_the_library_workflows(tmp_path):
+    """perfcast model prints what a library user gets from the modeling workflow with the
+    modeler's defaults (no counters here: no priors, but counts and regimes handled)."""
+    from perfcast.effort import EffortModeler
+    from perfcast.workflows.model import PriorInputs, choose_priors, fit_models
+
     out = tmp_path / "models.json"
     assert main(["model", str(EXAMPLE), "-o", str(out)]) == 0
-    expected = PMNFModeler().fit(read_experiment(EXAMPLE))
+    experiment = read_experiment(EXAMPLE)
+    priors, _ = choose_priors(experiment, None, PriorInputs())
+    expected = fit_models(experiment, EffortModeler(PMNFModeler()), priors).models
     assert [str(m) for m in ModelSet.load(out)] == [str(m) for m in expected]
 
 

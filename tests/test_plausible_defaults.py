@@ -313,3 +313,49 @@ def test_a_cost_interval_never_goes_below_zero():
     model = PMNFModeler().fit(Experiment.from_rows(["n"], rows))[("k", "time")]
     low, high = prediction_interval(model, {"n": np.array([16.0, 480.0])})
     assert np.all(low >= 0) and np.all(high > low)
+
+
+def _cache_step(step_at: float = 32, noise: float = 0.01, seed: int = 0):
+    """HPCG-like kernels measured as the issue did (n = 16..48, p = 1..8, 3 repetitions):
+    SpMV's time per element 1.6x higher once its working set leaves the cache, and
+    TestCG's twice the iterations at p >= 2."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in N:
+        for p in (1, 2, 4, 8):
+            for _ in range(3):
+                jitter = 1 + noise * rng.standard_normal()
+                cache = 1.6 if n >= step_at else 1.0
+                rows.append(("main->spmv", "time", (n, p), 2e-9 * n**3 * cache * jitter))
+                rows.append(("main->testcg", "time", (n, p), 1e-3 * (2 if p >= 2 else 1) * jitter))
+                rows.append(("main->smooth", "time", (n, p), 1e-9 * n**3 * np.log2(n) * jitter))
+    return Experiment.from_rows(["n", "p"], rows)
+
+
+def test_a_change_of_regime_is_a_segment_and_the_model_extrapolates_from_the_last():
+    from perfcast.effort import EffortModeler
+    from perfcast.workflows.model import fit_models
+
+    models = fit_models(_cache_step(), EffortModeler(), ()).models
+    spmv = models[("main->spmv", "time")]
+    assert spmv.leading_exponents() == {"n": (Fraction(3), 0)}  # not n^(7/2) log2(n)
+    assert spmv.warnings[0].startswith("regime change along n between 24 and 32 (step: x1.")
+    assert "fitted to the 12 points with n >= 32" in spmv.warnings[0]
+    assert [f.stage for f in models.findings_of(("main->spmv", "time"))] == ["regime"]
+    testcg = models[("main->testcg", "time")]
+    assert testcg.is_constant() and testcg.constant == pytest.approx(2e-3, rel=0.02)
+    assert "between 1 and 2" in testcg.warnings[0]
+    # smooth growth with a log factor is no regime, whatever fits it
+    assert not any("regime" in w for w in models[("main->smooth", "time")].warnings)
+
+
+def test_a_last_regime_too_short_to_model_keeps_the_model_unfit_to_extrapolate():
+    from perfcast.effort import EffortModeler
+    from perfcast.modeling.extrapolation import unfit_reasons
+    from perfcast.workflows.model import fit_models
+
+    models = fit_models(_cache_step(step_at=48), EffortModeler(), ()).models
+    spmv = models[("main->spmv", "time")]
+    assert spmv.warnings[0].startswith("too few values after a change of regime")
+    reasons = unfit_reasons(spmv, {"n": 96, "p": 8}, {"n": list(N), "p": [1, 2, 4, 8]})
+    assert any("measure n=" in u.remedy for u in reasons)

@@ -13,7 +13,7 @@ import pytest
 from perfcast.cli import main
 from perfcast.experiment import Experiment, read_experiment
 from perfcast.modeling import PMNFModeler
-from perfcast.modeling.modeler import extend_series
+from perfcast.modeling.advice import extend_series
 
 F = Fraction
 NX = (16, 24, 32, 48, 64)

@@ -35,7 +35,7 @@ from perfcast.experiment.names import display_names, name_list, short_callpath
 from perfcast.measure.oversubscription import models_note
 from perfcast.measure.profiles import RankProfile, UnmatchedFilterWarning, _warn_unmatched
 from perfcast.modeling import ModelSet
-from perfcast.modeling.modeler import extend_series
+from perfcast.modeling.advice import extend_series
 from perfcast.modeling.provenance import SharedCores
 from perfcast.taint.profile_model import FORMAT, TaintProfile
 

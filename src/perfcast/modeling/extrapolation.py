@@ -11,8 +11,10 @@ report page rank only the models without a reason and list the others apart.
 The reasons, each a fact the model set already holds:
 
 * **poor fit**: the modeler's own verdict (:func:`perfcast.modeling.modeler.poor_fit`);
+* **a short last regime**: a change of regime leaves too few values beyond it to model the
+  regime that continues (:mod:`perfcast.priors.segments`);
 * **too few values** of a parameter the model grows with and extrapolates in
-  (fewer than :data:`~perfcast.modeling.modeler.RECOMMENDED_VALUES`, Extra-P's threshold);
+  (fewer than :data:`~perfcast.modeling.advice.RECOMMENDED_VALUES`, Extra-P's threshold);
 * **wide interval**: the 95 % confidence interval of the model's value at the target, which
   counts the rival shapes the data could not tell apart, spans more than
   :data:`MAX_INTERVAL_RATIO` or reaches zero: the measurements do not pin the growth down
@@ -34,8 +36,8 @@ import numpy as np
 
 from perfcast.experiment.calltree import split_callpath
 from perfcast.experiment.metrics import CPU_TIME_METRIC, TIME_METRIC
+from perfcast.modeling.advice import POOR_FIT, RECOMMENDED_VALUES, SHORT_SEGMENT, extend_series
 from perfcast.modeling.intervals import confidence_interval
-from perfcast.modeling.modeler import POOR_FIT, RECOMMENDED_VALUES, extend_series
 from perfcast.modeling.pmnf import Model
 from perfcast.modeling.provenance import Provenance
 
@@ -96,6 +98,10 @@ def unfit_reasons(
                 "more repetitions, or a range of the parameters without a change of regime",
             )
         )
+    short = next((w for w in model.warnings if w.startswith(SHORT_SEGMENT)), None)
+    if short is not None:
+        reason, _, remedy = short.rpartition("; ")
+        found.append(Unfit(reason, remedy))
     used = {f.parameter for term in model.terms for f in term.factors}
     largest = {p: max(v) for p, v in values.items() if len(v)}
     if provenance is not None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from perfcast.errors import InputError
 
-STAGES = ("fit", "taint", "effort", "static", "priors", "conflict")
+STAGES = ("fit", "taint", "effort", "static", "priors", "conflict", "regime")
 """Who can say something about a model: the modeler itself, each prior source, the
 composition of the priors, and the rule that settles a prior's conflict with the
 measurements (:mod:`perfcast.modeling.prior_conflicts`)."""

@@ -69,6 +69,7 @@ from perfcast.experiment.experiment import (
     first_use_codes,
     point_label,
 )
+from perfcast.modeling.advice import POOR_FIT, RECOMMENDED_VALUES, extend_series
 from perfcast.modeling.blas import serial_blas
 from perfcast.modeling.fitting import (
     CRITERIA,
@@ -82,7 +83,7 @@ from perfcast.modeling.fitting import (
     selection_cost,
 )
 from perfcast.modeling.intervals import FitResiduals, RepetitionNoise, fit_uncertainty
-from perfcast.modeling.lines import batched_lines
+from perfcast.modeling.lines import batched_lines, lines_along
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.noise import RepetitionGrid, parameter_p_values
 from perfcast.modeling.options import (
@@ -125,9 +126,6 @@ HUBER_ITERATIONS = 50
 HUBER_TOLERANCE = 1e-12
 """Relative change of every centre below which the Huber reweighting stops."""
 
-RECOMMENDED_VALUES = 5
-"""Fewest distinct values of a modeled parameter without a warning (Extra-P's threshold)."""
-
 RECOMMENDED_REPETITIONS = 3
 """Fewest repetitions per point without a warning: two give the noise test one degree of
 freedom per point, one none at all."""
@@ -139,11 +137,12 @@ POOR_SMAPE = 10.0
 """SMAPE (percent) above which a model is flagged as a poor fit, unless the repetitions'
 own spread explains it (see :func:`poor_fit`)."""
 
-POOR_FIT = "poor fit"
-"""The start of :func:`poor_fit`'s warning (which later stages look for)."""
-
 POOR_ADJUSTED_R2 = 0.5
 """Adjusted R^2 below which a model with terms explains too little of the variation."""
+
+FLAT_EFFECT = 0.01
+"""Least relative change (1 %) of the values along some line of the design for a parameter
+to enter the model of a call path measured once per point (:meth:`_GroupSearch._flat`)."""
 
 CLEAR_CHANGE = 0.1
 """Least relative change (10 %) along a line that counts as falling or rising there."""
@@ -555,6 +554,7 @@ class _GroupSearch:
     def run(self) -> list[Model]:
         usable = [name for name in self.parameters if self._usable(name)]
         significant = self._significant(usable)
+        significant &= ~self._flat(usable)
         self.dropped_by_noise = {
             k: [p for j, p in enumerate(usable) if not significant[k, j]]
             for k in range(len(self.group.keys))
@@ -615,6 +615,38 @@ class _GroupSearch:
         columns = [self.parameters.index(name) for name in usable]
         cells = RepetitionGrid(self.group.coordinates[:, columns], self.group.repetitions)
         return mask & ~(parameter_p_values(cells) >= self.modeler.significance)
+
+    def _flat(self, usable: list[str]) -> np.ndarray:
+        """(K, len(usable)): for call paths measured once per point, parameters along which
+        no line of the design changes the values by :data:`FLAT_EFFECT` of their mean.
+        With repetitions the noise test compares an effect with the data's own scatter;
+        with one there is no scatter to compare with, and ``p^3`` fitted to values that
+        vary by 0.5 % along ``p`` (one repetition of a virtual campaign) grows a
+        thousandfold by ``p = 4096``. A term that explains less than that is not a
+        dependency: such a parameter is left out, with a warning naming it."""
+        flat = np.zeros((len(self.group.keys), len(usable)), dtype=bool)
+        once = np.sum(~np.isnan(self.group.repetitions), axis=2).max(axis=1) <= 1
+        if not once.any():
+            return flat
+        for j, name in enumerate(usable):
+            index = self.parameters.index(name)
+            largest = np.zeros(len(self.group.keys))
+            for members in lines_along(self.group.coordinates, index):
+                if len(members) < 2:
+                    continue
+                values = self.y[:, members]
+                scale = np.abs(values).mean(axis=1)
+                spread = np.ptp(values, axis=1) / np.where(scale > 0, scale, 1.0)
+                largest = np.maximum(largest, spread)
+            flat[:, j] = once & (largest < FLAT_EFFECT)
+        for k in np.flatnonzero(flat.any(axis=1)):
+            names = [p for j, p in enumerate(usable) if flat[k, j]]
+            self.group.warnings[k].append(
+                f"{', '.join(names)} change(s) the values by less than "
+                f"{100 * FLAT_EFFECT:g} % over the measured range: not a dependency, left out "
+                "of the model"
+            )
+        return flat
 
     def _rank_shapes(self, name: str) -> None:
         """Keep the ``candidates`` shapes with the lowest weighted in-sample error summed
@@ -1279,45 +1311,6 @@ def poor_fit(statistics: FitStatistics, spread: float, has_terms: bool) -> str |
         + "; the model misses part of the variation (a shape outside the search space, "
         "a change of algorithm, or noise): do not extrapolate it"
     )
-
-
-def extend_series(values: np.ndarray, count: int) -> list[float]:
-    """``count`` values continuing the sorted ``values`` past the largest with their own
-    spacing: geometric (1, 2, 4 -> 8, 16) where the ratios agree, otherwise arithmetic with
-    the last step (10, 20, 30 -> 40, 50). Integers stay integers where the series has them."""
-    values = np.sort(np.asarray(values, dtype=float))
-    if len(values) < 2:
-        return [float(values[-1] * 2 ** (i + 1)) for i in range(count)] if len(values) else []
-    ratios = values[1:] / values[:-1] if values[0] > 0 else np.array([np.nan])
-    steps = np.diff(values)
-    geometric = bool(np.all(np.isfinite(ratios)) and np.ptp(ratios) <= 1e-6 * ratios.max())
-    arithmetic = bool(np.ptp(steps) <= 1e-6 * np.abs(steps).max())
-    powers = None if geometric or arithmetic else _evenly_spaced_powers(values)
-    if powers is not None:
-        exponent, roots = powers
-        step = roots[-1] - roots[-2]
-        return [float((roots[-1] + step * (i + 1)) ** exponent) for i in range(count)]
-    more = []
-    last = float(values[-1])
-    for _ in range(count):
-        last = last * float(ratios[-1]) if geometric and not arithmetic else last + float(steps[-1])
-        more.append(float(np.round(last)) if np.all(values == np.round(values)) else last)
-    return more
-
-
-def _evenly_spaced_powers(values: np.ndarray) -> tuple[int, np.ndarray] | None:
-    """(e, roots) where ``values`` are the e-th powers (cubes, then squares) of evenly spaced
-    integers: LULESH runs only on cube numbers of ranks (1, 8, 27), and the arithmetic
-    continuation of those (46, 65) is a rank count it refuses, the next cubes (64, 125) are
-    not."""
-    if len(values) < 3 or values[0] < 1 or np.any(values != np.round(values)):
-        return None
-    for exponent in (3, 2):
-        roots = np.round(values ** (1 / exponent))
-        steps = np.diff(roots)
-        if np.all(roots**exponent == values) and steps[0] > 0 and np.all(steps == steps[0]):
-            return exponent, roots
-    return None
 
 
 def _relative_changes(x: np.ndarray, values: np.ndarray) -> np.ndarray:

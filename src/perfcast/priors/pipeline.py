@@ -14,7 +14,10 @@ any combination:
    coefficients, restrictions by the modeler's search under them).
 4. **Conflicts.** A constrained model much worse than the black-box one, or contradicted
    by the measured visits, gives way to it, with a finding (stage ``"conflict"``).
-5. **Checks.** Each source judges the final models (taint: contention and algorithm
+5. **Regimes.** A model of measured (not exact) data that crosses a change of regime
+   along a parameter is refitted on the last segment, the regime that continues
+   (:mod:`perfcast.priors.segments`).
+6. **Checks.** Each source judges the final models (taint: contention and algorithm
    switches; effort: busy waiting), as findings.
 
 The result is one :class:`~perfcast.modeling.modelset.ModelSet`: the models, immutable,
@@ -42,6 +45,7 @@ from perfcast.modeling.prior_conflicts import PriorConflict
 from perfcast.modeling.prior_fit import FixedFit, fit_under_priors
 from perfcast.modeling.space import SearchSpace
 from perfcast.priors.compose import Composition, compose
+from perfcast.priors.segments import segment_models
 
 
 class PriorSource(Protocol):
@@ -153,6 +157,9 @@ def fit_with_priors(
         *(c.finding() for c in conflicts),
     ]
     models = ModelSet(experiment.parameters, [*exact, *free, *constrained], None, findings)
+    models = segment_models(
+        models, experiment, modeler, fixed, composition.priors, sorted(exact_metrics)
+    )
     checked_free = ModelSet(free.parameters, (m for m in free if m.metric not in exact_metrics))
     for source in sources:
         check = getattr(source, "check", None)

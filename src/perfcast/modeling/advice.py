@@ -1,0 +1,62 @@
+"""What the modeler advises, in a module light enough for every reader of a model file.
+
+``perfcast predict`` reads models without the search (``tests/test_startup.py``), yet says
+when a model is not fit to extrapolate (:mod:`perfcast.modeling.extrapolation`) with the
+same thresholds and the same suggested runs as the modeler's own warnings: they are
+defined here once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+RECOMMENDED_VALUES = 5
+"""Fewest distinct values of a modeled parameter without a warning (Extra-P's threshold)."""
+
+POOR_FIT = "poor fit"
+"""The start of :func:`perfcast.modeling.modeler.poor_fit`'s warning (which later stages
+look for)."""
+
+SHORT_SEGMENT = "too few values after a change of regime"
+"""The start of the warning on a model whose last regime has too few values of its
+parameter to be modeled (:mod:`perfcast.priors.segments`): such a model is not fit to
+extrapolate."""
+
+
+def extend_series(values: np.ndarray, count: int) -> list[float]:
+    """``count`` values continuing the sorted ``values`` past the largest with their own
+    spacing: geometric (1, 2, 4 -> 8, 16) where the ratios agree, otherwise arithmetic with
+    the last step (10, 20, 30 -> 40, 50). Integers stay integers where the series has them."""
+    values = np.sort(np.asarray(values, dtype=float))
+    if len(values) < 2:
+        return [float(values[-1] * 2 ** (i + 1)) for i in range(count)] if len(values) else []
+    ratios = values[1:] / values[:-1] if values[0] > 0 else np.array([np.nan])
+    steps = np.diff(values)
+    geometric = bool(np.all(np.isfinite(ratios)) and np.ptp(ratios) <= 1e-6 * ratios.max())
+    arithmetic = bool(np.ptp(steps) <= 1e-6 * np.abs(steps).max())
+    powers = None if geometric or arithmetic else _evenly_spaced_powers(values)
+    if powers is not None:
+        exponent, roots = powers
+        step = roots[-1] - roots[-2]
+        return [float((roots[-1] + step * (i + 1)) ** exponent) for i in range(count)]
+    more = []
+    last = float(values[-1])
+    for _ in range(count):
+        last = last * float(ratios[-1]) if geometric and not arithmetic else last + float(steps[-1])
+        more.append(float(np.round(last)) if np.all(values == np.round(values)) else last)
+    return more
+
+
+def _evenly_spaced_powers(values: np.ndarray) -> tuple[int, np.ndarray] | None:
+    """(e, roots) where ``values`` are the e-th powers (cubes, then squares) of evenly spaced
+    integers: LULESH runs only on cube numbers of ranks (1, 8, 27), and the arithmetic
+    continuation of those (46, 65) is a rank count it refuses, the next cubes (64, 125) are
+    not."""
+    if len(values) < 3 or values[0] < 1 or np.any(values != np.round(values)):
+        return None
+    for exponent in (3, 2):
+        roots = np.round(values ** (1 / exponent))
+        steps = np.diff(roots)
+        if np.all(roots**exponent == values) and steps[0] > 0 and np.all(steps == steps[0]):
+            return exponent, roots
+    return None
