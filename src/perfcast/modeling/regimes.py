@@ -65,6 +65,7 @@ and ``log2(p) + n``): {FALSE_POSITIVES}.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -73,6 +74,7 @@ import numpy as np
 
 from perfcast.modeling.lines import lines_along
 from perfcast.modeling.noise import f_survival
+from perfcast.modeling.space import DEFAULT_EXPONENTS, DEFAULT_LOG_EXPONENTS, FALLING_EXPONENTS
 
 MIN_EFFECT = math.log(1.1)
 """Smallest disagreement of the two segments (log space) that counts as a regime: 10 %."""
@@ -102,11 +104,19 @@ MIN_SLOPE_CHANGE = 0.25
 INTERVAL_LEVEL = 0.05
 """Splits whose broken fit is worse than the best one's at this level are ruled out."""
 
+LOCATION_PENALTY = 6.635
+"""Noise variances a break column costs when splits compete for the location: the 1 %
+point of chi-square with one degree, so that a change of slope must earn its column as in
+the test of the kind (a step at 1 | 2 and a slope change at 2 | 4 fit p = 1, 2, 4, 8
+equally well; the simpler wins unless the data say otherwise)."""
+
 P_RESOLUTION = 1e-12
 """Smallest p-value told apart from a smaller one when parameters compete: f_survival is
 exact to about 1e-13 with an odd numerator degree."""
 
 _RANK_TOLERANCE = 1e-10
+_CONDITION = 1e-10
+"""Smallest determinant of a 3 x 3 normal matrix relative to its diagonal's product."""
 
 
 @dataclass(frozen=True)
@@ -393,7 +403,8 @@ class _Search:
         Detection and location are separate questions. Detection: a split's bent-model
         test, its p-value times the ``tried`` splits of all parameters, below ``level``.
         Location: among the detected splits, the one whose broken power law (straight
-        segments with the shared break) explains the most per break column. The bent model
+        segments with the shared break) fits best, each break column costing
+        :data:`LOCATION_PENALTY` noise variances. The bent model
         with a break is too flexible to say where the break is: with a step between 24
         and 32, a break at 16 | 20 lets the bend absorb the rest almost as well."""
         single = noise.df == 0
@@ -413,12 +424,32 @@ class _Search:
             p_value = min(1.0, float(f_survival(statistic, full.rank, df)) * tried)
             if p_value < level:
                 broken = self.fit(split, bent=False, columns=split.columns)
-                fit = broken.explained / max(broken.rank, 1)
-                detected.append((fit, -split.index, split, p_value, statistic, variance, df))
+                detected.append((broken, split, p_value, statistic, variance, df))
         if not detected:
             return None
-        _, _, split, p_value, statistic, variance, df = max(detected, key=lambda c: c[:2])
+        common = min(candidate[4] for candidate in detected)
+        _, _, split, p_value, statistic, variance, df = max(
+            (c[0].explained - LOCATION_PENALTY * c[0].rank * common, -c[1].index, *c[1:])
+            for c in detected
+        )
+        if not self._pmnf_misfits(split, variance, df, level):
+            return None
         return self._describe(split, variance, df, single, p_value, statistic, name)
+
+    def _pmnf_misfits(self, split: _Split, variance: float, df: int, level: float) -> bool:
+        """Whether the best PMNF of up to two terms along the parameter, the same two shapes
+        on every line taking part (as one multi-parameter model has), each line its own
+        coefficients, misfits beyond the noise: lack-of-fit F-test at ``level``."""
+        groups = [self.groups[number] for number in split.lines]
+        misfit = sum(
+            (_pmnf_misfit(group.u, group.root_w**2, group.y / group.root_w) for group in groups),
+            start=np.zeros(len(_shapes()[2])),
+        )
+        freedom = sum(len(group.y) * (len(group.u) - 3) for group in groups)
+        if freedom < 1:
+            return False
+        best = float(misfit.min())
+        return float(f_survival(best / freedom / variance, freedom, max(df, 1))) < level
 
     def _describe(
         self,
@@ -450,9 +481,13 @@ class _Search:
             abs(jump + change * (low - split.threshold)),
             abs(jump + change * (high - split.threshold)),
         )
-        least = (SINGLE_MIN_EFFECT, SINGLE_MIN_EFFECT_NOISE) if single else (
-            MIN_EFFECT,
-            MIN_EFFECT_NOISE,
+        least = (
+            (SINGLE_MIN_EFFECT, SINGLE_MIN_EFFECT_NOISE)
+            if single
+            else (
+                MIN_EFFECT,
+                MIN_EFFECT_NOISE,
+            )
         )
         if effect < max(least[0], least[1] * math.sqrt(variance)):
             return None
@@ -497,9 +532,7 @@ class _Search:
             slopes.append(solution[1])
         return float(np.mean(np.concatenate(slopes)))
 
-    def _interval(
-        self, chosen: _Split, kind: str, variance: float, df: int
-    ) -> tuple[float, float]:
+    def _interval(self, chosen: _Split, kind: str, variance: float, df: int) -> tuple[float, float]:
         """Hull of the gaps of the splits whose broken fit (of the chosen kind) is not
         significantly worse than the best split's."""
         columns = 2 if kind == "slope" else 1
@@ -516,6 +549,127 @@ class _Search:
         indices = [split.index for split, ok in zip(usable, plausible, strict=True) if ok]
         indices.append(chosen.index)
         return float(self.values[min(indices)]), float(self.values[max(indices) + 1])
+
+
+@functools.cache
+def _shapes() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The single-parameter PMNF shapes ``x^i log2(x)^j`` (Extra-P's exponents and log
+    exponents 0 to 2, and the falling powers of strong scaling) and all their pairs:
+    exponents, log exponents (shapes,), and the first and second shape of each pair."""
+    exponents = np.array([float(e) for e in (*DEFAULT_EXPONENTS, *FALLING_EXPONENTS)])
+    logs = np.array(DEFAULT_LOG_EXPONENTS, dtype=float)
+    exponent, log_exponent = (a.reshape(-1) for a in np.meshgrid(exponents, logs))
+    # no constant (it is a column of its own), no hump x^-i log2(x)^j: two of them with
+    # positive coefficients make a plateau from x = 2 on, the very step this looks for
+    dropped = ((exponent == 0) & (log_exponent == 0)) | ((exponent < 0) & (log_exponent > 0))
+    exponent, log_exponent = exponent[~dropped], log_exponent[~dropped]
+    first, second = np.triu_indices(len(exponent), k=1)
+    return exponent, log_exponent, first, second
+
+
+PAIR_BLOCK = 32
+"""Lines fitted together against all shape pairs: (pairs, lines, points) temporaries of
+about 2300 x 32 x k doubles."""
+
+
+def _pmnf_misfit(u: np.ndarray, counts: np.ndarray, mean_log: np.ndarray) -> np.ndarray:
+    """For each pair of shapes (:func:`_shapes`), the log-space residual sum of squares
+    (weighted by the counts) of ``c0 + c1 f1(x) + c2 f2(x)`` with non-negative
+    coefficients fitted to each line, summed over the lines: ``u`` (k,) log values of the
+    parameter, ``counts`` (k,), ``mean_log`` (lines, k) the cell means of the log values.
+
+    Non-negative least squares with three columns is the best of the unconstrained fits
+    on the seven subsets of the columns whose coefficients are all non-negative; those
+    with at most one shape are fitted once per shape, not per pair. Each is a linear least
+    squares on the values with relative weights (log residuals to first order), refitted
+    once with the first fit's values as weights (a Gauss-Newton step towards the log-space
+    fit). A fit not positive everywhere has no logarithm: its misfit is infinite."""
+    x = np.exp(u)
+    exponent, log_exponent, first, second = _shapes()
+    with np.errstate(all="ignore"):
+        shapes = x ** exponent[:, None] * np.log2(x) ** log_exponent[:, None]  # (shapes, k)
+        scale = np.abs(shapes).max(axis=1, keepdims=True)
+        shapes = shapes / np.where(scale > 0, scale, 1.0)
+    one = np.ones_like(shapes)
+    single = np.stack([one, shapes, np.zeros_like(shapes)], axis=2)  # (shapes, k, 3)
+    double = np.stack([one[first], shapes[first], shapes[second]], axis=2)  # (pairs, k, 3)
+    total = np.zeros(len(first))
+    for start in range(0, len(mean_log), PAIR_BLOCK):
+        block = mean_log[start : start + PAIR_BLOCK]
+        values = np.exp(block - block.max(axis=1, keepdims=True))  # (lines, k)
+        alone = _best_fit(single, _SINGLE_SUBSETS, counts, values)  # (shapes, lines)
+        both = _best_fit(double, _PAIR_SUBSETS, counts, values)  # (pairs, lines)
+        best = np.minimum(both, np.minimum(alone[first], alone[second]))
+        total += best.sum(axis=1)
+    return total
+
+
+def _best_fit(
+    columns: np.ndarray, subsets: tuple[np.ndarray, ...], counts: np.ndarray, values: np.ndarray
+) -> np.ndarray:
+    """(batch, lines) smallest log misfit of the non-negative fits of ``values`` on the
+    ``columns`` (batch, k, 3) kept by each of ``subsets``."""
+    best = np.full((len(columns), len(values)), np.inf)
+    log_values = np.log(values)
+    for subset in subsets:
+        kept = columns * subset
+        weights = np.broadcast_to(counts / values**2, (len(columns), *values.shape))
+        for _ in range(2):
+            fitted, usable = _weighted_fit(kept, subset, weights, values)
+            safe = np.where(usable[:, :, None], fitted, 1.0)
+            weights = np.where(usable[:, :, None], counts / safe**2, weights)
+        misfit = (counts * (np.log(safe) - log_values) ** 2).sum(axis=2)
+        best = np.minimum(best, np.where(usable, misfit, np.inf))
+    return best
+
+
+_SINGLE_SUBSETS = tuple(np.array(mask, dtype=float) for mask in ((1, 1, 0), (0, 1, 0), (1, 0, 0)))
+_PAIR_SUBSETS = tuple(np.array(mask, dtype=float) for mask in ((1, 1, 1), (0, 1, 1)))
+"""The columns (constant, first term, second term) a non-negative fit may keep: those
+with one shape at most once per shape, the others once per pair."""
+
+_UPPER = ((0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2))
+
+
+def _weighted_fit(
+    columns: np.ndarray, subset: np.ndarray, weights: np.ndarray, values: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted least squares of ``values`` (lines, k) on the three ``columns``
+    (pairs, k, 3), those outside ``subset`` (3,) zeroed and held at a zero coefficient,
+    with ``weights`` (pairs, lines, k), by the adjugate of the 3 x 3 normal matrix: the
+    fitted values (pairs, lines, k) and where the fit is usable (regular, coefficients
+    non-negative, values positive). Batched matrix products over the pairs."""
+    products = np.stack([columns[:, :, i] * columns[:, :, j] for i, j in _UPPER], axis=2)
+    upper = weights @ products  # (pairs, lines, 6)
+    g = [[upper[..., _UPPER.index((min(i, j), max(i, j)))] for j in range(3)] for i in range(3)]
+    for i in range(3):
+        g[i][i] = g[i][i] + (1.0 - subset[i])  # a dropped column: coefficient zero
+    right = (weights * values) @ columns  # (pairs, lines, 3)
+    cofactor = [
+        [
+            g[(i + 1) % 3][(j + 1) % 3] * g[(i + 2) % 3][(j + 2) % 3]
+            - g[(i + 1) % 3][(j + 2) % 3] * g[(i + 2) % 3][(j + 1) % 3]
+            for j in range(3)
+        ]
+        for i in range(3)
+    ]
+    determinant = sum(g[0][j] * cofactor[0][j] for j in range(3))
+    regular = determinant > _CONDITION * g[0][0] * g[1][1] * g[2][2]
+    with np.errstate(all="ignore"):
+        # symmetric: the adjugate is the cofactor matrix itself
+        coefficients = (
+            np.stack(
+                [sum(cofactor[i][j] * right[..., j] for j in range(3)) for i in range(3)], axis=2
+            )
+            / determinant[..., None]
+        )
+        fitted = coefficients @ np.swapaxes(columns, 1, 2)  # (pairs, lines, k)
+    usable = (
+        regular
+        & np.all(coefficients >= 0, axis=2)
+        & np.all(np.isfinite(fitted) & (fitted > 0), axis=2)
+    )
+    return fitted, usable
 
 
 def _orthonormal(matrix: np.ndarray) -> np.ndarray:
