@@ -235,6 +235,11 @@ def test_a_real_grid_sweep_gets_its_cubic_lead_term_by_default(tmp_path, capsys)
     lead = time.leading_term()
     assert lead is not None and lead.factors == (Factor("n", Fraction(3)),)
 
+    # a counting campaign's store beside the timing store is read without a flag
+    shutil.copy(tmp_path / "grid.sqlite", tmp_path / "grid.counts.sqlite")
+    assert main(["model", str(tmp_path / "grid.sqlite"), "-o", str(out)]) == 0
+    assert "the counts come from" in capsys.readouterr().err
+
 
 def test_among_shapes_the_noise_cannot_tell_apart_the_integer_one_is_chosen_and_the_other_kept():
     """``n^3`` at 5 % noise (seed 1): ``n^(11/4) * log2(n)`` screens a little better, within

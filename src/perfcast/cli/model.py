@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfcast.effort import EffortModeler
-from perfcast.effort.sources import combine_sources
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import Experiment
@@ -31,6 +30,7 @@ from perfcast.report.summary import (
     render_summary,
 )
 from perfcast.workflows.model import (
+    COUNTS_SUFFIX,
     NO_PRIORS,
     PRIOR_CHOICES,
     PriorInputs,
@@ -39,6 +39,7 @@ from perfcast.workflows.model import (
     effort_for,
     fit_models,
     modeled_metrics,
+    with_counts,
 )
 
 if TYPE_CHECKING:
@@ -197,8 +198,10 @@ def run(args: argparse.Namespace) -> int:
     modeler = search_modeler(args)
     effort = from_arguments(EffortModeler, args, dest_prefix=EFFORT, nested=False, modeler=modeler)
     effort = effort_for(effort, args.metric)
-    if args.taint is None and args.priors is None and args.input.suffix == ".sqlite":
-        args.taint = beside_store(args.input)
+    if args.priors is None and args.input.suffix == ".sqlite":  # the campaign's own files
+        args.taint = args.taint or beside_store(args.input)
+        if args.effort_counts is None and not args.input.name.endswith(COUNTS_SUFFIX):
+            args.effort_counts = beside_store(args.input, COUNTS_SUFFIX)
     prior_inputs = PriorInputs(
         taint=args.taint,
         static=args.static,
@@ -218,7 +221,9 @@ def run(args: argparse.Namespace) -> int:
     input_format = args.format or detect_format(args.input).name
     experiment = _read_scaled(args, input_format, effort.ranks)
     if args.effort_counts is not None:
-        experiment = _with_counts_from(experiment, args, effort.time_metric)
+        experiment, notes = with_counts(experiment, args.effort_counts, effort.time_metric)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
     target = parse_point(args.at, "--at", experiment.parameters) if args.at else None
     if args.top < 1:
         raise InputError(f"--top {args.top}: give the number of call paths to rank, 1 or more")
@@ -316,17 +321,6 @@ def _read_scaled(args: argparse.Namespace, format: str, ranks: str) -> Experimen
         options["runs"] = args.runs
     experiment = read_experiment(args.input, format, **options)
     return total_over_ranks(experiment, ranks) if strong else experiment
-
-
-def _with_counts_from(
-    experiment: Experiment, args: argparse.Namespace, time_metric: str
-) -> Experiment:
-    """``experiment``'s time with the counters of ``--effort-counts``; notes on stderr."""
-    counts = read_experiment(args.effort_counts)
-    combined = combine_sources(experiment, counts, time_metric=time_metric)
-    for note in combined.notes:
-        print(f"note: {note}", file=sys.stderr)
-    return combined.experiment
 
 
 def _note_machine(

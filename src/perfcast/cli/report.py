@@ -47,12 +47,14 @@ from perfcast.report.page import ReportInputs, report_data
 from perfcast.report.simulation import read_simulations
 from perfcast.report.summary import TARGET_FACTOR
 from perfcast.workflows.model import (
+    COUNTS_SUFFIX,
     PriorInputs,
     beside_store,
     choose_priors,
     effort_for,
     fit_models,
     modeled_metrics,
+    with_counts,
 )
 
 if TYPE_CHECKING:
@@ -210,8 +212,13 @@ def _from_measurements(path: Path, args: argparse.Namespace) -> ReportInputs:
         machine = machine_of(path)
         notes = list(machine.notes)
     taint_path = args.taint
-    if taint_path is None and store and args.models is None:
-        taint_path = beside_store(path)
+    effort = effort_for(EffortModeler(), args.metric)
+    if store and args.models is None:  # the campaign's own files, as perfcast model reads them
+        taint_path = taint_path or beside_store(path)
+        counts = beside_store(path, COUNTS_SUFFIX)
+        if counts is not None and not path.name.endswith(COUNTS_SUFFIX):
+            experiment, counted = with_counts(experiment, counts, effort.time_metric)
+            notes += counted
     prior_inputs = PriorInputs(taint=taint_path)
     priors, choice_notes = choose_priors(experiment, None, prior_inputs)
     if args.metric and args.models is None:
@@ -231,7 +238,6 @@ def _from_measurements(path: Path, args: argparse.Namespace) -> ReportInputs:
                 path=args.models,
             )
     else:  # what perfcast model prints, with its default priors
-        effort = effort_for(EffortModeler(), args.metric)
         result = fit_models(experiment, effort, priors, prior_inputs)
         models, alternatives = result.models, (result.fit.free if priors else None)
         notes += [*choice_notes, *result.notes]

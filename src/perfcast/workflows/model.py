@@ -8,9 +8,10 @@ gets ``n^3 * log2(n)^2``: the log factor follows the cache, not the code. Where 
 carries the evidence that rules such shapes out, it is used without being asked for:
 
 * **effort**: the input has basic-block or MPI byte counters (``perfcast build
-  --counters``, or ``--effort-counts``): their exact models fix the lead term of the time
-  model; the time data fits the coefficients (and drops lower-order terms that come out
-  negative, :data:`~perfcast.effort.priors.NEGATIVE_TERM_POLICIES`).
+  --counters``, ``--effort-counts``, or a counting campaign's ``app.counts.sqlite`` beside
+  the store): their exact models fix the lead term of the time model; the time data fits
+  the coefficients (and drops lower-order terms that come out negative,
+  :data:`~perfcast.effort.priors.NEGATIVE_TERM_POLICIES`).
 * **taint**: a taint profile was given, or lies beside the campaign store as
   ``app.taint.json`` (where ``perfcast taint perfcast.toml`` writes it): each call path is
   restricted to the parameters its code depends on.
@@ -30,7 +31,9 @@ from pathlib import Path
 
 from perfcast.effort.priors import EffortModeler
 from perfcast.effort.source import EffortSource
+from perfcast.effort.sources import combine_sources
 from perfcast.errors import InputError
+from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import Experiment
 from perfcast.experiment.metrics import (
     COUNTER_METRICS,
@@ -50,6 +53,10 @@ PRIOR_CHOICES = (*PRECEDENCE, NO_PRIORS)
 
 TAINT_SUFFIX = ".taint.json"
 """A campaign store ``app.sqlite``'s taint profile is ``app.taint.json`` beside it."""
+
+COUNTS_SUFFIX = ".counts.sqlite"
+"""The counting campaign of ``app.sqlite`` (``[build] counters = true``, one repetition) is
+``app.counts.sqlite`` beside it: its exact counts become priors without a flag."""
 
 TIME_METRICS = (TIME_METRIC, CPU_TIME_METRIC)
 
@@ -87,9 +94,11 @@ class ModelingResult:
     fit: PriorFit
 
 
-def beside_store(store: Path) -> Path | None:
-    """The taint profile ``perfcast taint perfcast.toml`` writes beside ``store``."""
-    candidate = store.with_name(store.stem + TAINT_SUFFIX)
+def beside_store(store: Path, suffix: str = TAINT_SUFFIX) -> Path | None:
+    """The file beside the campaign store ``app.sqlite`` named ``app`` + ``suffix``: the
+    taint profile ``perfcast taint perfcast.toml`` writes (``app.taint.json``), or the
+    counting campaign's store (``app.counts.sqlite``, :data:`COUNTS_SUFFIX`)."""
+    candidate = store.with_name(store.stem + suffix)
     return candidate if candidate.is_file() else None
 
 
@@ -230,3 +239,12 @@ def modeled_metrics(
         counters = []
     inputs = [*counters, *([VISITS_METRIC] if VISITS_METRIC in present else [])]
     return [*requested, *(m for m in inputs if m not in requested)]
+
+
+def with_counts(
+    experiment: Experiment, counts: Path, time_metric: str
+) -> tuple[Experiment, list[str]]:
+    """``experiment``'s time with the counters of the counting campaign ``counts`` (its own
+    counters dropped), and notes for the user."""
+    combined = combine_sources(experiment, read_experiment(counts), time_metric=time_metric)
+    return combined.experiment, list(combined.notes)
