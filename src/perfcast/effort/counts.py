@@ -272,16 +272,19 @@ class CountModeler(Estimator):
         """An exact lead term with approximate lower-order terms, and a warning that says
         which part is exact."""
         model = self._exact_model(callpath, metric, values, lead, parameters)
-        shape = " * ".join(f.text() for f in sorted(lead.shapes[0]))
-        shown = f"{lead.coefficients[0]:.6g} * {shape}"
+        shown = " + ".join(
+            f"{c:.6g} * {' * '.join(f.text() for f in sorted(shape))}"
+            for shape, c in zip(lead.shapes[: lead.leads], lead.coefficients, strict=False)
+        )
         return replace(
             model,
             warnings=(
                 f"{LEAD_ONLY_WARNING}: along {lead.parameter} every one of the {lead.lines} "
-                f"lines is exact with the lead term {shown} (the same coefficient on every "
-                "line), but the lower-order coefficients change between the lines in no form "
-                "the search expresses (boundary terms, such as a grid's faces that shrink as "
-                f"ranks gain neighbours); they are fitted approximately (SMAPE "
+                f"lines is exact with the lead term {shown} (the same on every line, or an "
+                "exact function of the other parameters), but the lower-order coefficients "
+                "change between the lines in no form the search expresses (boundary terms, "
+                "such as a grid's faces that shrink as ranks gain neighbours); they are "
+                "fitted approximately (SMAPE "
                 f"{model.statistics.smape:.2g} %)",
             ),
         )

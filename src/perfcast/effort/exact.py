@@ -12,7 +12,8 @@ and every time model fitted under that prior inherits its wrong exponent.
 The search tries dictionaries of growing strangeness, and the first that reproduces the data
 to rounding wins (:data:`TIERS`):
 
-1. integer exponents, no logarithm (``n^3``, ``n^2``, ``n``, their products with ``p``);
+1. integer exponents, no logarithm (``n^3``, ``n^2``, ``n``, their products with ``p``),
+   and ``p^-1``, ``p^-2`` for work split over the ranks (``n^3 / p``);
 2. integer exponents and one ``log2`` factor (trees, halvings: ``n^2 log2(p)``);
 3. the search space's exponents (fractions: ``p^(1/3)`` edges of a cube decomposition).
 
@@ -184,6 +185,8 @@ def _tier_factors(
         return []
     positive = bool(np.all(x > 0))
     integers = [Factor(name, Fraction(k)) for k in range(1, degree + 1)]
+    if positive:  # work split over ranks: n^3 / p (strong scaling), a 2-D halo's 1 / p^2
+        integers += [Factor(name, Fraction(-k)) for k in range(1, min(degree, 2) + 1)]
     if tier == TIERS[0]:
         return integers
     if not positive:
@@ -215,12 +218,13 @@ def _verified(
 
 
 def _complexity(shape: tuple[Factor, ...]) -> tuple[int, int, Fraction, int]:
-    """Simplest first: no fractional exponent, fewer logarithms, lower total degree, fewer
-    factors. The constant comes first and pruning spares the simplest terms longest."""
+    """Simplest first: no fractional exponent, fewer logarithms, lower total degree (in
+    absolute value: ``1/p`` is as simple as ``p``), fewer factors. The constant comes first
+    and pruning spares the simplest terms longest."""
     return (
         sum(f.exponent.denominator != 1 for f in shape),
         sum(f.log_exponent for f in shape),
-        sum((f.exponent for f in shape), Fraction(0)),
+        sum((abs(f.exponent) for f in shape), Fraction(0)),
         len(shape),
     )
 
@@ -326,10 +330,12 @@ class LeadFit:
     shrink as ranks gain neighbours): the lead term is exact, the rest approximate."""
 
     parameter: str
-    shapes: tuple[tuple[Factor, ...], ...]  # the lead first, then lower-order terms in it
+    shapes: tuple[tuple[Factor, ...], ...]  # the lead term(s) first, then lower-order terms
     coefficients: np.ndarray
     prediction: np.ndarray
     lines: int
+    leads: int = 1
+    """How many of ``shapes`` make the lead term (its coefficient's own terms)."""
 
 
 def lead_along_lines(
@@ -340,9 +346,11 @@ def lead_along_lines(
     min_points: int,
 ) -> LeadFit | None:
     """Per parameter, the exact models of every line along it (the others fixed); where all
-    lines are exact and share their lead shape with one coefficient, that lead term with the
-    union of the lines' lower-order shapes fitted once over all points (least squares).
-    ``None`` where no parameter has such lines."""
+    lines are exact and share their lead shape, and the lead coefficient is the same on
+    every line or an exact function of the other parameters (``1/p`` where the work is
+    split over the ranks), that lead term with the union of the lines' lower-order shapes
+    fitted once over all points (least squares). ``None`` where no parameter has such
+    lines."""
     for index, name in enumerate(parameters):
         members = [m for m in lines_along(coordinates, index) if len(m) >= min_points]
         if len(members) < 2 or any(
@@ -359,27 +367,67 @@ def lead_along_lines(
             line_columns = np.stack([_evaluate(s, x, [name]) for s in fit.shapes], 1)
             k = _lead(fit.shapes, fit.coefficients, line_columns)
             leads.append((fit.shapes[k], float(fit.coefficients[k])))
-        shape, coefficient = leads[0]
+        shape = leads[0][0]
         if not shape or any(s != shape for s, _ in leads):
             continue
-        coefficients = np.array([c for _, c in leads])
-        if np.ptp(coefficients) > RELATIVE_TOLERANCE * 1e3 * abs(coefficient):
+        lead = _lead_terms(
+            shape, [c for _, c in leads], coordinates, members, index, parameters, space
+        )
+        if lead is None:
             continue
         lower = sorted(
             {s for fit in fits if fit for s in fit.shapes if s != shape}, key=_complexity
         )
-        lead_column = _evaluate(shape, coordinates, parameters)
-        rest = values - coefficient * lead_column
+        lead_shapes, lead_coefficients = lead
+        lead_columns = np.stack([_evaluate(s, coordinates, parameters) for s in lead_shapes], 1)
+        lead_prediction = lead_columns @ lead_coefficients
         if lower:
             columns = np.stack([_evaluate(s, coordinates, parameters) for s in lower], 1)
-            low_coefficients, low_prediction = _solve(columns, rest)
+            low_coefficients, low_prediction = _solve(columns, values - lead_prediction)
         else:
             low_coefficients, low_prediction = np.empty(0), np.zeros_like(values)
         return LeadFit(
             name,
-            (shape, *lower),
-            np.concatenate([[coefficient], low_coefficients]),
-            coefficient * lead_column + low_prediction,
+            (*lead_shapes, *lower),
+            np.concatenate([lead_coefficients, low_coefficients]),
+            lead_prediction + low_prediction,
             len(members),
+            len(lead_shapes),
         )
     return None
+
+
+def _lead_terms(
+    shape: tuple[Factor, ...],
+    coefficients: Sequence[float],
+    coordinates: np.ndarray,
+    members: Sequence[np.ndarray],
+    index: int,
+    parameters: Sequence[str],
+    space: SearchSpace,
+) -> tuple[tuple[tuple[Factor, ...], ...], np.ndarray] | None:
+    """The lead term(s) of all lines: ``shape`` times the lines' lead coefficient, itself a
+    constant or an exact model of the other parameters (each of its terms times ``shape``).
+    ``None`` where the coefficient follows no exact model."""
+    values = np.asarray(coefficients)
+    if np.ptp(values) <= RELATIVE_TOLERANCE * 1e3 * np.max(np.abs(values)):
+        return (shape,), np.array([float(values.mean())])
+    others = [j for j in range(len(parameters)) if j != index]
+    where = np.array([coordinates[line[0], others] for line in members])
+    fit = exact_fit(where, values, [parameters[j] for j in others], space)
+    if fit is None:
+        return None
+    # the exact fit keeps its constant; where the coefficient has none (n^3 / p), drop it
+    sizes = np.abs(fit.coefficients) * np.max(
+        np.abs(
+            np.stack([_evaluate(o, where, [parameters[j] for j in others]) for o in fit.shapes])
+        ),
+        axis=1,
+    )
+    kept = sizes > RELATIVE_TOLERANCE * np.max(np.abs(values))
+    shapes = tuple(
+        tuple(sorted((*shape, *other)))
+        for other, keep in zip(fit.shapes, kept, strict=True)
+        if keep
+    )
+    return shapes, np.asarray(fit.coefficients, dtype=float)[kept]
