@@ -364,3 +364,21 @@ def test_a_last_regime_too_short_to_model_keeps_the_model_unfit_to_extrapolate()
     assert spmv.warnings[0].startswith("too few values after a change of regime")
     reasons = unfit_reasons(spmv, {"n": 96, "p": 8}, {"n": list(N), "p": [1, 2, 4, 8]})
     assert any("measure n=" in u.remedy for u in reasons)
+
+
+def test_a_lower_order_effort_term_cannot_cost_thousands_of_times_the_lead_per_unit_of_work():
+    """Counts ``1e4 n^2 p + 5 n``; time whose ``n`` term, fitted, would make each of its
+    five blocks cost 20,000x a block of the lead term: noise the small term absorbed."""
+    from perfcast.effort import EffortModeler
+
+    rows = []
+    for p in (2, 4, 8, 16, 32):
+        for n in (1000, 2000, 3000, 4000, 5000):
+            rows.append(("main->k", "basic_blocks", (p, n), 1e4 * n * n * p + 5 * n))
+            rows.append(("main->k", "time", (p, n), 1e-5 * n * n * p + 1e-4 * n))
+    experiment = Experiment.from_rows(("p", "n"), rows)
+    model = EffortModeler().fit(experiment).models[("main->k", "time")]
+    assert [t.factors for t in model.terms] == [
+        (Factor("n", Fraction(2)), Factor("p", Fraction(1)))
+    ]
+    assert any("than 100x a unit of the lead term's" in w for w in model.warnings)

@@ -111,6 +111,11 @@ against 6.7 % with the time modeler's Huber centre, at uniform +75 % noise on ev
 repetition 12.4 % against 40.7 % (classic modeling: 9.6 % and 33.2 %). With one repetition
 per point (the paper's cost) every aggregation is the same."""
 
+COST_RATIO = 100.0
+"""Most time per unit of counted work a lower-order effort term may take, relative to the
+lead term's (:func:`_costly_terms`): blocks of one kernel differ in cost (a division, a
+cache miss), by tens at most, not by thousands."""
+
 KEEP, DROP, DROP_LOWER = "keep", "drop", "drop-lower"
 NEGATIVE_TERM_POLICIES = (DROP_LOWER, DROP, KEEP)
 """What happens to an effort term whose coefficient fitted to time comes out negative.
@@ -294,7 +299,9 @@ class EffortModeler(Estimator):
             if (callpath, COMPUTATION_METRIC) not in counters:
                 return None, f"no {COMPUTATION_METRIC!r} counts"
             effort = counters[(callpath, COMPUTATION_METRIC)]
-            prior = Prior.fixed(PRIOR_SOURCE, (t.shape for t in effort.terms))
+            prior = Prior.fixed(
+                PRIOR_SOURCE, (t.shape for t in effort.terms), (t.coefficient for t in effort.terms)
+            )
             return EffortPrior(callpath, "computation", effort, prior), ""
         bytes_model = _bytes_model(counters, callpath)
         if bytes_model is None and law.law.moves_bytes:
@@ -402,6 +409,9 @@ class EffortModeler(Estimator):
             if self.negative_terms == DROP_LOWER
         }
         dropped: dict[str, list[str]] = {}
+        expensive: dict[str, list[str]] = {}
+        columns = zip(experiment.parameters, experiment.columns.coordinates, strict=True)
+        largest = {p: float(np.max(c)) if len(c) else 1.0 for p, c in columns}
         fitted: list[Model] = []
         while pending:
             timed = experiment.restricted(callpaths=list(pending), metrics=[metric])
@@ -410,23 +420,41 @@ class EffortModeler(Estimator):
                 negative = {_key(t.shape) for t in model.terms if t.coefficient < 0}
                 negative -= protected.get(model.callpath, set())
                 prior = pending[model.callpath]
+                costly = _costly_terms(model, prior, largest)
+                costly -= protected.get(model.callpath, set())
+                if costly and self.negative_terms != KEEP:
+                    kept = [s for s in prior.structure or () if _key(s) not in costly]
+                    retry[model.callpath] = _restricted(prior, kept)
+                    expensive.setdefault(model.callpath, []).extend(
+                        " * ".join(f.text() for f in shape) for shape in sorted(costly)
+                    )
+                    continue
                 if negative and self.negative_terms != KEEP:
                     kept = [s for s in prior.structure or () if _key(s) not in negative]
-                    retry[model.callpath] = Prior.fixed(prior.source, kept)
+                    retry[model.callpath] = _restricted(prior, kept)
                     dropped.setdefault(model.callpath, []).extend(
                         " * ".join(f.text() for f in shape) for shape in sorted(negative)
                     )
                     continue
-                if model.callpath in dropped:  # part of this fit: a fact of the model
+                said = []  # part of this fit: facts of the model
+                if model.callpath in dropped:
+                    said.append(
+                        f"{prior.source} terms [{', '.join(dropped[model.callpath])}] "
+                        f"dropped: their coefficients fitted to {metric} came out "
+                        "negative (below the noise)"
+                    )
+                if model.callpath in expensive:
+                    said.append(
+                        f"{prior.source} terms [{', '.join(expensive[model.callpath])}] "
+                        f"dropped: fitted to {metric}, a unit of their counted work would "
+                        f"cost more than {COST_RATIO:g}x a unit of the lead term's, or less "
+                        "than nothing (noise the small term absorbed, not its work)"
+                    )
+                if said:
                     model = replace(
                         model,
                         prior=priors[model.callpath].describe(),  # what was derived
-                        warnings=(
-                            *model.warnings,
-                            f"{prior.source} terms [{', '.join(dropped[model.callpath])}] "
-                            f"dropped: their coefficients fitted to {metric} came out "
-                            "negative (below the noise)",
-                        ),
+                        warnings=(*model.warnings, *said),
                     )
                 fitted.append(model)
             pending = retry
@@ -446,6 +474,48 @@ class EffortModeler(Estimator):
     def disagrees(self, constrained: Model, free: Model) -> bool:
         """Does the effort-prior model fit much worse than the black-box one?"""
         return fits_much_worse(constrained, free, self.disagreement_ratio, self.disagreement_gap)
+
+
+def _restricted(prior: Prior, kept: Sequence[Sequence[Factor]]) -> Prior:
+    """``prior`` with only the shapes ``kept``, each with its count."""
+    structure = prior.structure or ()
+    counts = None
+    if prior.counts is not None:
+        by_shape = {_key(s): c for s, c in zip(structure, prior.counts, strict=True)}
+        counts = [by_shape[_key(s)] for s in kept]
+    return Prior.fixed(prior.source, kept, counts)
+
+
+def _costly_terms(
+    model: Model, prior: Prior, largest: Mapping[str, float]
+) -> set[tuple[Factor, ...]]:
+    """The terms of a model fitted under counted work whose time per unit of that work
+    exceeds :data:`COST_RATIO` times the lead term's, or has the opposite sign: a
+    lower-order term that counts a few hundred blocks cannot take milliseconds (NAS IS's
+    ``rank`` got 0.7 ms from the noise of oversubscribed runs on a term whose counts were
+    negative). The lead term is the one with the most counted work at the largest measured
+    point."""
+    if prior.counts is None or not prior.structure:
+        return set()
+    fitted = {_key(t.shape): t.coefficient for t in model.terms}
+    work: dict[tuple[Factor, ...], float] = {}
+    per_unit: dict[tuple[Factor, ...], float] = {}
+    for shape, count in zip(prior.structure, prior.counts, strict=True):
+        key = _key(shape)
+        if key in fitted and count != 0:
+            per_unit[key] = fitted[key] / count
+            work[key] = abs(count) * float(
+                np.prod([f.evaluate(np.array(largest[f.parameter])) for f in shape])
+            )
+    if not work:
+        return set()
+    lead = max(work, key=lambda k: work[k])
+    if per_unit[lead] <= 0:
+        return set()
+    limit = COST_RATIO * per_unit[lead]
+    # time of the opposite sign to the counted work (time added where work is taken away)
+    # is as impossible as a unit of work a hundred times dearer than the lead term's
+    return {k for k, cost in per_unit.items() if k != lead and not 0 <= cost <= limit}
 
 
 def leading_shapes(structure: Sequence[Sequence[Factor]]) -> set[tuple[Factor, ...]]:

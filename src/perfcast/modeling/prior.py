@@ -32,20 +32,33 @@ class Prior:
             every product.
         structure: a fixed set of term shapes; the modeler fits only their coefficients
             (plus a constant). Takes precedence over the other two restrictions.
+        counts: where the structure comes from counted work (effort), each shape's
+            coefficient in the count model, in ``structure``'s order: how much work each
+            term is, which bounds what its time may cost per unit of work.
     """
 
     source: str
     parameters: frozenset[str] | None = None
     multiplicative: tuple[frozenset[str], ...] | None = None
     structure: tuple[TermShape, ...] | None = None
+    counts: tuple[float, ...] | None = field(default=None, compare=False)
 
     @classmethod
     def constant(cls, source: str) -> Prior:
         return cls(source, parameters=frozenset())
 
     @classmethod
-    def fixed(cls, source: str, structure: Iterable[Iterable[Factor]]) -> Prior:
-        return cls(source, structure=tuple(tuple(shape) for shape in structure))
+    def fixed(
+        cls,
+        source: str,
+        structure: Iterable[Iterable[Factor]],
+        counts: Iterable[float] | None = None,
+    ) -> Prior:
+        return cls(
+            source,
+            structure=tuple(tuple(shape) for shape in structure),
+            counts=None if counts is None else tuple(float(c) for c in counts),
+        )
 
     def allows_parameter(self, parameter: str) -> bool:
         return self.parameters is None or parameter in self.parameters
