@@ -110,8 +110,8 @@ APPLICATIONS = {
         # CoMD writes $(CC) into a C string (CoMD_info.h): a compiler with spaces and quotes
         # breaks it, so perfcast build goes into a one-word wrapper script
         "command = \"sh perfcast-cc.sh '{perfcast_build}'\"",
-        "bin/CoMD-mpi -i {p} -j 1 -k 1 -x {n} -y {n} -z {n} -N 10",
-        "p = [1, 2, 4]\nn = [14, 16, 18, 20, 22]",
+        "bin/CoMD-mpi -i {p} -j 1 -k 1 -x {n} -y {n} -z {n} -N 5",
+        "p = [1, 2, 4]\nn = [16, 24, 32, 40, 48]",
         prepare=("cp src-mpi/Makefile.vanilla src-mpi/Makefile",),
         files=(("perfcast-cc.sh", COMD_WRAPPER),),
         binary="bin/CoMD-mpi",
@@ -237,8 +237,11 @@ def parse_expected(text: str) -> dict[str, tuple[Fraction, int]]:
 def expectation(app: str, callpath: str, table: dict) -> dict | None:
     """The entry of ``expected.toml`` whose function is the call path's innermost frame, by
     the name perfcast prints for it (C++ templates folded, return type and arguments
-    dropped: ``miniFE::cg_solve<...>``)."""
-    return table.get(app, {}).get(function_name(split_callpath(callpath)[-1]))
+    dropped: ``miniFE::cg_solve<...>``); ``"caller->callee"`` keys first, for a function
+    whose cost depends on who calls it."""
+    names = [function_name(frame) for frame in split_callpath(callpath)]
+    entries = table.get(app, {})
+    return entries.get("->".join(names[-2:])) or entries.get(names[-1])
 
 
 def report(apps: list[str], remeasure: bool) -> list[str]:

@@ -361,7 +361,7 @@ def test_a_last_regime_too_short_to_model_keeps_the_model_unfit_to_extrapolate()
 
     models = fit_models(_cache_step(step_at=48), EffortModeler(), ()).models
     spmv = models[("main->spmv", "time")]
-    assert spmv.warnings[0].startswith("too few values after a change of regime")
+    assert spmv.warnings[0].startswith("the regime that continues is not modeled")
     reasons = unfit_reasons(spmv, {"n": 96, "p": 8}, {"n": list(N), "p": [1, 2, 4, 8]})
     assert any("measure n=" in u.remedy for u in reasons)
 

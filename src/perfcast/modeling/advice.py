@@ -17,10 +17,10 @@ POOR_FIT = "poor fit"
 """The start of :func:`perfcast.modeling.modeler.poor_fit`'s warning (which later stages
 look for)."""
 
-SHORT_SEGMENT = "too few values after a change of regime"
+SHORT_SEGMENT = "the regime that continues is not modeled"
 """The start of the warning on a model whose last regime has too few values of its
-parameter to be modeled (:mod:`perfcast.priors.segments`): such a model is not fit to
-extrapolate."""
+parameter, or too poor a fit, to be modeled (:mod:`perfcast.priors.segments`): such a
+model is not fit to extrapolate."""
 
 
 def extend_series(values: np.ndarray, count: int) -> list[float]:

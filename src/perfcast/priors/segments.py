@@ -15,9 +15,9 @@ points of the last segment, the regime that continues, and says so:
 
 The model keeps a warning that names the change, with its uncertainty, and the model of
 all points; a finding of stage ``regime`` says the same for the report. A last segment with
-fewer than ``min_points`` values of the parameter cannot be searched: the model is kept,
-with a warning (:data:`SHORT_SEGMENT`) that makes it unfit to extrapolate
-(:mod:`perfcast.modeling.extrapolation`), naming the values to add.
+fewer than ``min_points`` values of the parameter cannot be searched, and one no model fits
+well is no better: the model is kept, with a warning (:data:`SHORT_SEGMENT`) that makes it
+unfit to extrapolate (:mod:`perfcast.modeling.extrapolation`), naming the runs to add.
 
 Counts are never segmented: they are exact, and their models reproduce every value.
 """
@@ -30,7 +30,7 @@ from dataclasses import replace
 import numpy as np
 
 from perfcast.experiment.experiment import Experiment
-from perfcast.modeling.advice import SHORT_SEGMENT, extend_series
+from perfcast.modeling.advice import POOR_FIT, SHORT_SEGMENT, extend_series
 from perfcast.modeling.findings import Finding
 from perfcast.modeling.modeler import RIVAL_TOLERANCE, PMNFModeler
 from perfcast.modeling.modelset import ModelSet
@@ -106,6 +106,17 @@ def segment_models(
         segment = _segment_experiment(experiment, callpath, metric, change)
         refitted = _refit(segment, callpath, metric, modeler, fixed, priors.get((callpath, metric)))
         if refitted is None:
+            continue
+        if any(w.startswith(POOR_FIT) for w in refitted.warnings):
+            poor = next(w for w in refitted.warnings if w.startswith(POOR_FIT)).split(";")[0]
+            replaced.append(
+                _warned(
+                    model,
+                    f"{SHORT_SEGMENT}: {change.describe()}, but no model describes the "
+                    f"{int(mask.sum())} points beyond it ({poor}); measure more values of "
+                    f"{change.parameter} above {change.above:g}, or more repetitions",
+                )
+            )
             continue
         text = (
             f"{change.describe()}; fitted to the {int(mask.sum())} points "
