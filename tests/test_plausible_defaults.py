@@ -382,3 +382,27 @@ def test_a_lower_order_effort_term_cannot_cost_thousands_of_times_the_lead_per_u
         (Factor("n", Fraction(2)), Factor("p", Fraction(1)))
     ]
     assert any("than 100x a unit of the lead term's" in w for w in model.warnings)
+
+
+def test_counts_without_an_exact_model_take_the_lead_term_from_exact_visits():
+    """miniFE's find_row_for_id: called (3 nx + 1)^3 / p times, each call a map lookup whose
+    blocks depend on the rank's map: no exact count model, but exact visits fix the lead."""
+    from perfcast.effort import EffortModeler
+    from perfcast.effort.priors import VISITS_KIND
+
+    rng = np.random.default_rng(5)
+    rows = []
+    for p in (1, 2, 4):
+        for n in (16, 20, 24, 28, 32):
+            calls = (3 * n + 1) ** 3 / p
+            per_call = 9 + 5 * rng.random() * (p > 1)  # lookups deepen off rank 0
+            rows.append(("main->find", "visits", (p, n), calls))
+            rows.append(("main->find", "basic_blocks", (p, n), round(calls * per_call)))
+            for repetition in range(3):
+                time = 4e-9 * calls * per_call * (1 + 0.01 * repetition)
+                rows.append(("main->find", "time", (p, n), time))
+    fitted = EffortModeler().fit(Experiment.from_rows(("p", "n"), rows))
+    assert fitted.priors["main->find"].kind == VISITS_KIND
+    lead = fitted.models[("main->find", "time")].leading_term()
+    assert lead is not None
+    assert set(lead.factors) == {Factor("n", Fraction(3)), Factor("p", Fraction(-1))}

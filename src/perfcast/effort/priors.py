@@ -45,7 +45,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from perfcast.effort.counts import CountModeler
+from perfcast.effort.counts import NO_EXACT_WARNING, CountModeler
 from perfcast.effort.laws import RANKS_PARAMETER, CommunicationLaw
 from perfcast.effort.waiting import REPETITION_TOLERANCE, VaryingCounts, varying_counts
 from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment
@@ -55,6 +55,7 @@ from perfcast.experiment.metrics import (
     COMPUTATION_METRIC,
     COUNTER_METRICS,
     TIME_METRIC,
+    VISITS_METRIC,
 )
 from perfcast.modeling.findings import Finding
 from perfcast.modeling.modeler import AGGREGATIONS, PMNFModeler
@@ -70,6 +71,10 @@ from perfcast.modeling.prior_conflicts import (
 from perfcast.modeling.prior_fit import fit_under_priors
 
 PRIOR_SOURCE = "effort"
+
+VISITS_KIND = "computation, from visits"
+"""The kind of a computation prior taken from the call path's exact visits because its
+basic-block counts have no exact model (:func:`_from_visits`)."""
 
 DISAGREEMENT_RATIO = CONFLICT_RATIO
 """Flag a call path when the effort-prior time model's SMAPE on its training points exceeds
@@ -271,9 +276,13 @@ class EffortModeler(Estimator):
             )
             return {}, ModelSet(experiment.parameters), notes
         counter_models = self.counter_modeler().fit(counters)
+        visits = ModelSet(experiment.parameters)
+        if VISITS_METRIC in experiment.columns.metrics:
+            visits = self.counter_modeler().fit(experiment.restricted(metrics=[VISITS_METRIC]))
         priors: dict[str, EffortPrior] = {}
         for callpath in experiment.callpaths:
             entry, note = self._prior_for(callpath, counter_models, experiment.parameters)
+            entry = _from_visits(entry, visits.get((callpath, VISITS_METRIC)))
             if callpath not in timed:
                 if entry is not None:
                     notes.append(
@@ -474,6 +483,24 @@ class EffortModeler(Estimator):
     def disagrees(self, constrained: Model, free: Model) -> bool:
         """Does the effort-prior model fit much worse than the black-box one?"""
         return fits_much_worse(constrained, free, self.disagreement_ratio, self.disagreement_gap)
+
+
+def _from_visits(entry: EffortPrior | None, visits: Model | None) -> EffortPrior | None:
+    """A computation prior whose basic-block counts have no exact model, from the call
+    path's visits where those are exact and grow: the work of each visit then varies in no
+    PMNF form (a map lookup whose depth depends on the rank, data-dependent branches),
+    but how often the function runs is counted exactly, and that is the lead term
+    (miniFE's ``find_row_for_id``: ``(3 nx + 1)^3 / p`` calls)."""
+    if entry is None or entry.kind != "computation" or visits is None or not visits.terms:
+        return entry
+    if not any(w.startswith(NO_EXACT_WARNING) for w in entry.effort.warnings):
+        return entry
+    if any(w.startswith(NO_EXACT_WARNING) for w in visits.warnings):
+        return entry
+    prior = Prior.fixed(
+        PRIOR_SOURCE, (t.shape for t in visits.terms), (t.coefficient for t in visits.terms)
+    )
+    return EffortPrior(entry.callpath, VISITS_KIND, visits, prior)
 
 
 def _restricted(prior: Prior, kept: Sequence[Sequence[Factor]]) -> Prior:
