@@ -19,48 +19,80 @@ Why the method is what it is:
   parameter (:func:`perfcast.modeling.lines.lines_along`); each line gets its own smooth
   model, so the other parameters' effects never look like a break. The split, the jump
   and the change of slope (in log space: factors) are shared by all lines: one mechanism,
-  one answer, and two numbers to test however many lines there are.
-* **The smooth model is a bent power law**, per line ``log y = a + b u + c u^2`` with
-  ``u = log x``: what ``x^i log2(x)^j`` and sums of PMNF terms bend into over a measured
-  range. A straight power law as the null would call every ``log`` factor a regime change.
-* **Nested F-test against the repetitions' noise.** The broken power law (two straight
+  one answer, and two numbers to test however many lines there are. (A break whose place
+  moves from line to line, a cache limit on n/p along n, is not this model.)
+* **Detection: a bent power law and a nested F-test against the repetitions' noise.**
+  The smooth model is, per line, ``log y = a + b u + c u^2`` with ``u = log x``: what
+  ``x^i log2(x)^j`` bends into over a measured range; a straight power law as the null
+  would call every ``log`` factor a regime change. The broken power law (two straight
   segments) and the bent one are not nested, so the test compares the bent model with the
-  smallest model holding both: bent model + a jump at the split + a change of slope after
-  it (the slope term only when both segments have two values or more). Its numerator is
-  the sum of squares the break explains beyond the bend; its denominator the pure error,
-  the pooled variance of the log repetitions around their cell means
-  (:mod:`perfcast.modeling.noise` does the same for "has this parameter an effect"). A
-  split wins only where the smooth model misfits beyond the noise; smooth data keep the
-  F-statistic at its null distribution whatever the noise level. The smallest p over the
-  candidate splits of every parameter is multiplied by their number (Bonferroni): choosing
-  the best of many splits must not turn into a false alarm. ``level`` is small (0.001).
+  smallest model holding both: bent + a jump at the split + a change of slope after it
+  (the slope term only where both segments have two values or more). The numerator is
+  the sum of squares the break explains beyond the bend, the denominator the pure error,
+  the pooled variance of the log repetitions around their cell means (as
+  :mod:`perfcast.modeling.noise` asks "has this parameter an effect"): a split wins only
+  where the smooth model misfits beyond the noise, whatever the noise level. Each split's
+  p-value is multiplied by the number of splits tried over all parameters (Bonferroni):
+  taking the best of many must not turn into a false alarm. ``level`` is small (0.001).
+* **Location: the broken power law.** The bent model plus a break is flexible: with a step
+  between 24 and 32, a break at 16 | 20 passes the test too, the bend absorbing the rest.
+  Of the detected splits the one whose broken power law (per line a straight segment,
+  with the shared jump and change of slope) fits best is reported, each break column
+  costing :data:`LOCATION_PENALTY` noise variances, so that a change of slope must earn
+  its column: at p = 1, 2, 4, 8 a step at 1 | 2 and a slope change at 2 | 4 fit alike.
+* **Sums of power laws are no regime.** ``n/p + p`` (strong scaling and an overhead) or
+  ``n^3 + 1e4 n`` turn in log-log from one slope to another like a slope change, and
+  the bent model misfits them; but a PMNF of two terms fits them exactly. So a detected
+  change must also leave the best ``c0 + c1 f1(x) + c2 f2(x)`` misfitting beyond the
+  noise (lack-of-fit F-test at ``level``): ``f1, f2`` from Extra-P's shapes and the
+  falling powers, the same two on every line (as one multi-parameter model has), the
+  coefficients per line, those of the terms non-negative. Non-negative because costs
+  add up, and because a difference of terms (or humps ``x^-i log2(x)^j``, left out) draws
+  a plateau: with them the step at p >= 2 fits as well as anything. Sums of power laws
+  with non-negative coefficients are convex in log-log, so a step or a concave kink
+  (growth slowing down) is never one, while a convex kink (growth speeding up) must be
+  sharper than such a sum can bend to be seen. The check costs tens of milliseconds
+  (about 2,300 shape pairs) and runs only for a detected split; an undetected metric
+  takes a few milliseconds.
 * **A minimum effect** besides significance: the two segments' fits must disagree
   somewhere in the measured range by at least 10 % and by three noise standard deviations
   (a step: its jump; a slope change: the gap at either end of the range). Many repetitions
-  of very quiet data make tiny curvature significant; a 3 % wiggle is not a regime.
-* **Describing the break** uses the plain broken power law, per line a straight segment
-  with the shared jump and slope change: ``kind`` is "slope" when the change of slope is
-  significant (p < 0.01) and at least a quarter (the smallest exponent step PMNF searches
-  tell apart), "step" otherwise. The estimate is the geometric midpoint of the gap for a
-  step (nothing in the data tells where inside it), the crossing of the two segments for
-  a slope change (clipped to the gap). The interval joins the gaps of every split whose
-  broken fit is not significantly worse than the best one (F-test, 5 %).
-* **The smallest value alone may be a first segment of a step**: p = 1 against p >= 2
+  of very quiet data make tiny differences significant; a 5 % step is not a regime.
+* **Describing the break** uses the broken power law: ``kind`` is "slope" when the change
+  of slope is significant (p < 0.01) and at least a quarter (the smallest exponent step
+  PMNF searches tell apart), "step" otherwise. The estimate is the geometric midpoint of
+  the gap for a step (nothing in the data tells where inside it), the crossing of the two
+  segments for a slope change (clipped to the gap). The interval joins the gaps of every
+  split whose broken fit is not significantly worse than the best one's (F-test, 5 %).
+* **The smallest value alone may be the first segment of a step**: p = 1 against p >= 2
   (a serial run without communication, twice the iterations) has one value below the
   break, and a step needs no second one (its growth comes from the other segment). The
   last segment always has ``min_segment`` values: the models are refitted on it.
 * **One repetition** (no pure error): the noise is estimated from the residuals of the
-  test's own full model instead (any misfit only inflates it, so the test stays
-  conservative), with at least two residual degrees of freedom, and the effect must be
-  at least 25 % and five standard deviations. With one line of six points that leaves no
-  degree of freedom: None. Identical repetitions (synthetic or cached values) would make
-  any curvature the bent model misses infinitely significant: the noise is floored at
-  0.1 %.
+  test's own full model instead (any misfit only inflates it: conservative), with at
+  least two residual degrees of freedom, and the effect must be at least 25 % and five
+  standard deviations. One line of six points leaves one degree: None. Identical
+  repetitions (synthetic or cached values) would make any curvature the bent model misses
+  infinitely significant: the noise is floored at 0.1 %.
 
-Measured false-positive rate (smooth data, 200 seeds each, n in 16..48 by six values x
-p in 1, 2, 4, 8, three repetitions, uniform relative noise of 1, 2, 5 and 10 %;
-``n^3 log2(n)``, ``n^2``, ``n^3 log2(n)^2``, ``n^1.5 p^-1``, ``10 + n^2``, ``n^2 + 50 n``
-and ``log2(p) + n``): {FALSE_POSITIVES}.
+Measured false-positive rates (smooth data; 11 functions: ``n^3 log2(n)``, ``n^2``,
+``n^3 log2(n)^2``, ``n^1.5/p``, ``10 + n^2``, ``n^2 + 50 n``, ``log2(p) + n``,
+``1000 + p n^2``, ``n^3 + 1e4 n``, ``n^2/p + 100 log2(p)``, ``n/p + p``; 6 designs: n in
+16..48 (6 values), 2^4..2^10 (7) or 10..50 (5) x p in 1..8 (4) or 1..64 (7); relative
+noise of 1, 2, 5 and 10 %):
+
+* three repetitions, uniform noise, 200 seeds: 1, 1, 2 and 1 false changes in 13,200 runs
+  per noise level (0.01 %); none in 8,800 on n = 16..48 x p = 1..8;
+* five repetitions, log-normal noise, 100 seeds: 2, 2, 2 and 1 in 6,600 (0.03 %);
+* one repetition, uniform noise, 200 seeds: none in 52,800;
+* the worst design and function, ``n^2/p + 100 log2(p)`` on n = 10..50 x p = 1..64: 1 in
+  100 at each noise level (the two-term check's own chance, at ``level``).
+
+Power on n = 16..48 x p = 1..8, three repetitions, 40 seeds: a cache step x1.2 is found
+40 times at 2 % noise, 38 at 5 %, 3 at 10 %; x1.5 and x1.8 always; x1.1, the minimum
+effect, about half the time at 2 %. Twice the work from p = 2 on: always. A convex slope
+change n -> n^2 at 2 % always, at 5 % once (with eight values of n, 16..64: always). One
+repetition: x1.5 always at 2 %, 26 times at 5 %; x1.8 12 times at 10 %.
 """
 
 from __future__ import annotations
@@ -158,9 +190,12 @@ class RegimeChange:
         where = f"near {name} = {self.estimate:.4g}"
         if (low, high) != (self.below, self.above):
             where += f", somewhere in {low:g} to {high:g}"
+        chance = (
+            f"p < {P_RESOLUTION:.0e}" if self.p_value < P_RESOLUTION else f"p = {self.p_value:.2g}"
+        )
         return (
             f"regime change along {name} between {self.below:g} and {self.above:g} "
-            f"({what}, {where}, p = {self.p_value:.2g}); "
+            f"({what}, {where}, {chance}); "
             f"models extrapolate from {name} >= {self.above:g}"
         )
 
@@ -176,10 +211,13 @@ def find_regime_change(
     """The most significant regime change of one metric over all parameters, or None.
 
     ``coordinates`` (points, parameters), ``repetitions`` (points, r) padded with NaN where
-    a point has fewer repetitions. None where no change passes the test at ``level`` and
-    the minimum effect, and for data without logarithms (a zero, negative or infinite
-    value), parameters with fewer than ``2 * min_segment`` (and 4) distinct positive
-    values, and too few points. Mismatched shapes are a caller's error (ValueError).
+    a point has fewer repetitions (a point without any is left out). Each segment has at
+    least ``min_segment`` distinct values of the parameter, except that the smallest value
+    alone may be the first segment of a step. None where no change passes the test at
+    ``level``, the two-term PMNF check and the minimum effect; for data without
+    logarithms (a zero, negative or infinite value); where no parameter has
+    ``2 * min_segment`` (and 4) distinct positive values on lines of three or more; and
+    for too few points. Mismatched shapes are a caller's error (ValueError).
     """
     coordinates = np.asarray(coordinates, dtype=float)
     values = np.asarray(repetitions, dtype=float)
@@ -481,15 +519,11 @@ class _Search:
             abs(jump + change * (low - split.threshold)),
             abs(jump + change * (high - split.threshold)),
         )
-        least = (
-            (SINGLE_MIN_EFFECT, SINGLE_MIN_EFFECT_NOISE)
-            if single
-            else (
-                MIN_EFFECT,
-                MIN_EFFECT_NOISE,
-            )
-        )
-        if effect < max(least[0], least[1] * math.sqrt(variance)):
+        if single:
+            least = max(SINGLE_MIN_EFFECT, SINGLE_MIN_EFFECT_NOISE * math.sqrt(variance))
+        else:
+            least = max(MIN_EFFECT, MIN_EFFECT_NOISE * math.sqrt(variance))
+        if effect < least:
             return None
         below, above = float(self.values[split.index]), float(self.values[split.index + 1])
         log_below, log_above = math.log(below), math.log(above)
@@ -567,6 +601,9 @@ def _shapes() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return exponent, log_exponent, first, second
 
 
+GAUSS_NEWTON_STEPS = 3
+"""Steps from the relative least-squares fit towards the log-space fit of each shape pair."""
+
 PAIR_BLOCK = 32
 """Lines fitted together against all shape pairs: (pairs, lines, points) temporaries of
 about 2300 x 32 x k doubles."""
@@ -574,22 +611,27 @@ about 2300 x 32 x k doubles."""
 
 def _pmnf_misfit(u: np.ndarray, counts: np.ndarray, mean_log: np.ndarray) -> np.ndarray:
     """For each pair of shapes (:func:`_shapes`), the log-space residual sum of squares
-    (weighted by the counts) of ``c0 + c1 f1(x) + c2 f2(x)`` with non-negative
-    coefficients fitted to each line, summed over the lines: ``u`` (k,) log values of the
-    parameter, ``counts`` (k,), ``mean_log`` (lines, k) the cell means of the log values.
+    (weighted by the counts) of ``c0 + c1 f1(x) + c2 f2(x)`` with ``c1, c2 >= 0`` fitted
+    to each line, summed over the lines: ``u`` (k,) log values of the parameter,
+    ``counts`` (k,), ``mean_log`` (lines, k) the cell means of the log values.
 
-    Non-negative least squares with three columns is the best of the unconstrained fits
-    on the seven subsets of the columns whose coefficients are all non-negative; those
-    with at most one shape are fitted once per shape, not per pair. Each is a linear least
-    squares on the values with relative weights (log residuals to first order), refitted
-    once with the first fit's values as weights (a Gauss-Newton step towards the log-space
-    fit). A fit not positive everywhere has no logarithm: its misfit is infinite."""
-    x = np.exp(u)
+    Least squares with non-negative term coefficients is the best of the fits on the
+    four subsets of the terms (both, either, none; always with the constant) whose term
+    coefficients come out non-negative; those with one shape at most are fitted once per
+    shape, not per pair. Each is a linear least squares on the values with relative
+    weights (log residuals to first order), then :data:`GAUSS_NEWTON_STEPS` steps towards
+    the log-space fit; a pair's misfit is the smallest met on the way. A fit not positive
+    everywhere has no logarithm: its misfit is infinite."""
     exponent, log_exponent, first, second = _shapes()
-    with np.errstate(all="ignore"):
-        shapes = x ** exponent[:, None] * np.log2(x) ** log_exponent[:, None]  # (shapes, k)
-        scale = np.abs(shapes).max(axis=1, keepdims=True)
-        shapes = shapes / np.where(scale > 0, scale, 1.0)
+    # each shape scaled to a largest magnitude of about 1, computed from logarithms so
+    # that x^3 of x = 1e200 does not overflow
+    power = exponent[:, None] * u
+    log2 = u / math.log(2)
+    largest = np.abs(log2).max()
+    shapes = (
+        np.exp(power - power.max(axis=1, keepdims=True))
+        * (log2 / (largest if largest > 0 else 1.0)) ** log_exponent[:, None]
+    )  # (shapes, k)
     one = np.ones_like(shapes)
     single = np.stack([one, shapes, np.zeros_like(shapes)], axis=2)  # (shapes, k, 3)
     double = np.stack([one[first], shapes[first], shapes[second]], axis=2)  # (pairs, k, 3)
@@ -607,26 +649,31 @@ def _pmnf_misfit(u: np.ndarray, counts: np.ndarray, mean_log: np.ndarray) -> np.
 def _best_fit(
     columns: np.ndarray, subsets: tuple[np.ndarray, ...], counts: np.ndarray, values: np.ndarray
 ) -> np.ndarray:
-    """(batch, lines) smallest log misfit of the non-negative fits of ``values`` on the
-    ``columns`` (batch, k, 3) kept by each of ``subsets``."""
+    """(batch, lines) smallest log misfit of the fits of ``values`` on the ``columns``
+    (batch, k, 3) kept by each of ``subsets``, with non-negative term coefficients."""
     best = np.full((len(columns), len(values)), np.inf)
     log_values = np.log(values)
+    start = np.broadcast_to(values, (len(columns), *values.shape))
     for subset in subsets:
         kept = columns * subset
-        weights = np.broadcast_to(counts / values**2, (len(columns), *values.shape))
-        for _ in range(2):
-            fitted, usable = _weighted_fit(kept, subset, weights, values)
-            safe = np.where(usable[:, :, None], fitted, 1.0)
-            weights = np.where(usable[:, :, None], counts / safe**2, weights)
-        misfit = (counts * (np.log(safe) - log_values) ** 2).sum(axis=2)
-        best = np.minimum(best, np.where(usable, misfit, np.inf))
+        # relative least squares first, then Gauss-Newton steps on the log residuals:
+        # log f(c + d) ~ log f + X d / f, a least squares in d weighted by 1 / f^2
+        fitted, usable = _weighted_fit(kept, subset, counts / start**2, start)
+        for step in range(GAUSS_NEWTON_STEPS + 1):
+            safe = np.where(usable[:, :, None], fitted, start)
+            misfit = (counts * (np.log(safe) - log_values) ** 2).sum(axis=2)
+            best = np.minimum(best, np.where(usable, misfit, np.inf))
+            if step < GAUSS_NEWTON_STEPS:
+                target = safe * (1 + log_values - np.log(safe))
+                fitted, usable = _weighted_fit(kept, subset, counts / safe**2, target)
     return best
 
 
-_SINGLE_SUBSETS = tuple(np.array(mask, dtype=float) for mask in ((1, 1, 0), (0, 1, 0), (1, 0, 0)))
-_PAIR_SUBSETS = tuple(np.array(mask, dtype=float) for mask in ((1, 1, 1), (0, 1, 1)))
-"""The columns (constant, first term, second term) a non-negative fit may keep: those
-with one shape at most once per shape, the others once per pair."""
+_SINGLE_SUBSETS = tuple(np.array(mask, dtype=float) for mask in ((1, 1, 0), (1, 0, 0)))
+_PAIR_SUBSETS = (np.array((1.0, 1.0, 1.0)),)
+"""The columns (constant, first term, second term) a fit may keep, those with one shape
+at most once per shape, the others once per pair. The constant is always kept, with
+either sign: held at zero where the truth has none, it would inflate the misfit."""
 
 _UPPER = ((0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2))
 
@@ -634,11 +681,11 @@ _UPPER = ((0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2))
 def _weighted_fit(
     columns: np.ndarray, subset: np.ndarray, weights: np.ndarray, values: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted least squares of ``values`` (lines, k) on the three ``columns``
+    """Weighted least squares of ``values`` (pairs, lines, k) on the three ``columns``
     (pairs, k, 3), those outside ``subset`` (3,) zeroed and held at a zero coefficient,
     with ``weights`` (pairs, lines, k), by the adjugate of the 3 x 3 normal matrix: the
-    fitted values (pairs, lines, k) and where the fit is usable (regular, coefficients
-    non-negative, values positive). Batched matrix products over the pairs."""
+    fitted values (pairs, lines, k) and where the fit is usable (regular, the terms'
+    coefficients non-negative, values positive). Batched matrix products over the pairs."""
     products = np.stack([columns[:, :, i] * columns[:, :, j] for i, j in _UPPER], axis=2)
     upper = weights @ products  # (pairs, lines, 6)
     g = [[upper[..., _UPPER.index((min(i, j), max(i, j)))] for j in range(3)] for i in range(3)]
@@ -666,7 +713,7 @@ def _weighted_fit(
         fitted = coefficients @ np.swapaxes(columns, 1, 2)  # (pairs, lines, k)
     usable = (
         regular
-        & np.all(coefficients >= 0, axis=2)
+        & np.all(coefficients[..., 1:] >= 0, axis=2)
         & np.all(np.isfinite(fitted) & (fitted > 0), axis=2)
     )
     return fitted, usable
