@@ -262,35 +262,38 @@ def report(apps: list[str], remeasure: bool) -> list[str]:
         lines += [
             "",
             f"## {name} ({app.command}; {app.parameters.replace(chr(10), ', ')}; "
-            f"measured {seconds:.0f} s, modeled {modeling:.0f} s)",
-            f"{'call path':<44} {'share':>6}  {'known (code)':<16} {'default':<40} "
-            f"{'black-box':<40} {'Extra-P':<40} match D/B/E",
+            f"{f'measured in {seconds:.0f} s' if seconds else 'campaigns from the cache'}, "
+            f"modeled in {modeling:.0f} s)",
+            f"{'call path':<44} {'share':>6}  {'known (code)':<14} {'default: lead term':<28} "
+            f"{'black-box: lead term':<28} {'Extra-P: lead term':<28} match D/B/E",
         ]
         for callpath in chosen:
             entry = expectation(name, callpath, table)
             if entry is None:
                 continue
             expected = parse_expected(entry["complexity"])
-            row = []
-            verdicts = []
+            leads, verdicts, details = [], [], []
             for label, model in (
                 ("default", default.get((callpath, METRIC))),
                 ("black-box", blackbox.get((callpath, METRIC))),
                 ("Extra-P", peer.get(callpath)),
             ):
-                ok = matches(lead_shape(model, largest), expected)
+                shape = lead_shape(model, largest)
+                ok = matches(shape, expected)
                 totals[label][0] += ok
                 totals[label][1] += 1
                 verdicts.append("yes" if ok else "no")
-                row.append(model.text(3) if model is not None else "-")
+                leads.append(" * ".join(f.text() for f in shape) if shape else "constant")
+                details.append(f"{label}: {model.text(3) if model is not None else '-'}")
             short = function_name(split_callpath(callpath)[-1])[:44]
             lines.append(
-                f"{short:<44} {100 * shares[callpath]:5.1f}%  {entry['complexity']:<16} "
-                + " ".join(f"{text[:40]:<40}" for text in row)
+                f"{short:<44} {100 * shares[callpath]:5.1f}%  {entry['complexity']:<14} "
+                + " ".join(f"{lead[:28]:<28}" for lead in leads)
                 + " "
                 + "/".join(verdicts)
             )
-            lines.append(f"{'':<52} {entry['where']}")
+            lines.append(f"{'':<4}code: {entry['where']}")
+            lines += [f"{'':<4}{detail}" for detail in details]
     lines += ["", "lead term matches the code's complexity:"]
     for label, (hits, count) in totals.items():
         rate = 100 * hits / count if count else float("nan")
