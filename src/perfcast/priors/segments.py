@@ -104,7 +104,9 @@ def segment_models(
             )
             continue
         segment = _segment_experiment(experiment, callpath, metric, change)
-        refitted = _refit(segment, callpath, metric, modeler, fixed, priors.get((callpath, metric)))
+        # the prior the kept model was fitted under: none where a conflict kept the free fit
+        prior = priors.get((callpath, metric)) if model.prior is not None else None
+        refitted = _refit(segment, callpath, metric, modeler, fixed, prior)
         if refitted is None:
             continue
         if any(w.startswith(POOR_FIT) for w in refitted.warnings):
@@ -173,6 +175,8 @@ def _series(
     callpath, metric = columns.callpath[keep], columns.metric[keep]
     value = columns.value[keep]
     coordinates = np.stack([c[keep] for c in columns.coordinates], axis=1)
+    if not keep.any():  # nothing but counts
+        return []
     key = callpath * len(columns.metrics) + metric
     order = np.argsort(key, kind="stable")
     keys, starts = np.unique(key[order], return_index=True)
