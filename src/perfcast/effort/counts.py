@@ -92,11 +92,14 @@ INEXACT_SMAPE = 1.0
 INEXACT_WARNING = "counts are not close to a PMNF function of the parameters"
 
 NO_EXACT_WARNING = "no exact model of these counts"
-
-LEAD_ONLY_WARNING = "exact lead term"
 """The start of the warning on a count model found by the approximate search: counts are
 deterministic, so a model that does not reproduce them is a compromise whose exponents may
 be off (:mod:`perfcast.effort.exact` says what was tried)."""
+
+LEAD_ONLY_WARNING = "exact lead term"
+"""The start of the warning on a count model whose lead term is exact along every line of
+the design while its lower-order terms are fitted approximately
+(:func:`perfcast.effort.exact.lead_along_lines`)."""
 
 CRITERION = "smape"
 

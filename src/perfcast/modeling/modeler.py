@@ -167,8 +167,8 @@ benchmarks/prediction_intervals.py --quick --rival-tolerance T``: share of new m
 80 % interval holds and more buys little."""
 
 SHAPE_WEIGHT = 1000
-"""Weights of the complexity key of :meth:`_GroupSearch._simplicity`: terms count before
-fractional exponents, which count before logarithms (no hypothesis has 1000 of either)."""
+"""Weight of a fractional exponent in the shape key of :meth:`_GroupSearch._simplicity`,
+in logarithms: fractions count before logarithms (no hypothesis has 1000 logarithms)."""
 
 LINE_BLOCK = 200_000
 """Elements (rows x shapes x points) of the per-line search processed at once."""
@@ -320,7 +320,7 @@ class PMNFModeler(Estimator):
         "the one with the fewest terms is selected: the one-standard-error rule at the "
         "default 1. An extra term always fits some of the noise, and generalised "
         "cross-validation's penalty for it is small with few points per parameter. Among "
-        "those with the fewest terms, ``prefer_simple_shapes`` decides. ``0`` selects the "
+        "those with the fewest terms, ``shape_tolerance`` decides. ``0`` selects the "
         "best-screened hypothesis.",
     )
     shape_tolerance: float = option(
