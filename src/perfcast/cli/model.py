@@ -30,11 +30,10 @@ from perfcast.report.summary import (
     render_summary,
 )
 from perfcast.workflows.model import (
-    COUNTS_SUFFIX,
     NO_PRIORS,
     PRIOR_CHOICES,
     PriorInputs,
-    beside_store,
+    campaign_files,
     choose_priors,
     effort_for,
     fit_models,
@@ -199,9 +198,9 @@ def run(args: argparse.Namespace) -> int:
     effort = from_arguments(EffortModeler, args, dest_prefix=EFFORT, nested=False, modeler=modeler)
     effort = effort_for(effort, args.metric)
     if args.priors is None and args.input.suffix == ".sqlite":  # the campaign's own files
-        args.taint = args.taint or beside_store(args.input)
-        if args.effort_counts is None and not args.input.name.endswith(COUNTS_SUFFIX):
-            args.effort_counts = beside_store(args.input, COUNTS_SUFFIX)
+        taint, counts = campaign_files(args.input)
+        args.taint = args.taint or taint
+        args.effort_counts = args.effort_counts or counts
     prior_inputs = PriorInputs(
         taint=args.taint,
         static=args.static,

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from perfcast.cli import probability
 from perfcast.effort import EffortModeler
@@ -47,18 +46,14 @@ from perfcast.report.page import ReportInputs, report_data
 from perfcast.report.simulation import read_simulations
 from perfcast.report.summary import TARGET_FACTOR
 from perfcast.workflows.model import (
-    COUNTS_SUFFIX,
     PriorInputs,
-    beside_store,
+    campaign_files,
     choose_priors,
     effort_for,
     fit_models,
     modeled_metrics,
     with_counts,
 )
-
-if TYPE_CHECKING:
-    pass
 
 CAMPAIGN_STORE = "sqlite"
 
@@ -214,9 +209,9 @@ def _from_measurements(path: Path, args: argparse.Namespace) -> ReportInputs:
     taint_path = args.taint
     effort = effort_for(EffortModeler(), args.metric)
     if store and args.models is None:  # the campaign's own files, as perfcast model reads them
-        taint_path = taint_path or beside_store(path)
-        counts = beside_store(path, COUNTS_SUFFIX)
-        if counts is not None and not path.name.endswith(COUNTS_SUFFIX):
+        beside, counts = campaign_files(path)
+        taint_path = taint_path or beside
+        if counts is not None:
             experiment, counted = with_counts(experiment, counts, effort.time_metric)
             notes += counted
     prior_inputs = PriorInputs(taint=taint_path)

@@ -33,8 +33,8 @@ from typing import Protocol
 from perfcast.effort.counts import CountModeler
 from perfcast.effort.priors import EffortModeler
 from perfcast.effort.source import is_count
-from perfcast.effort.waiting import varying_counts
-from perfcast.experiment.experiment import Experiment
+from perfcast.effort.waiting import repetition_spreads
+from perfcast.experiment.experiment import METRIC, Experiment
 from perfcast.experiment.metrics import MAX_SUFFIX, VISITS_METRIC
 from perfcast.modeling.findings import Finding
 from perfcast.modeling.modeler import PMNFModeler
@@ -184,12 +184,9 @@ def deterministic_metrics(experiment: Experiment, metrics: Sequence[str]) -> lis
     ]
     if not named:
         return []
-    varying = varying_counts(experiment, named, tolerance=0.0)
-    moving = {c.metric for c in varying.values()}
-    if not moving:
-        return named
-    # varying_counts keeps each call path's largest spread only: recheck the others
-    return [m for m in named if m not in moving and not varying_counts(experiment, [m], 0.0)]
+    spreads = repetition_spreads(experiment, named)
+    moving = set(spreads.loc[spreads["spread"] > 0, METRIC])
+    return [m for m in named if m not in moving]
 
 
 def _count_models(

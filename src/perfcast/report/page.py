@@ -36,6 +36,7 @@ from perfcast.report.summary import (
     TARGET_FACTOR,
     _summarise_metric,
     default_target,
+    distinct_values,
     judge_at_target,
     largest_point,
     metric_kind,
@@ -250,8 +251,7 @@ def report_data(
     totals = {}
     values: dict[str, list[float]] = {}  # without measurements: no count of values to judge
     if inputs.experiment is not None:
-        coordinates = inputs.experiment.coordinates().reshape(-1, len(parameters))
-        values = {p: np.unique(coordinates[:, j]).tolist() for j, p in enumerate(parameters)}
+        values = distinct_values(parameters, inputs.experiment.coordinates())
     for metric_index, metric in enumerate(metric_names):
         judged = judge_at_target(
             by_metric[metric], metric, largest, chosen_target, values, provenance

@@ -164,6 +164,11 @@ class _Cost:
         return self.at_target / self.at_largest if self.at_largest > 0 else float("nan")
 
 
+_Section = tuple[str, list[tuple[_Cost, str]], bool]
+"""A heading, its rows (cost, numbers), and whether they are the models not ranked (whose
+reasons are printed under each)."""
+
+
 @dataclass
 class _MetricSummary:
     metric: str
@@ -278,8 +283,6 @@ def _summarise_metric(
     return _MetricSummary(metric, kind, costs, total, total_at_target)
 
 
-NOT_RANKED = "Not ranked towards"
-
 UNFIT_SCREEN = 1e-3
 """Models are judged for the target (an interval each) where their value there is at least
 this share of the total: smaller ones move no ranking and no total."""
@@ -337,6 +340,13 @@ def _under(callpath: str, unfit: Mapping[str, object], ancestors: Mapping[str, s
     return False
 
 
+def distinct_values(parameters: Sequence[str], coordinates: np.ndarray) -> dict[str, list[float]]:
+    """Each parameter's distinct measured values at ``coordinates`` (points x parameters):
+    how many there are decides whether a model may be extrapolated in it."""
+    points = np.asarray(coordinates, dtype=float).reshape(-1, len(parameters))
+    return {p: np.unique(points[:, j]).tolist() for j, p in enumerate(parameters)}
+
+
 def _value(value: float, unit: str) -> str:
     return f"{value:.3g} {unit}".rstrip() if np.isfinite(value) else "-"
 
@@ -391,25 +401,24 @@ def render_summary(
         f"({how}; set it with --at NAME=VALUE,...). Values below are the models' values."
     )
     listed: dict[str, None] = {}
-    sections: list[tuple[str, list[tuple[_Cost, str]]]] = []
+    sections: list[_Section] = []
     unfit_of: dict[tuple[str, str], tuple[Unfit, ...]] = {}
-    points = np.asarray(measured, dtype=float).reshape(-1, len(parameters))
-    values = {p: np.unique(points[:, j]).tolist() for j, p in enumerate(parameters)}
+    values = distinct_values(parameters, measured)
     for metric in ranked:
         summary = judge_at_target(
             by_metric[metric], metric, largest, chosen_target, values, models.provenance
         )
         sections += _metric_sections(summary, units.get(metric, ""), largest, chosen_target, top)
         unfit_of.update(((c, metric), r) for c, r in summary.unfit.items())
-    for _, rows in sections:
+    for _, rows, _ in sections:
         listed.update((cost.callpath, None) for cost, _ in rows)
     names = display_names(list(listed), CALLPATH_WIDTH)
-    for heading, rows in sections:
+    for heading, rows, apart in sections:
         lines += ["", heading]
         for cost, numbers in rows:
             lines.append(f"  {numbers}  {names[cost.callpath]}")
             lines.append(f"  {'':{len(numbers)}}  model: {cost.model.text()}")
-            if heading.startswith(NOT_RANKED):
+            if apart:  # the section of models not ranked: why not, and what fixes it
                 for reason in unfit_of.get((cost.callpath, cost.model.metric), ()):
                     lines.append(f"  {'':{len(numbers)}}  not ranked: {reason.text()}")
     lines += _warnings(models, listed, names)
@@ -424,8 +433,9 @@ def _metric_sections(
     largest: Mapping[str, float],
     target: Mapping[str, float],
     top: int,
-) -> list[tuple[str, list[tuple[_Cost, str]]]]:
-    """The cost ranking and the growth ranking of one metric, as (heading, rows)."""
+) -> list[_Section]:
+    """The cost ranking, the growth ranking and the models not ranked at the target of one
+    metric (:data:`_Section`)."""
     metric, costs = summary.metric, summary.costs
     label = f"{metric} [{unit}]" if unit else metric
     if summary.kind == "max":
@@ -472,7 +482,7 @@ def _metric_sections(
         )
         for c in fastest
     ]
-    sections = [(heading, cost_rows), (growth_heading, growth_rows)]
+    sections = [(heading, cost_rows, False), (growth_heading, growth_rows, False)]
     apart = sorted(
         (c for c in costs if c.callpath in summary.unfit and c.at_target >= floor),
         key=lambda c: -c.at_target if np.isfinite(c.at_target) else -math.inf,
@@ -480,7 +490,7 @@ def _metric_sections(
     if apart or summary.artifacts:
         count = len(apart) + len(summary.artifacts)
         heading = (
-            f"{NOT_RANKED} {_point_text(target)}: {label}, {count} model(s) not fit to "
+            f"Not ranked towards {_point_text(target)}: {label}, {count} model(s) not fit to "
             "extrapolate there (left out of the total at the target), each with the runs "
             f"that would fix it\n  {'growth':>8} {'now':>10} {'at target':>10}"
         )
@@ -496,7 +506,7 @@ def _metric_sections(
             (_Cost(m.callpath, m, math.nan, math.nan), f"{'':>8} {'-':>10} {'-':>10}")
             for m in summary.artifacts[: max(0, top - len(rows))]
         ]
-        sections.append((heading, rows))
+        sections.append((heading, rows, True))
     return sections
 
 

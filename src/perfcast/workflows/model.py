@@ -102,6 +102,14 @@ def beside_store(store: Path, suffix: str = TAINT_SUFFIX) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
+def campaign_files(store: Path) -> tuple[Path | None, Path | None]:
+    """The taint profile and the counting campaign's store that lie beside the campaign
+    store ``store`` (:func:`beside_store`), each ``None`` where absent; a counting store has
+    no counting store of its own."""
+    counts = None if store.name.endswith(COUNTS_SUFFIX) else beside_store(store, COUNTS_SUFFIX)
+    return beside_store(store), counts
+
+
 def choose_priors(
     experiment: Experiment,
     requested: Sequence[str] | None,
