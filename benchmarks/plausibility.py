@@ -270,7 +270,13 @@ def report(apps: list[str], remeasure: bool) -> list[str]:
         for callpath in chosen:
             entry = expectation(name, callpath, table)
             if entry is None:
-                continue
+                # judged call paths are the costliest ones, not the ones with an entry:
+                # a missing entry must be written, not skipped
+                raise SystemExit(
+                    f"{EXPECTED}: no entry for {name}'s call path {callpath} "
+                    f"({100 * shares[callpath]:.1f} % of the compute time): add its "
+                    "complexity, read from the code"
+                )
             expected = parse_expected(entry["complexity"])
             leads, verdicts, details = [], [], []
             for label, model in (
