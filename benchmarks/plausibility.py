@@ -1,11 +1,12 @@
 """Is the first answer one an HPC engineer can believe? perfcast's default models of the
 four applications in ``../shared/apps`` against each kernel's complexity read from its code.
 
-Each application is measured as README.md tells a user: a timing campaign with the light
-build (``perfcast measure perfcast.toml``, three repetitions, ``PERFCAST_CPU_TIME=1`` since
-ranks share this machine's cores) and a counting campaign with ``[build] counters = true``
-and one repetition, whose store lies beside the timing store as ``app.counts.sqlite``. Then
-three models of every call path's ``cpu_time``, each from its own command line:
+Each application is measured as README.md tells a user: one ``perfcast measure
+perfcast.toml`` (three repetitions, ``PERFCAST_CPU_TIME=1`` since ranks share this machine's
+cores), which times the light build and then runs its counting pass (the same build with
+counters, in a copy of the app directory, once per point) into ``app.counts.sqlite`` beside
+the store; the time of both is stated. Then three models of every call path's
+``cpu_time``, each from its own command line:
 
 * **default**: ``perfcast model app.sqlite --metric cpu_time``, no other flag (it reads the
   counts beside the store: priors are the default);
@@ -46,6 +47,7 @@ import numpy as np
 from perfcast.experiment import read_experiment
 from perfcast.experiment.calltree import split_callpath
 from perfcast.experiment.names import function_name
+from perfcast.measure.counting import cost_note
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.pmnf import Factor, Model
 
@@ -67,11 +69,10 @@ class App:
 
     name: str
     source: str  # under ../shared/apps
-    build: str  # the [build] table of both specs, without counters
+    build: str  # the [build] table
     command: str
     parameters: str  # the [parameters] table
     prepare: tuple[str, ...] = ()  # shell commands run once in the copy before building
-    binary: str = ""  # the executable the build writes (removed between the two builds)
     files: tuple[tuple[str, str], ...] = ()  # (name, text) written into the copy
 
 
@@ -93,7 +94,6 @@ APPLICATIONS = {
         'flags = ["-O2", "-DUSE_MPI=1", "-fno-inline"]\noutput = "lulesh2.0"',
         "./lulesh2.0 -s {size} -i 5 -q",
         "p = [1, 8, 27]\nsize = [4, 5, 6, 7, 8]",
-        binary="lulesh2.0",
     ),
     "minife": App(
         "minife",
@@ -102,7 +102,6 @@ APPLICATIONS = {
         'CFLAGS=-O2"',
         "src/miniFE.x -nx {nx}",
         "p = [1, 2, 4]\nnx = [16, 20, 24, 28, 32]",
-        binary="src/miniFE.x",
     ),
     "comd": App(
         "comd",
@@ -114,7 +113,6 @@ APPLICATIONS = {
         "p = [1, 2, 4]\nn = [16, 24, 32, 40, 48]",
         prepare=("cp src-mpi/Makefile.vanilla src-mpi/Makefile",),
         files=(("perfcast-cc.sh", COMD_WRAPPER),),
-        binary="bin/CoMD-mpi",
     ),
     "is": App(
         "is",
@@ -123,50 +121,44 @@ APPLICATIONS = {
         "bin/is.W.x",
         "p = [1, 2, 4, 8, 16]",
         prepare=("cp config/make.def.template config/make.def", "mkdir -p bin"),
-        binary="bin/is.W.x",
     ),
 }
 
 
-def spec(app: App, counting: bool) -> str:
-    """The perfcast.toml of the timing or the counting campaign."""
-    store = f"{app.name}.counts.sqlite" if counting else f"{app.name}.sqlite"
+def spec(app: App) -> str:
+    """The application's perfcast.toml."""
     return (
-        f'[app]\nname = "{app.name}"\nstore = "{store}"\n\n'
-        f"[build]\n{app.build}\ncounters = {'true' if counting else 'false'}\n\n"
-        f'[run]\ncommand = "{app.command}"\nrepetitions = {1 if counting else 3}\n'
+        f'[app]\nname = "{app.name}"\nstore = "{app.name}.sqlite"\n\n'
+        f"[build]\n{app.build}\n\n"
+        f'[run]\ncommand = "{app.command}"\nrepetitions = 3\n'
         f"timeout = 300\n\n[parameters]\n{app.parameters}\n"
     )
 
 
-def measure(app: App, remeasure: bool) -> tuple[Path, float]:
-    """Both campaigns of ``app`` in the cache (reused unless ``remeasure``): the timing
-    store and the seconds measuring took (0 when reused)."""
+def measure(app: App, remeasure: bool) -> tuple[Path, float, str]:
+    """The campaign of ``app`` in the cache (reused unless ``remeasure``): the timing
+    store, the seconds measuring took (0 when reused) and what the counting pass cost."""
     directory = CACHE / app.name
     store = directory / f"{app.name}.sqlite"
     counts = directory / f"{app.name}.counts.sqlite"
     if not remeasure and store.is_file() and counts.is_file():
-        return store, 0.0
+        return store, 0.0, cost_note(store, counts) or ""
     shutil.rmtree(directory, ignore_errors=True)
     shutil.copytree(APPS / app.source, directory)
     for command in app.prepare:
         subprocess.run(command, shell=True, cwd=directory, check=True)
     for name, text in app.files:
         (directory / name).write_text(text)
+    (directory / "perfcast.toml").write_text(spec(app))
     environment = {**os.environ, "PERFCAST_CPU_TIME": "1"}
     start = time.perf_counter()
-    for counting in (False, True):
-        # a make build would find the other build's objects up to date
-        for stale in [*directory.rglob("*.o"), directory / app.binary]:
-            stale.unlink(missing_ok=True)
-        (directory / "perfcast.toml").write_text(spec(app, counting))
-        subprocess.run(
-            [sys.executable, "-m", "perfcast", "measure", "perfcast.toml"],
-            cwd=directory,
-            env=environment,
-            check=True,
-        )
-    return store, time.perf_counter() - start
+    subprocess.run(
+        [sys.executable, "-m", "perfcast", "measure", "perfcast.toml"],
+        cwd=directory,
+        env=environment,
+        check=True,
+    )
+    return store, time.perf_counter() - start, cost_note(store, counts) or ""
 
 
 def fit(store: Path, *flags: str) -> ModelSet:
@@ -250,7 +242,7 @@ def report(apps: list[str], remeasure: bool) -> list[str]:
     totals = {"default": [0, 0], "black-box": [0, 0], "Extra-P": [0, 0]}
     for name in apps:
         app = APPLICATIONS[name]
-        store, seconds = measure(app, remeasure)
+        store, seconds, cost = measure(app, remeasure)
         start = time.perf_counter()
         default = fit(store)
         blackbox = fit(store, "--priors", "none")
@@ -264,6 +256,7 @@ def report(apps: list[str], remeasure: bool) -> list[str]:
             f"## {name} ({app.command}; {app.parameters.replace(chr(10), ', ')}; "
             f"{f'measured in {seconds:.0f} s' if seconds else 'campaigns from the cache'}, "
             f"modeled in {modeling:.0f} s)",
+            *([cost] if cost else []),
             f"{'call path':<44} {'share':>6}  {'known (code)':<14} {'default: lead term':<28} "
             f"{'black-box: lead term':<28} {'Extra-P: lead term':<28} match D/B/E",
         ]

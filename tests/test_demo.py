@@ -1,5 +1,6 @@
-"""`perfcast demo`, the README's main job: the stencil measured twice (light build for time,
-counting build for effort, as the effort-prior method measures) and modeled."""
+"""`perfcast demo`, the README's main job: the stencil measured by one campaign (light build
+for time, then its counting pass for effort, as the effort-prior method measures) and
+modeled."""
 
 import functools
 import os
@@ -25,18 +26,20 @@ REPO = Path(__file__).resolve().parents[1]
 def test_demo_measures_time_light_and_counts_once(tmp_path, capsys):
     assert main(["demo", "--workdir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    timing = read_experiment(tmp_path / "timing" / "stencil.sqlite")
-    counting = read_experiment(tmp_path / "counting" / "stencil.sqlite")
-    assert "basic_blocks" not in timing.metrics and "basic_blocks" in counting.metrics
+    timing = read_experiment(tmp_path / "stencil" / "stencil.sqlite")
+    counting = read_experiment(tmp_path / "stencil" / "stencil.counts.sqlite")
+    blocks = "basic_blocks"
+    assert blocks not in set(timing.data["metric"]) and blocks in set(counting.data["metric"])
     assert timing.data["repetition"].nunique() == 2
     assert counting.data["repetition"].nunique() == 1
-    assert "timing: " in out and "50 runs ok, 0 failed" in out
-    assert "counting: " in out and "25 runs ok, 0 failed" in out
+    assert "stencil.sqlite: 50 runs ok, 0 failed" in out
+    assert "stencil.counts.sqlite: 25 runs ok, 0 failed" in out
+    assert "counting pass: 25 runs" in out
     # the first table is what perfcast model prints by default: priors from the counts
     by_default = out.split("as perfcast model gives them: the counters fix the terms")[1]
     sweep = next(line for line in by_default.splitlines() if "main->sweep " in line)
     assert "size^2 * iterations" in sweep and "iterations * size^(2)" in sweep  # expected, fitted
-    assert "try: perfcast model" in out and "--effort-counts" in out
+    assert "try: perfcast model" in out and "finds stencil.counts.sqlite beside it" in out
     report = tmp_path / "report.html"
     assert f"report: {report}" in out
     page = report.read_text()
@@ -80,7 +83,7 @@ def test_demo_runs_from_an_installed_wheel_outside_the_checkout(tmp_path):
     demo = run([environment / "bin" / "perfcast", "demo"], timeout=900)
     assert demo.returncode == 0, demo.stderr
     assert f"the Jacobi stencil ({environment}" in demo.stdout
-    assert "timing: " in demo.stdout and "50 runs ok, 0 failed" in demo.stdout
+    assert "stencil.sqlite: 50 runs ok, 0 failed" in demo.stdout
     assert "measured in a temporary directory" in demo.stdout
     assert "report: perfcast-demo.html" in demo.stdout  # the page's script and style too
     assert "perfcast-data" in (elsewhere / "perfcast-demo.html").read_text()

@@ -15,6 +15,7 @@ this object instead of its own command-line flags. The format::
     output = "jacobi"
     # command = "make CC='{perfcast_build} mpicc'"   # ... or a build command
     counters = false                      # perfcast build --counters
+    counting_pass = true                  # counts once per point in a second build
     filter = "relevant.txt"               # perfcast build --filter
     keep_inlined = false                  # perfcast build --keep-inlined
 
@@ -65,6 +66,20 @@ from perfcast.inputs import read_text
 
 SPEC_NAME = "perfcast.toml"
 """The file name ``perfcast init`` writes and the commands look for by default."""
+
+TAINT_PROFILE_SUFFIX = ".taint.json"
+"""A campaign store ``app.sqlite``'s taint profile is ``app.taint.json`` beside it, where
+``perfcast taint perfcast.toml`` writes it and design, measure and model find it."""
+
+COUNTS_SUFFIX = ".counts.sqlite"
+"""A campaign store ``app.sqlite``'s counting pass (:mod:`perfcast.measure.counting`) is
+``app.counts.sqlite`` beside it, where ``perfcast model`` finds its exact counts."""
+
+
+def beside(store: Path, suffix: str) -> Path:
+    """The file of the campaign store ``app.sqlite`` named ``app`` + ``suffix``."""
+    return store.with_name(store.stem + suffix)
+
 
 RANKS = "p"
 """The parameter that is the number of MPI ranks (handed to the launcher, not the program)."""
@@ -126,6 +141,10 @@ class BuildSpec:
     keep_inlined: bool = False
     """``perfcast build --keep-inlined``: the filter's functions that -O2 would inline stay
     out of line, so they are measured (costs nothing measurable on LULESH)."""
+    counting_pass: bool = True
+    """After the timing runs, the same build with counters, run once per point into
+    ``app.counts.sqlite`` (:mod:`perfcast.measure.counting`): the exact counts the effort
+    priors are made of, without a second campaign (no effect where ``counters`` is true)."""
 
 
 @dataclass(frozen=True)
@@ -610,6 +629,7 @@ def _build(table: _Checker | None) -> BuildSpec | None:
         output=output,
         command=command,
         counters=table.get("counters", bool, False),
+        counting_pass=table.get("counting_pass", bool, True),
         filter=(table.source.path.resolve().parent / filter_name) if filter_name else None,
         keep_inlined=keep_inlined,
     )

@@ -1,15 +1,17 @@
 """``perfcast demo``: the whole pipeline on a bundled example, in about a minute.
 
 It copies the Jacobi stencil (``perfcast/examples/stencil``, package data, so the demo
-runs from an installed wheel as from a checkout) into a working directory twice and
-measures a small grid of problem sizes and iteration counts with the local backend, as the
-effort-prior method measures (``noise-resilient-priors.txt`` V-A4): time with the light
-``perfcast build`` (its repetitions), the effort counters once per point with the counting
-build, whose own time is inflated by the counting. It fits PMNF models with
-:class:`~perfcast.modeling.PMNFModeler` and prints each call path's model beside the
-complexity the example documents (its ``README.md``): time black-box, the
-exact effort counters, and time fitted with the effort priors
-(:class:`~perfcast.effort.EffortModeler` on :func:`~perfcast.effort.combine_sources`). It ends
+runs from an installed wheel as from a checkout) into a working directory and measures a
+small grid of problem sizes and iteration counts with the local backend, as a user's
+``perfcast measure`` does and as the effort-prior method measures
+(``noise-resilient-priors.txt`` V-A4): time with the light ``perfcast build`` (its
+repetitions), then the counting pass (:mod:`perfcast.measure.counting`): the effort
+counters once per point with the counting build, whose own time is inflated by the
+counting. It then models the store exactly as ``perfcast model stencil.sqlite --metric
+time`` does (:func:`perfcast.workflows.model.model_campaign`: the counts beside the store
+become effort priors) and prints each call path's model beside the complexity the example
+documents (its ``README.md``): time as ``perfcast model`` gives it, the exact effort
+counters, and time black-box (``--priors none``) for comparison. It ends
 by writing the HTML report of those models (:mod:`perfcast.report.html`) and saying where
 it is, since looking at the plots is how a first-time user sees what the models mean.
 
@@ -20,24 +22,23 @@ measure the oversubscription, not the program.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from perfcast.appspec import AppSpec, load_spec
-from perfcast.effort import EffortModeler, combine_sources
 from perfcast.errors import PerfcastError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.metrics import BYTES_SENT, COMPUTATION_METRIC, TIME_METRIC
 from perfcast.measure.campaign import measure
+from perfcast.measure.counting import counting_store
 from perfcast.measure.local import LocalBackend
 from perfcast.outputs import check_target
 from perfcast.report.campaign import campaign_facts
 from perfcast.report.html import REPORT_FILE, write_report
 from perfcast.report.page import ReportInputs, report_data
-from perfcast.workflows.model import PriorInputs, choose_priors, fit_models
+from perfcast.workflows.model import ModelRequest, model_campaign
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "stencil"
 
@@ -48,7 +49,6 @@ name = "stencil"
 
 [build]
 command = "make -s CC='{{perfcast_build}} mpicc'"
-counters = {counters}
 
 [run]
 command = "./jacobi {{size}} {{iterations}}"
@@ -59,16 +59,13 @@ timeout = 60
 p = {ranks}
 size = [{sizes}]
 iterations = [{iterations}]
-
-[metrics]
-collect = {collect}
 """
 
 SIZES = (128, 256, 384, 512, 640)
 ITERATIONS = (10, 20, 30, 40, 50)
 RANKS = 2
 REPETITIONS = 2
-"""Timing runs per point; the counting campaign runs once per point (counts are exact)."""
+"""Timing runs per point; the counting pass runs once per point (counts are exact)."""
 
 EXPECTED = {
     "main": "iterations",
@@ -111,7 +108,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def _campaign(app: Path, counters: str, repetitions: int, collect: list[str]) -> AppSpec:
+def _campaign(app: Path) -> AppSpec:
     """The example copied to ``app`` (build products left out) with its perfcast.toml."""
     if app.exists():
         shutil.rmtree(app)
@@ -119,12 +116,10 @@ def _campaign(app: Path, counters: str, repetitions: int, collect: list[str]) ->
     spec_path = app / "perfcast.toml"
     spec_path.write_text(
         SPEC.format(
-            counters=counters,
-            repetitions=repetitions,
+            repetitions=REPETITIONS,
             ranks=RANKS,
             sizes=", ".join(map(str, SIZES)),
             iterations=", ".join(map(str, ITERATIONS)),
-            collect=json.dumps(collect),
         )
     )
     return load_spec(spec_path)
@@ -153,23 +148,16 @@ def demo(workdir: Path, *, report: Path, keep: bool = True) -> int:
         "(light build) and 1 counting run (counters build) per point",
         flush=True,
     )
-    stores = []
-    for name, counters, repetitions, collect in (
-        ("timing", "false", REPETITIONS, [TIME_METRIC]),
-        ("counting", "true", 1, list(EFFORT_METRICS)),
-    ):
-        spec = _campaign(workdir / name, counters, repetitions, collect)
-        result = measure(spec, LocalBackend(), stream=sys.stderr)
-        print(f"{name}: {result.summary()}", flush=True)
-        if result.failed:
-            return 1
-        stores.append(spec.store)
-    timing, counting = (read_experiment(store) for store in stores)
-    combined = combine_sources(timing.restricted(metrics=[TIME_METRIC]), counting)
-    experiment = combined.experiment
-    priors, choice_notes = choose_priors(experiment, None, PriorInputs())
-    fitted = fit_models(experiment, EffortModeler(), priors)  # what perfcast model prints
-    models = fitted.models
+    spec = _campaign(workdir / "stencil")
+    result = measure(spec, LocalBackend(), stream=sys.stderr)
+    print(result.summary(), flush=True)
+    if not result.complete:
+        return 1
+    stores = [spec.store, counting_store(spec.store)]
+    # what `perfcast model stencil.sqlite --metric time` prints
+    request = ModelRequest(read_experiment(spec.store), store=spec.store, metrics=(TIME_METRIC,))
+    fitted = model_campaign(request)
+    models, experiment = fitted.models, fitted.experiment
     by_default = [m for m in models if m.metric == TIME_METRIC]
     effort = [m for m in models if m.metric in EFFORT_METRICS]
     blackbox = [m for m in fitted.fit.free if m.metric == TIME_METRIC]
@@ -191,7 +179,7 @@ def demo(workdir: Path, *, report: Path, keep: bool = True) -> int:
             if show_warnings:
                 for warning in models.notes((model.callpath, model.metric)):
                     print(f"  {'':<38} {'':<21} warning: {warning}")
-    for note in [*combined.notes, *choice_notes, *fitted.notes]:
+    for note in fitted.notes:
         print(f"  note: {note}")
     print()
     facts = campaign_facts(stores[0])
@@ -202,7 +190,7 @@ def demo(workdir: Path, *, report: Path, keep: bool = True) -> int:
     if keep:
         time_store, counts_store = stores
         print(f"stores: {time_store} (time), {counts_store} (counts)")
-        print(f"try: perfcast model {time_store} --effort-counts {counts_store}")
+        print(f"try: perfcast model {time_store}   (it finds {counts_store.name} beside it)")
     else:
         print("measured in a temporary directory; perfcast demo --workdir DIR keeps the store")
     return 0

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from perfcast.appspec import DESIGN_KINDS, SPEC_NAME, load_spec
+from perfcast.measure.counting import cost_note, counting_store, skip_reason
 from perfcast.measure.design import describe_plan, plan_from_spec
 from perfcast.taint.campaign import default_profile_path
 
@@ -42,4 +43,16 @@ def run(args: argparse.Namespace) -> int:
     if args.taint is None and not args.no_taint and campaign.is_file():
         print(f"using the campaign's taint profile {campaign} (--no-taint: ignore it)")
     print(describe_plan(spec, plan))
+    if skip_reason(spec, spec.store, virtual=False) is None:
+        counts = counting_store(spec.store)
+        print(
+            f"then: the counting pass, {len(plan.points)} runs (1 per point) of the build with "
+            f"counters into {counts.name} (perfcast measure --no-counting-pass: none); about "
+            "one repetition's time where kernels are long, up to 3.4x for unfiltered code of "
+            "many small functions"
+        )
+        both = counts.is_file() and spec.store.is_file()
+        measured = cost_note(spec.store, counts) if both else None
+        if measured is not None:
+            print(f"last time, {measured}")
     return 0

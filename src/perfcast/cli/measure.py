@@ -46,6 +46,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--design", choices=DESIGN_KINDS, help="override [design] kind")
     parser.add_argument("--no-build", action="store_true", help="skip the build step")
     parser.add_argument(
+        "--no-counting-pass",
+        action="store_true",
+        help="measure time only: no counting build run once per point into app.counts.sqlite "
+        "(as [build] counting_pass = false)",
+    )
+    parser.add_argument(
         "--parallel",
         type=positive_int,
         default=1,
@@ -111,8 +117,9 @@ def run(args: argparse.Namespace) -> int:
         build=not args.no_build,
         design=args.design,
         stream=sys.stderr,
+        counting_pass=not args.no_counting_pass,
     )
     print(result.summary())
-    if not result.failed:
+    if result.complete:
         print(f"next: perfcast model {store}")
-    return 1 if result.failed else 0
+    return 0 if result.complete else 1

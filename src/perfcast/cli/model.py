@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from perfcast.effort import EffortModeler
 from perfcast.errors import InputError
@@ -18,7 +17,6 @@ from perfcast.experiment.points import parse_point
 from perfcast.modeling import PMNFModeler
 from perfcast.modeling.modelset import MODEL_FILE, ModelSet
 from perfcast.modeling.options import add_flags, from_arguments
-from perfcast.modeling.provenance import Provenance
 from perfcast.modeling.scaling import SCALINGS, total_over_ranks
 from perfcast.outputs import check_target
 from perfcast.priors import PRECEDENCE
@@ -32,17 +30,12 @@ from perfcast.report.summary import (
 from perfcast.workflows.model import (
     NO_PRIORS,
     PRIOR_CHOICES,
+    ModelRequest,
     PriorInputs,
-    campaign_files,
-    choose_priors,
+    check_counts,
     effort_for,
-    fit_models,
-    modeled_metrics,
-    with_counts,
+    model_campaign,
 )
-
-if TYPE_CHECKING:
-    from perfcast.measure.machine import Machine
 
 TAINT_MODES = ("prior", "check")
 EFFORT = "effort__"
@@ -196,58 +189,46 @@ def search_modeler(args: argparse.Namespace) -> PMNFModeler:
 def run(args: argparse.Namespace) -> int:
     modeler = search_modeler(args)
     effort = from_arguments(EffortModeler, args, dest_prefix=EFFORT, nested=False, modeler=modeler)
-    effort = effort_for(effort, args.metric)
-    if args.priors is None and args.input.suffix == ".sqlite":  # the campaign's own files
-        taint, counts = campaign_files(args.input)
-        args.taint = args.taint or taint
-        args.effort_counts = args.effort_counts or counts
-    prior_inputs = PriorInputs(
-        taint=args.taint,
-        static=args.static,
-        static_rename=args.static_rename,
-        exclusive=args.exclusive,
-        taint_check_only=args.taint_mode == "check",
-    )
-    if args.effort_counts is not None and args.priors is not None and "effort" not in args.priors:
-        raise InputError(
-            "--effort-counts gives the counts of effort priors: add effort to --priors",
-            path=args.effort_counts,
-        )
+    check_counts(args.effort_counts, args.priors)
     given = (args.input, args.effort_counts, args.taint, args.static)
-    inputs = [path for path in given if path is not None]
     if args.output:  # before the fit: a refused -o must not cost its minutes
-        check_target(args.output, MODEL_FILE, inputs)
+        check_target(args.output, MODEL_FILE, [path for path in given if path is not None])
     input_format = args.format or detect_format(args.input).name
     experiment = _read_scaled(args, input_format, effort.ranks)
-    if args.effort_counts is not None:
-        experiment, notes = with_counts(experiment, args.effort_counts, effort.time_metric)
-        for note in notes:
-            print(f"note: {note}", file=sys.stderr)
     target = parse_point(args.at, "--at", experiment.parameters) if args.at else None
     if args.top < 1:
         raise InputError(f"--top {args.top}: give the number of call paths to rank, 1 or more")
     callpaths = None
     if args.callpath:
         callpaths = select_callpaths(args.callpath, experiment.callpaths, experiment.source)
-    priors, notes = choose_priors(experiment, args.priors, prior_inputs)
-    experiment = experiment.restricted(
-        callpaths=callpaths, metrics=modeled_metrics(args.metric, experiment, priors)
+    request = ModelRequest(
+        experiment,
+        store=args.input if input_format == CAMPAIGN_STORE else None,
+        priors=args.priors,
+        inputs=PriorInputs(
+            taint=args.taint,
+            static=args.static,
+            static_rename=args.static_rename,
+            exclusive=args.exclusive,
+            taint_check_only=args.taint_mode == "check",
+        ),
+        counts=args.effort_counts,
+        metrics=tuple(args.metric) if args.metric else None,
+        callpaths=tuple(callpaths) if callpaths is not None else None,
+        runs=args.runs,
     )
-    for note in notes:
-        print(f"note: {note}", file=sys.stderr)
-    machine = _note_machine(args, input_format, priors)
-    result = fit_models(experiment, effort, priors, prior_inputs)
+    result = model_campaign(request, effort)
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
-    models = result.models
-    report = result.report
-    provenance = (
-        machine.provenance(experiment, models)
-        if machine is not None
-        else Provenance(experiment.ranges())
+    models, experiment, priors, report = (
+        result.models,
+        result.experiment,
+        result.priors,
+        result.report,
     )
-    models = models.with_provenance(provenance)
-    _note_shared_core_models(provenance)
+    effort = effort_for(effort, args.metric)
+    inputs = [args.input, result.counts, result.inputs.taint, result.inputs.static]
+    inputs = [path for path in inputs if path is not None]
     written = models.save(args.output, inputs) if args.output else None
     print(
         written
@@ -320,32 +301,6 @@ def _read_scaled(args: argparse.Namespace, format: str, ranks: str) -> Experimen
         options["runs"] = args.runs
     experiment = read_experiment(args.input, format, **options)
     return total_over_ranks(experiment, ranks) if strong else experiment
-
-
-def _note_machine(
-    args: argparse.Namespace, input_format: str, priors: tuple[str, ...]
-) -> Machine | None:
-    """What a campaign store knows of the machine its runs describe (runs with more ranks
-    than cores, runs on a virtual cluster and those kept apart), printed as notes; None for
-    other inputs, which know neither."""
-    if input_format != CAMPAIGN_STORE:
-        return None
-    from perfcast.measure.machine import machine_of
-
-    machine = machine_of(Path(args.input), args.runs, effort_priors="effort" in priors)
-    for note in machine.notes:
-        print(f"note: {note}", file=sys.stderr)
-    return machine
-
-
-def _note_shared_core_models(provenance: Provenance) -> None:
-    """Name the models that rest on runs with more ranks than cores (the file keeps them
-    too, for `perfcast predict`)."""
-    shared = provenance.shared_cores
-    if shared is not None and shared.models:
-        from perfcast.measure.oversubscription import models_note
-
-        print(f"note: {models_note(shared.models, shared)}", file=sys.stderr)
 
 
 def _prior_names(text: str) -> tuple[str, ...]:

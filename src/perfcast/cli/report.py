@@ -24,7 +24,6 @@ import sys
 from pathlib import Path
 
 from perfcast.cli import probability
-from perfcast.effort import EffortModeler
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.io.registry import detect_format
@@ -45,15 +44,7 @@ from perfcast.report.html import REPORT_FILE, write_report
 from perfcast.report.page import ReportInputs, report_data
 from perfcast.report.simulation import read_simulations
 from perfcast.report.summary import TARGET_FACTOR
-from perfcast.workflows.model import (
-    PriorInputs,
-    campaign_files,
-    choose_priors,
-    effort_for,
-    fit_models,
-    modeled_metrics,
-    with_counts,
-)
+from perfcast.workflows.model import ModelRequest, PriorInputs, model_campaign
 
 CAMPAIGN_STORE = "sqlite"
 
@@ -199,32 +190,19 @@ def _from_measurements(path: Path, args: argparse.Namespace) -> ReportInputs:
     fitted with a prior get the black-box model of the same measurements beside them."""
     store = detect_format(path).name == CAMPAIGN_STORE
     experiment = read_experiment(path)
-    notes: list[str] = []
-    machine = None
-    if store:
-        from perfcast.measure.machine import machine_of
-
-        machine = machine_of(path)
-        notes = list(machine.notes)
-    taint_path = args.taint
-    effort = effort_for(EffortModeler(), args.metric)
-    if store and args.models is None:  # the campaign's own files, as perfcast model reads them
-        beside, counts = campaign_files(path)
-        taint_path = taint_path or beside
-        if counts is not None:
-            experiment, counted = with_counts(experiment, counts, effort.time_metric)
-            notes += counted
-    prior_inputs = PriorInputs(taint=taint_path)
-    priors, choice_notes = choose_priors(experiment, None, prior_inputs)
-    if args.metric and args.models is None:
-        experiment = experiment.restricted(metrics=modeled_metrics(args.metric, experiment, priors))
-    profile = None
-    if taint_path is not None:
-        from perfcast.taint.profile_model import read_profile
-
-        profile = read_profile(taint_path)
     alternatives = None
-    if args.models is not None:
+    if args.models is None:  # what perfcast model prints, with its default priors
+        request = ModelRequest(
+            experiment,
+            store=path if store else None,
+            inputs=PriorInputs(taint=args.taint),
+            metrics=tuple(args.metric) if args.metric else None,
+        )
+        result = model_campaign(request)
+        models, experiment, taint_path = result.models, result.experiment, result.inputs.taint
+        alternatives = result.fit.free if result.priors else None
+        notes = list(result.notes)
+    else:
         models = ModelSet.load(args.models)
         if models.parameters != experiment.parameters:
             raise InputError(
@@ -232,16 +210,17 @@ def _from_measurements(path: Path, args: argparse.Namespace) -> ReportInputs:
                 f"{', '.join(experiment.parameters)}: give the model file fitted to it",
                 path=args.models,
             )
-    else:  # what perfcast model prints, with its default priors
-        result = fit_models(experiment, effort, priors, prior_inputs)
-        models, alternatives = result.models, (result.fit.free if priors else None)
-        notes += [*choice_notes, *result.notes]
-    if args.models is None:
-        models = models.with_provenance(
-            machine.provenance(experiment, models)
-            if machine is not None
-            else Provenance(experiment.ranges())
-        )
+        taint_path = args.taint
+        notes = []
+        if store:
+            from perfcast.measure.machine import machine_of
+
+            notes = list(machine_of(path).notes)
+    profile = None
+    if taint_path is not None:
+        from perfcast.taint.profile_model import read_profile
+
+        profile = read_profile(taint_path)
     taint = None
     if profile is not None:
         from perfcast.report.taint import taint_priors
@@ -258,7 +237,8 @@ def _from_measurements(path: Path, args: argparse.Namespace) -> ReportInputs:
         str(path),
         experiment=experiment,
         campaign=campaign_facts(path) if store else None,
-        notes=(*notes, *_model_notes(models.provenance)),
+        # a model file's provenance speaks for itself; fitted here, the notes said it
+        notes=(*notes, *(_model_notes(models.provenance) if args.models is not None else ())),
         alternatives=alternatives,
         taint=taint,
     )
@@ -269,12 +249,11 @@ def _model_notes(provenance: Provenance | None) -> list[str]:
     if provenance is None:
         return []
     notes = []
-    if provenance.shared_cores is not None and provenance.shared_cores.models:
-        notes.append(
-            f"{len(provenance.shared_cores.models):,} model(s) rest on wall time of runs with "
-            "more ranks than cores (marked on each): their growth in the ranks is partly "
-            "waiting for a core"
-        )
+    shared = provenance.shared_cores
+    if shared is not None and shared.models:
+        from perfcast.measure.oversubscription import models_note
+
+        notes.append(models_note(shared.models, shared))
     if provenance.platform is not None:
         notes.append(
             f"The runs were simulated on {provenance.platform.describe()}: every number "

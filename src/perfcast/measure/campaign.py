@@ -18,13 +18,22 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
 from perfcast.appspec import BUILD_PLACEHOLDER, AppSpec, expand
 from perfcast.errors import InputError, PerfcastError
 from perfcast.experiment.metrics import CPU_TIME_METRIC
+from perfcast.measure.counting import (
+    copy_app,
+    cost_note,
+    counting_directory,
+    counting_plan,
+    counting_spec,
+    counting_store,
+    skip_reason,
+)
 from perfcast.measure.design import ExperimentPlan, plan_from_spec
 from perfcast.measure.oversubscription import plan_note
 from perfcast.measure.runner import (
@@ -61,6 +70,18 @@ class CampaignResult:
     failed: list[StoredRun]
     """Every failed run in the store (from this call or earlier ones)."""
     stored_ok: int
+    counting: CampaignResult | None = None
+    """The counting pass (:mod:`~perfcast.measure.counting`), where one ran."""
+    notes: tuple[str, ...] = ()
+    """What the user should know about the counting pass: its cost, or why there was none."""
+    counting_failed: bool = False
+    """The counting pass stopped with an error (its note says which)."""
+
+    @property
+    def complete(self) -> bool:
+        """Every run of both passes succeeded."""
+        counting = self.counting is None or self.counting.complete
+        return not self.failed and not self.counting_failed and counting
 
     def summary(self) -> str:
         lines = [
@@ -81,6 +102,9 @@ class CampaignResult:
                 f"stopped early: {self.report.not_started} run(s) not started, since every "
                 "run of this build fails the same way; --resume runs them after the fix"
             )
+        if self.counting is not None:
+            lines.append(self.counting.summary())
+        lines += self.notes
         return "\n".join(lines)
 
 
@@ -252,8 +276,11 @@ def measure(
     build: bool = True,
     design: str | None = None,
     stream: IO[str] | None = None,
+    counting_pass: bool = True,
 ) -> CampaignResult:
-    """Run the campaign ``spec`` describes into its store; see the module docstring."""
+    """Run the campaign ``spec`` describes into its store, then (``counting_pass``, where
+    :func:`~perfcast.measure.counting.skip_reason` allows) its counting pass into
+    ``app.counts.sqlite``; see the module docstring."""
     store_path = Path(store_path or spec.store)
     problem = backend.launcher_arguments_problem(spec.run.mpirun_args)
     if problem is not None:
@@ -265,16 +292,91 @@ def measure(
         shared = plan_note((run.ranks for run in plan.runs()), backend.cores_for)
         for note in [*plan.notes, *([shared] if shared else [])]:
             print(f"plan: {note}", file=stream, flush=True)
-    if store_path.exists() and not resume:
-        with CampaignStore.open(store_path) as existing:
+    skipped: str | None = ""
+    if counting_pass:
+        skipped = skip_reason(spec, store_path, virtual=backend.smpi)
+    counts_path = counting_store(store_path)
+    stores = [store_path, *([counts_path] if skipped is None else [])]
+    if not resume:
+        _refuse_stored_runs(stores)
+    if stream is not None and cpu_time_overhead_warning(spec):
+        print(f"warning: {cpu_time_overhead_warning(spec)}", file=stream, flush=True)
+    if stream is not None and skipped is None:
+        print(
+            f"plan: then a counting pass: the same build with counters, once per point, "
+            f"into {counts_path} (the exact counts of the effort priors; "
+            "[build] counting_pass = false turns it off)",
+            file=stream,
+            flush=True,
+        )
+    result = _campaign(spec, backend, plan, store_path, resume, retry_failed, build, stream)
+    if skipped:
+        return replace(result, notes=(f"no counting pass: {skipped}",))
+    if skipped is not None:
+        return result
+    if result.report.stopped is not None:
+        return replace(result, notes=("no counting pass: the timing build's runs failed",))
+    if not build and not counting_directory(store_path).is_dir():
+        return replace(
+            result,
+            notes=(
+                f"no counting pass: --no-build, and no counting build in "
+                f"{counting_directory(store_path)} from an earlier perfcast measure",
+            ),
+        )
+    spec_of_counts = counting_spec(spec, store_path)
+    try:
+        if build:
+            copy_app(spec, store_path)
+        counted = _campaign(
+            spec_of_counts,
+            backend,
+            counting_plan(plan),
+            counts_path,
+            resume,
+            retry_failed,
+            build,
+            stream,
+        )
+    except PerfcastError as exc:
+        return replace(
+            result,
+            notes=(
+                f"the counting pass failed, the timing campaign in {store_path} is kept: "
+                f"{exc}\nfix it and continue with --resume (perfcast model fits the timing "
+                "campaign meanwhile, without effort priors)",
+            ),
+            counting_failed=True,
+        )
+    cost = cost_note(store_path, counts_path)
+    return replace(result, counting=counted, notes=(cost,) if cost else ())
+
+
+def _refuse_stored_runs(stores: Sequence[Path]) -> None:
+    """Refuse to start a new campaign over one that a store already holds."""
+    for path in stores:
+        if not path.exists():
+            continue
+        with CampaignStore.open(path) as existing:
             stored = sum(existing.counts().values())
         if stored:
             raise PerfcastError(
-                f"{store_path} already holds {stored} runs; pass --resume to continue that "
+                f"{path} already holds {stored} runs; pass --resume to continue that "
                 "campaign, or remove the file (or choose another with --store) to start over"
             )
-    if stream is not None and cpu_time_overhead_warning(spec):
-        print(f"warning: {cpu_time_overhead_warning(spec)}", file=stream, flush=True)
+
+
+def _campaign(
+    spec: AppSpec,
+    backend: Backend,
+    plan: ExperimentPlan,
+    store_path: Path,
+    resume: bool,
+    retry_failed: bool,
+    build: bool,
+    stream: IO[str] | None,
+) -> CampaignResult:
+    """Build ``spec``'s program and run what ``plan`` lists and the store lacks."""
     store = CampaignStore.create_or_open(
         store_path,
         name=spec.name,

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from perfcast.appspec import RANKS, AppSpec, expand
+from perfcast.appspec import RANKS, TAINT_PROFILE_SUFFIX, AppSpec, beside, expand
 from perfcast.errors import InputError
 from perfcast.taint.driver import TaintOptions, taint_program
 from perfcast.taint.params import ArgvParameter
@@ -41,8 +41,6 @@ exchanges and reductions often take a shortcut, and their parameter dependence i
 TAINT_TIMEOUT_FACTOR = 20.0
 """The taint run may take this many times ``[run] timeout``: DataFlowSanitizer slows
 programs down 3-18x (toolchain facts)."""
-
-TAINT_PROFILE_SUFFIX = ".taint.json"
 
 TAINT_ENVIRONMENT = (
     "PERFCAST_TAINT_OUT",
@@ -58,7 +56,7 @@ _FLAG_VALUE = re.compile(r"^(-{1,2}[A-Za-z0-9][A-Za-z0-9_-]*)=\{([A-Za-z_][A-Za-
 
 def default_profile_path(spec: AppSpec) -> Path:
     """Where the campaign's taint profile lives: ``<store stem>.taint.json`` beside the store."""
-    return spec.store.with_name(spec.store.stem + TAINT_PROFILE_SUFFIX)
+    return beside(spec.store, TAINT_PROFILE_SUFFIX)
 
 
 @dataclass

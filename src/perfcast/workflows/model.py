@@ -26,9 +26,10 @@ chosen.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from perfcast.appspec import COUNTS_SUFFIX, TAINT_PROFILE_SUFFIX, beside
 from perfcast.effort.priors import EffortModeler
 from perfcast.effort.source import EffortSource
 from perfcast.effort.sources import combine_sources
@@ -43,6 +44,7 @@ from perfcast.experiment.metrics import (
 )
 from perfcast.experiment.names import name_list
 from perfcast.modeling.modelset import ModelSet
+from perfcast.modeling.provenance import Provenance
 from perfcast.priors import PRECEDENCE, PriorFit, PriorSource, fit_with_priors
 from perfcast.priors.report import render_priors
 
@@ -51,12 +53,6 @@ NO_PRIORS = "none"
 
 PRIOR_CHOICES = (*PRECEDENCE, NO_PRIORS)
 
-TAINT_SUFFIX = ".taint.json"
-"""A campaign store ``app.sqlite``'s taint profile is ``app.taint.json`` beside it."""
-
-COUNTS_SUFFIX = ".counts.sqlite"
-"""The counting campaign of ``app.sqlite`` (``[build] counters = true``, one repetition) is
-``app.counts.sqlite`` beside it: its exact counts become priors without a flag."""
 
 TIME_METRICS = (TIME_METRIC, CPU_TIME_METRIC)
 
@@ -94,11 +90,13 @@ class ModelingResult:
     fit: PriorFit
 
 
-def beside_store(store: Path, suffix: str = TAINT_SUFFIX) -> Path | None:
+def beside_store(store: Path, suffix: str = TAINT_PROFILE_SUFFIX) -> Path | None:
     """The file beside the campaign store ``app.sqlite`` named ``app`` + ``suffix``: the
     taint profile ``perfcast taint perfcast.toml`` writes (``app.taint.json``), or the
-    counting campaign's store (``app.counts.sqlite``, :data:`COUNTS_SUFFIX`)."""
-    candidate = store.with_name(store.stem + suffix)
+    counting pass's store (``app.counts.sqlite``,
+    :data:`~perfcast.appspec.COUNTS_SUFFIX`): its exact counts become priors
+    without a flag."""
+    candidate = beside(store, suffix)
     return candidate if candidate.is_file() else None
 
 
@@ -256,3 +254,117 @@ def with_counts(
     counters dropped), and notes for the user."""
     combined = combine_sources(experiment, read_experiment(counts), time_metric=time_metric)
     return combined.experiment, list(combined.notes)
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """One modeling job, as ``perfcast model`` and ``perfcast report`` describe it.
+
+    Attributes:
+        experiment: the measurements, as read (``--runs`` and ``--scaling`` applied).
+        store: the campaign store they were read from (``None``: another format). Unless
+            ``priors`` is given, its taint profile and counting pass beside it are used as
+            if named (:func:`campaign_files`), and what the store knows of its machine
+            (shared cores, a simulated platform) goes into the notes and the provenance.
+        priors: the prior sources to use (``--priors``); ``None`` chooses them
+            (:func:`choose_priors`).
+        inputs: the prior sources' files the user named.
+        counts: a counting campaign whose exact counts join the time (``--effort-counts``).
+        metrics: the metrics the user asked for (``--metric``; ``None``: every one).
+        callpaths: the call paths to model (``None``: every one).
+        runs: which of the store's runs the models rest on (``--runs``).
+    """
+
+    experiment: Experiment
+    store: Path | None = None
+    priors: tuple[str, ...] | None = None
+    inputs: PriorInputs = PriorInputs()
+    counts: Path | None = None
+    metrics: tuple[str, ...] | None = None
+    callpaths: tuple[str, ...] | None = None
+    runs: str | None = None
+
+
+@dataclass(frozen=True)
+class CampaignModels:
+    """What :func:`model_campaign` returns: what ``perfcast model`` prints and saves.
+
+    Attributes:
+        models: the models, their provenance attached.
+        experiment: the measurements modeled (the counts joined, restricted to the
+            metrics and call paths modeled).
+        priors: the prior sources used, in precedence order (empty: black-box).
+        inputs: the prior sources' files used, the store's own included.
+        counts: the counting campaign whose counts were joined, or ``None``.
+        notes: one line each, for the user, in the order the stages made them.
+        report: the side-by-side report of the fixed priors, or ``None``.
+        fit: the priors stage's whole result (the black-box models among it).
+    """
+
+    models: ModelSet
+    experiment: Experiment
+    priors: tuple[str, ...]
+    inputs: PriorInputs
+    counts: Path | None
+    notes: tuple[str, ...]
+    report: str | None
+    fit: PriorFit
+
+
+def check_counts(counts: Path | None, priors: Sequence[str] | None) -> None:
+    """Refuse counts of a counting campaign where the priors asked for leave effort out
+    (before anything is read: the CLI calls it first)."""
+    if counts is not None and priors is not None and "effort" not in priors:
+        raise InputError(
+            "--effort-counts gives the counts of effort priors: add effort to --priors",
+            path=counts,
+        )
+
+
+def model_campaign(request: ModelRequest, effort: EffortModeler | None = None) -> CampaignModels:
+    """The models ``perfcast model`` gives for ``request``, fitted with ``effort`` (its
+    ``modeler`` the search; default: :class:`~perfcast.effort.EffortModeler`'s)."""
+    effort = effort_for(effort or EffortModeler(), request.metrics)
+    inputs, counts = request.inputs, request.counts
+    if request.store is not None and request.priors is None:
+        taint, beside_counts = campaign_files(request.store)
+        inputs = replace(inputs, taint=inputs.taint or taint)
+        counts = counts or beside_counts
+    check_counts(counts, request.priors)
+    measured = request.experiment
+    experiment, notes = measured, list[str]()
+    if counts is not None:
+        experiment, notes = with_counts(measured, counts, effort.time_metric)
+    priors, chosen = choose_priors(experiment, request.priors, inputs)
+    notes += chosen
+    metrics = modeled_metrics(request.metrics, experiment, priors)
+    experiment = experiment.restricted(callpaths=request.callpaths, metrics=metrics)
+    machine = None
+    if request.store is not None:
+        from perfcast.measure.machine import machine_of  # stores only: the measure stage
+
+        machine = machine_of(request.store, request.runs, effort_priors="effort" in priors)
+        notes += machine.notes
+    result = fit_models(experiment, effort, priors, inputs)
+    notes += result.notes
+    # the ranges of what was measured, not of the counts joined from another campaign
+    timed = measured.restricted(callpaths=request.callpaths)
+    if machine is not None:
+        provenance = machine.provenance(timed, result.models)
+    else:
+        provenance = Provenance(timed.ranges())
+    shared = provenance.shared_cores
+    if shared is not None and shared.models:
+        from perfcast.measure.oversubscription import models_note
+
+        notes.append(models_note(shared.models, shared))
+    return CampaignModels(
+        result.models.with_provenance(provenance),
+        experiment,
+        priors,
+        inputs,
+        counts,
+        tuple(notes),
+        result.report,
+        result.fit,
+    )
