@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cache
 from itertools import combinations, product
 
 import numpy as np
@@ -162,9 +163,7 @@ def _simplest_on_lines(
         basis = np.stack([np.ones_like(x), *(f.evaluate(x) for f in factors)])
         basis = basis / np.max(np.abs(basis), axis=1, keepdims=True)
         for size in range(0, min(len(factors), MAX_LINE_TERMS, len(x) - 2) + 1):
-            subsets = np.array(
-                [(0, *(k + 1 for k in c)) for c in combinations(range(len(factors)), size)]
-            )
+            subsets = _with_constant(len(factors), size)
             q = np.linalg.qr(basis[subsets].transpose(0, 2, 1))[0]  # (S, L, size + 1)
             y = lines.T  # (L, lines)
             residual = y[None] - q @ (q.transpose(0, 2, 1) @ y[None])
@@ -173,6 +172,18 @@ def _simplest_on_lines(
                 first = subsets[int(np.argmax(exact))]
                 return [factors[k - 1] for k in first[1:]], tier
     return None
+
+
+@cache
+def _with_constant(factors: int, size: int) -> np.ndarray:
+    """Every subset of ``size`` of ``factors`` basis rows after the constant (row 0), each
+    with the constant first: (subsets, size + 1). Cached: every line of every call path
+    asks for the same few (a Python tuple per subset was most of the exact search's time)."""
+    combos = list(combinations(range(1, factors + 1), size))
+    chosen = np.array(combos, dtype=np.intp).reshape(len(combos), size)
+    subsets = np.concatenate([np.zeros((len(chosen), 1), dtype=np.intp), chosen], axis=1)
+    subsets.flags.writeable = False
+    return subsets
 
 
 def _tier_factors(
