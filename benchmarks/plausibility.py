@@ -308,8 +308,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--remeasure", action="store_true", help="run the campaigns again")
     parser.add_argument("--output", type=Path, help="also write the report to this file")
     args = parser.parse_args(argv)
-    command = "python3 benchmarks/plausibility.py" + (
-        f" --output {args.output}" if args.output else ""
+    command = (
+        "python3 benchmarks/plausibility.py"
+        + (" --remeasure" if args.remeasure else "")
+        + (f" --output {args.output}" if args.output else "")
     )
     lines = [f"$ {command}", "", __doc__.split("\n\n")[0].replace("\n", " ")]
     lines += report(args.apps, args.remeasure)
