@@ -19,6 +19,7 @@ from perfcast import cli
 from perfcast.errors import InputError
 from perfcast.modeling.pmnf import Factor
 from perfcast.static import analyze, load_architecture, prior_from_summary
+from perfcast.static.arch import DEFAULT_ARCHITECTURE
 from perfcast.static.callgrind import run_callgrind
 from perfcast.static.codegen import summary, write_model
 from perfcast.static.domains import Counter, DomainBuilder, Instance, Place, Symbol
@@ -275,6 +276,29 @@ def test_cli_builds_and_evaluates(tmp_path, capsys):
     assert set(result) >= {"counts", "fp_instructions", "instructions"}
     assert cli.main(["static", "eval", str(model), "--function", "tri"]) == 2
     assert "needs values for ['n']" in capsys.readouterr().err
+
+
+@needs_clang
+def test_names_in_the_generated_model_stay_data(tmp_path, capsys, monkeypatch):
+    """A file or architecture name cannot close the model's docstring and run as code when
+    the model is loaded (issue 27, class 1)."""
+    monkeypatch.chdir(tmp_path)
+    payload = '"""+str(__import__("os").system("touch INJECTED"))+"""'
+    source = write(tmp_path, f"inj{payload}.c", KERNELS)
+    binary = compile_c(source, tmp_path / f"bin{payload}", "-g", "-O2")
+    arch = tmp_path / "arch.yaml"
+    described = DEFAULT_ARCHITECTURE.read_text()
+    arch.write_text(described.replace("name: x86-64", f"name: 'x86{payload}'", 1))
+    model = tmp_path / "model.py"
+    argv = ["static", str(source), "--binary", str(binary), "--arch", str(arch), "-o", str(model)]
+    assert cli.main(argv) == 0
+    capsys.readouterr()
+    assert cli.main(["static", "eval", str(model), "--function", "tri", "n=100", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["fp_instructions"] == 100 * 99
+    assert not (tmp_path / "INJECTED").exists()
+    header = model.read_text().split(3 * '"')[1]  # the module docstring, whole
+    shown = payload.replace('"', "'")  # the names as text, their double quotes made single
+    assert f"inj{shown}.c" in header and f"bin{shown}" in header and f"x86{shown}" in header
 
 
 @needs_clang

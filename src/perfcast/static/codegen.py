@@ -90,9 +90,16 @@ def _coefficient(value) -> str:
 
 
 def _comment_text(text: str) -> str:
-    """Source-derived text (names, paths, descriptions) on one line: in a comment or a
-    docstring it stays text and can never start a line of code."""
+    """Source-derived text (names, paths, descriptions) on one line: in a comment it stays
+    text and can never start a line of code."""
     return " ".join(text.split()).replace("\\", "/")
+
+
+def _docstring_text(text: str) -> str:
+    """Source-derived text for a docstring: on one line and without double quotes. A file
+    or architecture name holding three double quotes would otherwise close the docstring,
+    and what follows it would run as code whenever the model is loaded."""
+    return _comment_text(text).replace('"', "'")
 
 
 def _function_source(model: StaticModel, function: FunctionModel) -> str:
@@ -100,7 +107,7 @@ def _function_source(model: StaticModel, function: FunctionModel) -> str:
     doc = f"{function.source_name} ({function.location})"
     if function.inlined_into:
         doc += f", inlined into {function.inlined_into}"
-    doc = _comment_text(doc).replace('"', "'")
+    doc = _docstring_text(doc)
     lines = [
         f"def {function.name}({signature}):",
         f'    """{doc}."""',
@@ -134,9 +141,9 @@ def python_module(model: StaticModel) -> str:
     arch = model.architecture
     parts = [
         HEADER.format(
-            source=model.source,
-            binary=model.binary,
-            arch=arch.name,
+            source=_docstring_text(str(model.source)),
+            binary=_docstring_text(str(model.binary)),
+            arch=_docstring_text(arch.name),
             categories=arch.category_names,
             floating=sorted(arch.floating_point),
             machine=arch.machine,
