@@ -9,17 +9,25 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from perfcast.cli import whole_number
 from perfcast.errors import InputError
 from perfcast.outputs import OutputKind, check_target, write_output
 from perfcast.simulate.calibrate import (
     DEFAULT_REPETITIONS,
     DEFAULT_SIZES,
     LINE_TOLERANCE,
+    MAX_REPETITIONS,
     Calibration,
     calibrate,
     check_sizes,
 )
-from perfcast.simulate.platform import REFERENCE_SPEED, TOPOLOGIES, PlatformSpec
+from perfcast.simulate.platform import (
+    MAX_NODES,
+    MAX_RANKS,
+    REFERENCE_SPEED,
+    TOPOLOGIES,
+    PlatformSpec,
+)
 
 PLATFORM_FILE = OutputKind(
     "a SimGrid platform", lambda head: b"<platform" in head or b"simgrid.dtd" in head
@@ -44,8 +52,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     describe.add_argument("-o", "--output", type=Path, required=True, help="platform XML file")
     describe.add_argument("--name", default="target", help="platform name (default target)")
-    describe.add_argument("--nodes", type=int, required=True, help="compute nodes")
-    describe.add_argument("--cores", type=int, default=1, help="cores per node (default 1)")
+    describe.add_argument(
+        "--nodes",
+        type=whole_number(1, MAX_NODES, "hosts SimGrid simulates"),
+        required=True,
+        help="compute nodes",
+    )
+    describe.add_argument(
+        "--cores",
+        type=whole_number(1, MAX_RANKS, "ranks a platform may have"),
+        default=1,
+        help="cores per node (default 1)",
+    )
     speed = describe.add_mutually_exclusive_group()
     speed.add_argument(
         "--speed",
@@ -92,11 +110,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     calibrate_verb.add_argument("--name", default="local", help="platform name (default local)")
     calibrate_verb.add_argument(
-        "--cores", type=int, help="hosts in the platform (default: this machine's cores)"
+        "--cores",
+        type=whole_number(1, MAX_RANKS, "ranks a platform may have"),
+        help="hosts in the platform (default: this machine's cores)",
     )
     calibrate_verb.add_argument(
         "--repetitions",
-        type=int,
+        type=whole_number(
+            1, MAX_REPETITIONS, "round trips per size; the median settles far sooner"
+        ),
         default=DEFAULT_REPETITIONS,
         help=f"round trips per message size; the median counts (default {DEFAULT_REPETITIONS})",
     )

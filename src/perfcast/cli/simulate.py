@@ -32,11 +32,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfcast.cli import positive_int, positive_seconds
+from perfcast.cli import SEED, positive_seconds, whole_number
 from perfcast.columns import aligned
 from perfcast.errors import InputError
 from perfcast.experiment.names import display_names
-from perfcast.simulate.platform import read_platform
+from perfcast.simulate.platform import MAX_RANKS, read_platform
 from perfcast.simulate.simulation import Simulation, simulate
 from perfcast.simulate.trace import LoopStats, read_trace
 
@@ -71,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--synthesize",
-        type=positive_int,
+        type=whole_number(1, MAX_RANKS, "the most ranks a platform may have, a trace file each"),
         metavar="P",
         help="write the trace of P ranks synthesised from the TRACE_DIRs (one program at 3 "
         "or more rank counts) into --output",
@@ -89,7 +89,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "their slowest rank)",
     )
     parser.add_argument(
-        "--seed", type=int, help="with --noise resample|correlated: the draw's seed (default 0)"
+        "--seed", type=SEED, help="with --noise resample|correlated: the draw's seed (default 0)"
     )
     parser.add_argument(
         "--steep",

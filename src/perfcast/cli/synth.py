@@ -6,12 +6,19 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from perfcast.cli import SEED, whole_number
 from perfcast.errors import InputError
 
 if TYPE_CHECKING:
     from perfcast.modeling.pmnf import Model
 
 DEFAULT_KERNELS = 5
+MAX_PROGRAMS = 1_000
+"""Programs one ``perfcast synth`` writes: a benchmark suite of a thousand generated programs
+is larger than any study here (the noise study measures ten)."""
+MAX_KERNELS = 100
+"""Kernels of one generated program: each is a function with its own loop nest and a
+measured call path; a hundred keeps one run's profile readable and its build in seconds."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,15 +38,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--count",
-        type=int,
+        type=whole_number(1, MAX_PROGRAMS, "programs of one call, each a directory to build"),
         default=1,
         help="programs to write (default 1), NAME_000, NAME_001, ...; specified kernels are in "
         "every one, with coefficients drawn per program",
     )
-    parser.add_argument("--seed", type=int, help="random seed (default: drawn and printed)")
+    parser.add_argument("--seed", type=SEED, help="random seed (default: drawn and printed)")
     parser.add_argument(
         "--kernels",
-        type=int,
+        type=whole_number(0, MAX_KERNELS, "kernels of one program, each a function to time"),
         help=f"random kernels per program (default {DEFAULT_KERNELS}, or 0 when kernels are "
         "specified with --computation/--communication)",
     )

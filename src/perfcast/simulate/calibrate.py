@@ -69,8 +69,14 @@ DEFAULT_SIZES: tuple[int, ...] = tuple(2**i for i in range(25))
 """1 B to 16 MiB, every power of two: the eager/rendezvous switch and the cache sizes
 fall between neighbours, not inside a wide segment."""
 DEFAULT_REPETITIONS = 50
+MAX_REPETITIONS = 10_000
+"""Round trips per message size: the median of 50 settles within a few percent here; ten
+thousand at 16 MiB already take minutes, a billion would never end."""
 MAX_SIZE = 2**30
 """SimGrid reads factor breakpoints as C ``int``s; 1 GiB keeps ``size + 15`` inside."""
+MAX_SIZES = 64
+"""Message sizes one calibration measures: the 25 powers of two up to 16 MiB fit SMPI's
+piecewise factors; more than 64 only lengthen the run."""
 
 COMPUTE_STEPS = 200_000_000
 """Steps of the compute reference: about half a second on a 2020s core."""
@@ -147,6 +153,11 @@ def check_sizes(sizes: Sequence[int]) -> tuple[int, ...]:
         raise InputError("give at least two different message sizes to fit a line through")
     if chosen[0] < 1 or chosen[-1] > MAX_SIZE:
         raise InputError(f"message sizes must lie between 1 and {MAX_SIZE} bytes (1 GiB)")
+    if len(chosen) > MAX_SIZES:
+        raise InputError(
+            f"{len(chosen):,} message sizes: give at most {MAX_SIZES} (each is measured "
+            "--repetitions times; the default, every power of two to 16 MiB, is 25)"
+        )
     return chosen
 
 

@@ -42,6 +42,13 @@ MAX_NODES = 1_000_000
 """More hosts than SimGrid simulates in useful time on one machine (a 1,024-node cluster
 replays a small program in about a second; SimGrid's own examples stop near a million)."""
 
+MAX_RANKS = 1 << 20
+"""Most cores a platform may have in all, one rank each: the host file and the trace have a
+line and a file per rank, and SMPI runs every rank in one process, so a platform beyond
+about a million ranks costs more memory and hours than any prediction here is worth (and a
+``core="100000000000"`` or a ``radical="0-99999999999"`` would exhaust memory before
+anything ran)."""
+
 
 @dataclass(frozen=True)
 class PlatformSpec:
@@ -90,6 +97,11 @@ class PlatformSpec:
                 raise InputError(f"{field} must be a whole number from {low}, not {value!r}")
         if self.nodes > MAX_NODES:
             raise InputError(f"nodes {self.nodes}: at most {MAX_NODES:,} can be simulated")
+        if self.nodes * self.cores > MAX_RANKS:
+            raise InputError(
+                f"{self.nodes:,} nodes x {self.cores:,} cores is {self.nodes * self.cores:,} "
+                f"ranks: at most {MAX_RANKS:,} can be simulated (one rank per core)"
+            )
         if self.topology == "two-clusters" and self.nodes < 2:
             raise InputError("two-clusters needs at least 2 nodes, one per cluster")
         for field, number in (
@@ -248,14 +260,21 @@ def _speed(text: str, path: Path, element: str) -> float:
 
 
 def _radical(text: str, path: Path, cluster: str) -> list[int]:
-    """The numbers of a cluster's ``radical`` ("0-7", "0-3,8,10-11")."""
-    numbers: list[int] = []
+    """The numbers of a cluster's ``radical`` ("0-7", "0-3,8,10-11"), at most
+    :data:`MAX_RANKS` of them."""
+    ranges = []
     for part in text.split(","):
         low, _, high = part.strip().partition("-")
         if not low.isdigit() or (high and not high.isdigit()):
             raise InputError(f"cluster {cluster!r}: radical {text!r} is not like 0-7", path=path)
-        numbers.extend(range(int(low), int(high or low) + 1))
-    return numbers
+        ranges.append(range(int(low), int(high or low) + 1))
+    if sum(len(r) for r in ranges) > MAX_RANKS:
+        raise InputError(
+            f"cluster {cluster!r}: radical {text[:40]!r} names more than {MAX_RANKS:,} hosts, "
+            "more ranks than can be simulated",
+            path=path,
+        )
+    return [number for numbers in ranges for number in numbers]
 
 
 def read_platform(path: Path) -> PlatformFile:
@@ -282,11 +301,22 @@ def read_platform(path: Path) -> PlatformFile:
         raise InputError(f"not a SimGrid platform: the root element is <{root.tag}>", path=path)
     hosts: list[str] = []
     speeds: dict[str, float] = {}
+
+    def add(name: str, cores: int) -> None:
+        _check_host_name(name, path)
+        if len(hosts) + cores > MAX_RANKS:
+            raise InputError(
+                f"the platform has more than {MAX_RANKS:,} cores (at host {name[:40]!r}): more "
+                "ranks than can be simulated",
+                path=path,
+            )
+        hosts.extend([name] * cores)
+
     for element in root.iter():
         if element.tag == "host":
             name = element.get("id", "")
             speeds[name] = _speed(element.get("speed", ""), path, f"host {name!r}")
-            hosts += [name] * _cores(element, path, f"host {name!r}")
+            add(name, _cores(element, path, f"host {name!r}"))
         elif element.tag == "cluster":
             ident = element.get("id", "")
             speed = _speed(element.get("speed", ""), path, f"cluster {ident!r}")
@@ -295,7 +325,7 @@ def read_platform(path: Path) -> PlatformFile:
             for number in _radical(element.get("radical", ""), path, ident):
                 name = f"{prefix}{number}{suffix}"
                 speeds[name] = speed
-                hosts += [name] * cores
+                add(name, cores)
     if not hosts:
         raise InputError("the platform has no hosts (no <host> or <cluster> element)", path=path)
     zone = root.find("zone")
@@ -348,6 +378,23 @@ def _smpi_options(root: ElementTree.Element, path: Path) -> tuple[str, ...]:
 
 def _cores(element: ElementTree.Element, path: Path, what: str) -> int:
     text = element.get("core", "1")
-    if not text.isdigit() or int(text) < 1:
-        raise InputError(f"{what}: core {text!r} must be a whole number from 1", path=path)
+    if not text.isdigit() or not 1 <= int(text) <= MAX_RANKS:
+        raise InputError(
+            f"{what}: core {text[:40]!r} must be a whole number from 1 to {MAX_RANKS:,}",
+            path=path,
+        )
     return int(text)
+
+
+HOST_NAME = re.compile(r"[^\s:]+")
+"""A host name a host file can carry: smpirun reads ``name:N`` as N slots on ``name`` (a
+host ``a:100000000`` became a hundred million lines) and splits at white space."""
+
+
+def _check_host_name(name: str, path: Path) -> None:
+    if not HOST_NAME.fullmatch(name):
+        raise InputError(
+            f"host {name[:60]!r}: a host name must be non-empty, without white space or ':' "
+            "(smpirun's host file reads NAME:N as N slots)",
+            path=path,
+        )

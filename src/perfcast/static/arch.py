@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 
 from perfcast.errors import InputError
+from perfcast.inputs import read_text
 from perfcast.lazy import optional_module
 
 DEFAULT_ARCHITECTURE = Path(__file__).with_name("x86_64.yaml")
@@ -74,11 +75,23 @@ class Architecture:
 def load_architecture(path: str | Path = DEFAULT_ARCHITECTURE) -> Architecture:
     """Read and validate an architecture description file."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError("architecture file not found", path=path)
+    hint = "start from the shipped x86_64.yaml"
+    text = read_text(path, "architecture file", hint)
     yaml = optional_module("yaml", "reading architecture files needs PyYAML")
     try:
-        data = yaml.safe_load(path.read_text())
+        aliased = next(
+            (t for t in yaml.scan(text) if isinstance(t, yaml.AliasToken | yaml.AnchorToken)),
+            None,
+        )
+        if aliased is not None:
+            # nine nested anchors of nine aliases each are a billion entries in 535 bytes
+            raise InputError(
+                "uses YAML anchors or aliases (& and *), which an architecture file does not "
+                f"need and which can expand without bound; write each entry out ({hint})",
+                path=path,
+                line=aliased.start_mark.line + 1,
+            )
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise InputError(f"is not valid YAML ({exc})", path=path) from exc
     if not isinstance(data, dict) or not isinstance(data.get("categories"), list):

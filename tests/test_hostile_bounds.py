@@ -1,0 +1,125 @@
+"""Counts a user gives are bounded before work starts, and names that reach a host file or
+a YAML document cannot multiply the work (issue 27, class 2): each case is refused in a
+fraction of a second with the option or file named and the bound stated."""
+
+import time
+from pathlib import Path
+
+import pytest
+
+from perfcast import cli
+from perfcast.errors import InputError
+from perfcast.simulate.platform import MAX_RANKS, PlatformSpec, read_platform
+
+HUGE = "1000000000"
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["simulate", "t-p2", "t-p3", "t-p4", "--synthesize", HUGE, "-o", "OUT"], "--synthesize"),
+        (["simulate", "t-p2", "--platform", "x.xml", "--seed", "-1"], "--seed"),
+        (["synth", "-o", "OUT", "--count", HUGE], "--count"),
+        (["synth", "-o", "OUT", "--kernels", HUGE], "--kernels"),
+        (["synth", "-o", "OUT", "--seed", "-1"], "--seed"),
+        (["platform", "calibrate", "-o", "OUT.xml", "--repetitions", HUGE], "--repetitions"),
+        (["platform", "calibrate", "-o", "OUT.xml", "--cores", "100000000000"], "--cores"),
+        (["platform", "describe", "-o", "OUT.xml", "--nodes", "8", "--cores", "1e11"], "--cores"),
+        (["platform", "describe", "-o", "OUT.xml", "--nodes", "100000000000"], "--nodes"),
+    ],
+)
+def test_a_count_beyond_its_bound_is_refused_before_any_work(argv, option, tmp_path, capsys):
+    argv = [str(tmp_path / a) if a in ("OUT", "OUT.xml") else a for a in argv]
+    started = time.perf_counter()
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(argv)
+    assert stopped.value.code == 2
+    assert time.perf_counter() - started < 5  # refused, not attempted
+    error = capsys.readouterr().err
+    assert option in error and ("at most" in error or "must be" in error or "whole" in error)
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_a_platform_of_more_ranks_than_can_be_simulated_is_refused(tmp_path, capsys):
+    with pytest.raises(InputError, match="ranks: at most 1,048,576"):
+        PlatformSpec(name="big", nodes=1_000_000, cores=64)
+    out = tmp_path / "big.xml"
+    argv = ["platform", "describe", "-o", str(out), "--nodes", "100000", "--cores", "100"]
+    assert cli.main(argv) == 2
+    assert "10,000,000 ranks" in capsys.readouterr().err and not out.exists()
+
+
+PLATFORM = """<?xml version='1.0'?>
+<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">
+<platform version="4.1"><zone id="z" routing="Full">
+{body}
+</zone></platform>
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ('<host id="a:100000000" speed="1Gf"/>', "host 'a:100000000'"),
+        ('<host id="a b" speed="1Gf"/>', "without white space"),
+        ('<host id="a" speed="1Gf" core="100000000000"/>', "core '100000000000'"),
+        (
+            '<cluster id="c" prefix="n" suffix="" radical="0-99999999999" speed="1Gf" '
+            'bw="1GBps" lat="1us"/>',
+            "names more than 1,048,576 hosts",
+        ),
+        (
+            '<cluster id="c" prefix="n" suffix="" radical="0-1023" core="1024" speed="1Gf" '
+            'bw="1GBps" lat="1us"/><host id="one-more" speed="1Gf"/>',
+            "more than 1,048,576 cores",
+        ),
+    ],
+)
+def test_platform_files_cannot_multiply_the_ranks(body, words, tmp_path):
+    path = tmp_path / "platform.xml"
+    path.write_text(PLATFORM.format(body=body))
+    started = time.perf_counter()
+    with pytest.raises(InputError, match=words) as refused:
+        read_platform(path)
+    assert time.perf_counter() - started < 5
+    assert str(path) in str(refused.value)
+
+
+def test_a_platform_of_exactly_the_bound_is_read(tmp_path):
+    path = tmp_path / "platform.xml"
+    radical = f"0-{MAX_RANKS // 4 - 1}"
+    path.write_text(
+        PLATFORM.format(
+            body=f'<cluster id="c" prefix="n" suffix="" radical="{radical}" core="4" '
+            'speed="1Gf" bw="1GBps" lat="1us"/>'
+        )
+    )
+    assert len(read_platform(path).hosts) == MAX_RANKS
+
+
+ALIAS_BOMB = """\
+a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x"]
+b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
+e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
+f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
+g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]
+h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]
+categories: [*h, *h, *h, *h, *h, *h, *h, *h, *h]
+"""
+
+
+def test_an_architecture_file_cannot_expand_without_bound_or_be_binary(tmp_path):
+    pytest.importorskip("yaml")
+    from perfcast.static.arch import load_architecture
+
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(ALIAS_BOMB)
+    with pytest.raises(InputError, match="anchors or aliases") as refused:
+        load_architecture(bomb)
+    assert refused.value.line == 1 and str(bomb) in str(refused.value)
+    binary = tmp_path / "latin1.yaml"
+    binary.write_bytes(Path(__file__).read_bytes()[:100] + b"\xff\xfe name: x\n")
+    with pytest.raises(InputError, match="UTF-8"):
+        load_architecture(binary)
