@@ -123,3 +123,83 @@ def test_an_architecture_file_cannot_expand_without_bound_or_be_binary(tmp_path)
     binary.write_bytes(Path(__file__).read_bytes()[:100] + b"\xff\xfe name: x\n")
     with pytest.raises(InputError, match="UTF-8"):
         load_architecture(binary)
+
+
+# -- numbers at their edges (issue 27, class 3) ----------------------------------------------
+
+
+@pytest.fixture
+def text(formats_dir):
+    """An Extra-P text file of one parameter, ``x``."""
+    return formats_dir / "text" / "one_parameter_1.txt"
+
+
+def _run(argv, capsys):
+    """``perfcast ARGV``'s exit status and standard error (argparse's exit 2 included)."""
+    try:
+        status = cli.main(argv)
+    except SystemExit as stopped:
+        status = int(stopped.code or 0)
+    return status, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", ["--exponents", "--log-exponents"])
+def test_an_empty_search_space_is_refused_by_name(option, text, capsys):
+    status, error = _run(["model", str(text), option, ""], capsys)
+    assert status == 2 and f"{option} is empty" in error and "Traceback" not in error
+
+
+def test_a_target_far_beyond_the_measurements_is_a_number_not_a_traceback(tmp_path, text, capsys):
+    models = tmp_path / "models.json"
+    assert cli.main(["model", str(text), "-o", str(models)]) == 0
+    capsys.readouterr()
+    page = tmp_path / "page.html"
+    status, error = _run(["report", str(models), "--at", "x=1e20", "-o", str(page)], capsys)
+    assert status == 0 and page.is_file(), error  # 1e20 is a float, not a 67-bit int
+    status, error = _run(["report", str(models), "--at", "x=1e308", "-o", str(page)], capsys)
+    assert status == 2 and "gives inf at x=1e+308" in error
+    assert "RuntimeWarning" not in error and "Traceback" not in error
+
+
+def test_a_synthetic_program_cannot_be_sized_at_the_edge_of_the_floats(tmp_path, capsys):
+    out = tmp_path / "bench"
+    argv = ["synth", "-o", str(out), "--reference", "1e308,1e308", "--kernels", "1"]
+    status, error = _run(argv, capsys)
+    assert status == 2 and "--reference 1e308,1e308: give RANKS from 1" in error
+    assert not out.exists()
+
+
+STATIC_SOURCE = """\
+double tri(int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++)
+            s += i * 0.5 + j;
+    return s;
+}
+int main(int argc, char **argv) { return (int) tri(argc * 10); }
+"""
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [("1/0", "is not a number"), ("1e5000", "64-bit loop bounds"), ("1/" + "3" * 30, "64-bit")],
+)
+def test_a_static_model_is_evaluated_at_numbers_a_program_can_hold(value, words, tmp_path, capsys):
+    pytest.importorskip("islpy")
+    pytest.importorskip("clang.cindex")
+    import shutil
+    import subprocess
+
+    clang = shutil.which("clang-16") or shutil.which("clang")
+    if clang is None:
+        pytest.skip("clang is not installed")
+    source = tmp_path / "tri.c"
+    source.write_text(STATIC_SOURCE)
+    binary = tmp_path / "tri"
+    subprocess.run([clang, "-g", "-O2", str(source), "-o", str(binary)], check=True)
+    model = tmp_path / "model.py"
+    assert cli.main(["static", str(source), "--binary", str(binary), "-o", str(model)]) == 0
+    capsys.readouterr()
+    status, error = _run(["static", "eval", str(model), "--function", "tri", f"n={value}"], capsys)
+    assert status == 2 and words in error and "Traceback" not in error

@@ -201,14 +201,25 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_VALUE = 2**63
+"""Largest magnitude (and denominator) of a parameter value: the model counts a program's
+instructions, whose loop bounds are 64-bit integers; ``n=1e5000`` would only make numbers
+with thousands of digits."""
+
+
 def _assignment(text: str) -> tuple[str, int | Fraction]:
     name, sep, value = text.partition("=")
     if not sep or not name.isidentifier():
         raise InputError(f"parameter values are NAME=VALUE, got {text!r}")
     try:
         number = Fraction(value)
-    except ValueError as exc:
-        raise InputError(f"parameter {name}: {value!r} is not a number") from exc
+    except (ValueError, ZeroDivisionError):
+        raise InputError(f"parameter {name}: {value[:40]!r} is not a number") from None
+    if abs(number) > MAX_VALUE or number.denominator > MAX_VALUE:
+        raise InputError(
+            f"parameter {name}: {value[:40]!r} is beyond what a program's 64-bit loop bounds "
+            f"hold (at most 2^63 in size, and no finer than 1/2^63)"
+        )
     return name, int(number) if number.denominator == 1 else number
 
 

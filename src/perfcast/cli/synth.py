@@ -19,6 +19,11 @@ is larger than any study here (the noise study measures ten)."""
 MAX_KERNELS = 100
 """Kernels of one generated program: each is a function with its own loop nest and a
 measured call path; a hundred keeps one run's profile readable and its build in seconds."""
+MAX_RANKS = 1 << 20
+"""Ranks of a point the program is sized for: the most a platform may simulate."""
+MAX_SIZE = 1e12
+"""Problem size of a point the program is sized for: a loop of 10^12 iterations per rank
+already runs for minutes."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -178,8 +183,16 @@ def _pair(text: str, option: str) -> tuple[str, str]:
 
 
 def _point(text: str, option: str) -> tuple[float, float]:
+    """RANKS,SIZE within :data:`MAX_RANKS` ranks and :data:`MAX_SIZE`: coefficients are
+    sized at this point, and at ``1e308`` they underflow to zero."""
     ranks, size = _pair(text, option)
     try:
-        return float(ranks), float(size)
+        point = float(ranks), float(size)
     except ValueError:
         raise InputError(f"{option} takes two numbers (RANKS,SIZE), got {text!r}") from None
+    if not 1 <= point[0] <= MAX_RANKS or not 1 <= point[1] <= MAX_SIZE:
+        raise InputError(
+            f"{option} {text}: give RANKS from 1 to {MAX_RANKS:,} and SIZE from 1 to "
+            f"{MAX_SIZE:.0e} (a generated program runs at that point)"
+        )
+    return point

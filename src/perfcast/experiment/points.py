@@ -15,12 +15,17 @@ from perfcast.appspec import format_value
 from perfcast.errors import InputError
 
 
+EXACT = 2**53
+"""The largest whole number a float holds exactly."""
+
+
 def parse_point(text: str, flag: str, parameters: Sequence[str] | None = None) -> dict[str, float]:
     """``p=4096,size=30`` -> ``{"p": 4096, "size": 30}``; parameters it leaves out stay absent.
 
     An InputError names ``flag`` and the text when an item is not ``NAME=NUMBER``, a value
     is not finite, a name is given twice or, if ``parameters`` are given, is not one of them.
-    Integral values come back as ``int`` so that a value written into a command reads ``4``.
+    Integral values up to 2^53 come back as ``int`` so that a value written into a command
+    reads ``4``.
     """
     point: dict[str, float] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
@@ -36,7 +41,9 @@ def parse_point(text: str, flag: str, parameters: Sequence[str] | None = None) -
             raise InputError(f"{flag} {text!r}: {value.strip()!r} is not a number") from None
         if not math.isfinite(number):
             raise InputError(f"{flag} {text!r}: {name} = {value.strip()} is not a finite number")
-        point[name] = int(number) if number.is_integer() else number
+        # whole numbers beyond 2^53 stay floats: as Python ints they are not NumPy numbers
+        # (a target of 1e20 reached np.log10 as an object and stopped report with a TypeError)
+        point[name] = int(number) if number.is_integer() and abs(number) <= EXACT else number
     return point
 
 

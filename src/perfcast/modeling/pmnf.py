@@ -43,11 +43,14 @@ class Factor:
     log_exponent: int = 0
 
     def evaluate(self, values: np.ndarray) -> np.ndarray:
+        """The factor at ``values``; ``inf`` where it exceeds a float (the callers say so
+        with the point: a warning in NumPy's own words would name none)."""
         out = np.ones_like(values, dtype=float)
-        if self.exponent:
-            out = out * np.power(values, float(self.exponent))
-        if self.log_exponent:
-            out = out * np.power(np.log2(values), self.log_exponent)
+        with np.errstate(over="ignore"):
+            if self.exponent:
+                out = out * np.power(values, float(self.exponent))
+            if self.log_exponent:
+                out = out * np.power(np.log2(values), self.log_exponent)
         return out
 
     @property

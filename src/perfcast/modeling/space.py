@@ -121,6 +121,9 @@ class SearchSpace(Options):
                 "log_exponents",
                 f"{OPTION} must be non-negative integers, not {self.log_exponents!r}",
             )
+        if not exps or not logs:
+            which = "exponents" if not exps else "log_exponents"
+            raise OptionError(which, f"{OPTION} is empty: give at least one value")
         object.__setattr__(self, "exponents", exps)
         object.__setattr__(self, "log_exponents", logs)
         super().__post_init__()
