@@ -203,3 +203,31 @@ def test_a_static_model_is_evaluated_at_numbers_a_program_can_hold(value, words,
     capsys.readouterr()
     status, error = _run(["static", "eval", str(model), "--function", "tri", f"n={value}"], capsys)
     assert status == 2 and words in error and "Traceback" not in error
+
+
+# -- nothing of the user's overwritten (issue 27, class 5) -----------------------------------
+
+
+def test_synth_replaces_only_its_own_programs(tmp_path, capsys):
+    own = tmp_path / "mine"
+    own.mkdir()
+    (own / "bench.cpp").write_text("int main() { return 0; }  // the user's\n")
+    elsewhere = tmp_path / "elsewhere.c"
+    elsewhere.write_text("/* someone else's */\n")
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "bench.cpp").symlink_to(elsewhere)
+    for directory in (own, linked):
+        argv = ["synth", "-o", str(directory), "--kernels", "1", "--seed", "1"]
+        status, error = _run(argv, capsys)
+        assert status == 2 and "is not a program perfcast synth generated" in error
+        assert not (directory / "bench.truth.json").exists()
+    assert "the user's" in (own / "bench.cpp").read_text()
+    assert elsewhere.read_text() == "/* someone else's */\n"
+    # its own earlier output it replaces
+    fresh = tmp_path / "fresh"
+    argv = ["synth", "-o", str(fresh), "--kernels", "1", "--seed", "1"]
+    assert _run(argv, capsys)[0] == 0
+    first = (fresh / "bench.truth.json").read_text()
+    assert _run([*argv[:-1], "2"], capsys)[0] == 0
+    assert (fresh / "bench.truth.json").read_text() != first  # other coefficients
