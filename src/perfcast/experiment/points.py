@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from perfcast.appspec import format_value
 from perfcast.errors import InputError
 
-
 EXACT = 2**53
 """The largest whole number a float holds exactly."""
 
