@@ -1,6 +1,6 @@
 """Counts a user gives are bounded before work starts, and names that reach a host file or
-a YAML document cannot multiply the work (issue 27, class 2): each case is refused in a
-fraction of a second with the option or file named and the bound stated."""
+a YAML document cannot multiply the work (issue 27, class 2): each case is refused before
+any work, with the option or file named and the bound stated."""
 
 import time
 from pathlib import Path
@@ -30,11 +30,9 @@ HUGE = "1000000000"
 )
 def test_a_count_beyond_its_bound_is_refused_before_any_work(argv, option, tmp_path, capsys):
     argv = [str(tmp_path / a) if a in ("OUT", "OUT.xml") else a for a in argv]
-    started = time.perf_counter()
     with pytest.raises(SystemExit) as stopped:
         cli.main(argv)
     assert stopped.value.code == 2
-    assert time.perf_counter() - started < 5  # refused, not attempted
     error = capsys.readouterr().err
     assert option in error and ("at most" in error or "must be" in error or "whole" in error)
     assert not any(tmp_path.iterdir())  # nothing written
@@ -78,10 +76,8 @@ PLATFORM = """<?xml version='1.0'?>
 def test_platform_files_cannot_multiply_the_ranks(body, words, tmp_path):
     path = tmp_path / "platform.xml"
     path.write_text(PLATFORM.format(body=body))
-    started = time.perf_counter()
-    with pytest.raises(InputError, match=words) as refused:
+    with pytest.raises(InputError, match=words) as refused:  # not a MemoryError, not hours
         read_platform(path)
-    assert time.perf_counter() - started < 5
     assert str(path) in str(refused.value)
 
 
@@ -231,3 +227,59 @@ def test_synth_replaces_only_its_own_programs(tmp_path, capsys):
     first = (fresh / "bench.truth.json").read_text()
     assert _run([*argv[:-1], "2"], capsys)[0] == 0
     assert (fresh / "bench.truth.json").read_text() != first  # other coefficients
+
+
+# -- no process left behind (issue 27, class 6) ----------------------------------------------
+
+REPLAY_UNDER_SIGTERM = """\
+import sys
+from pathlib import Path
+
+from perfcast.cli import _sigterm_as_interrupt
+from perfcast.simulate.replay import _run
+
+# the shape of smpirun: a shell in its own session whose child (the simulator) runs on
+script = "echo $$ > " + sys.argv[2] + "; sleep 60 & sleep 60"
+with _sigterm_as_interrupt(), open(sys.argv[1], "w") as output:
+    _run(["sh", "-c", script], Path("."), output, 120)
+"""
+
+
+def test_sigterm_during_a_replay_leaves_no_simulator_running(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    group_file = tmp_path / "group"
+    script = tmp_path / "replay.py"
+    script.write_text(REPLAY_UNDER_SIGTERM)
+    python = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "log"), str(group_file)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not group_file.is_file() or not group_file.read_text().strip():
+        assert time.monotonic() < deadline and python.poll() is None
+        time.sleep(0.05)
+    group = int(group_file.read_text())
+    os.kill(python.pid, signal.SIGTERM)
+    _, error = python.communicate(timeout=30)
+    assert "Terminated" in error  # raised where the replay waited, and passed on
+    assert _running_in_group(group) == []  # the shell and its background child are gone
+
+
+def _running_in_group(group: int) -> list[int]:
+    """Live (not zombie) processes of process group ``group``: an orphan killed but not yet
+    reaped by PID 1 stays in the table as a zombie, which runs nothing."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        state, _parent, pgrp = text[text.rfind(")") + 2 :].split()[:3]
+        if int(pgrp) == group and state != "Z":
+            found.append(int(stat.parent.name))
+    return found

@@ -13,7 +13,9 @@ import argparse
 import importlib
 import math
 import re
+import signal
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -168,12 +170,36 @@ def _warnings_as_lines(command: str) -> Iterator[None]:
         warnings.formatwarning = python_format
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that the same cleanup runs: a simulator's process
+    group killed, temporary directories removed (Python's default would end the process
+    with both left behind)."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated` while a command runs (in the main thread only,
+    where Python delivers signals; the previous handler is restored after)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(_attach_negative_lists(argv))
     try:
-        with _warnings_as_lines(args.command):
+        with _warnings_as_lines(args.command), _sigterm_as_interrupt():
             return int(args.handler(args) or 0)
     except PerfcastError as exc:
         print(f"perfcast {args.command}: error: {exc}", file=sys.stderr)
@@ -181,6 +207,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return 0
+    except Terminated:
+        print(f"perfcast {args.command}: terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print(f"perfcast {args.command}: interrupted", file=sys.stderr)
         return 130

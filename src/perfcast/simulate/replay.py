@@ -158,9 +158,9 @@ def _replay_file(
 
 def _run(command: list[str], cwd: Path, output: IO[str], timeout: float) -> int | None:
     """Exit status of ``command`` (None if it ran past ``timeout`` seconds), its output
-    into ``output``. ``smpirun`` is a shell
-    script that starts the simulator as a child: on a timeout the whole process group is
-    killed, or the simulator would run on."""
+    into ``output``. ``smpirun`` is a shell script that starts the simulator as a child in
+    its own session: on a timeout, Ctrl-C or SIGTERM the whole process group is killed, or
+    the simulator would run on (one reached 1.8 GB in a minute after Ctrl-C)."""
     process = subprocess.Popen(
         command, cwd=cwd, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
     )
@@ -170,6 +170,10 @@ def _run(command: list[str], cwd: Path, output: IO[str], timeout: float) -> int 
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         return None
+    except BaseException:  # Ctrl-C, SIGTERM (perfcast.cli.Terminated): not one left behind
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
 
 
 def _read_log(
