@@ -460,3 +460,37 @@ def test_the_stencil_synthesised_at_16_ranks_replays_like_its_trace(
     direct = replay(direct_index, platform, 16).time
     predicted = replay(made.directory / "index.txt", platform, 16).time
     assert predicted == pytest.approx(direct, rel=0.10)
+
+
+@pytest.mark.parametrize(
+    ("action", "words"),
+    [
+        ("compute 1.7e308", "malformed compute action"),
+        ("compute inf", "malformed compute action"),
+        ("compute 0x100", "malformed compute action"),
+        (f"send 1 0 {'9' * 400} 0", "malformed send action"),
+    ],
+)
+def test_trace_numbers_beyond_64_bits_are_refused_with_their_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], action: str, words: str
+) -> None:
+    """A 400-digit count or a flop amount at the edge of the floats (issue 27, class 3)."""
+
+    def program(rank: int, ranks: int) -> list[str]:
+        return [action if rank == 0 else "compute 10", "barrier"]
+
+    inputs = [str(write_trace(tmp_path / f"p{p}", p, program)) for p in (3, 4, 5)]
+    out = tmp_path / "out"
+    assert main(["simulate", *inputs, "--synthesize", "8", "-o", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert "rank-0.trace:2: " in error and words in error and "2^62" in error
+    assert not out.exists()
+
+
+def test_a_block_name_with_a_nul_is_refused_with_its_line(tmp_path: Path) -> None:
+    directory = write_trace(tmp_path / "p2", 2, lambda rank, ranks: ["barrier"])
+    blocks = directory / "rank-1.blocks.tsv"
+    blocks.write_text(blocks.read_text() + "main\x00x\tmain->MPI_Barrier\t1\t0.5\n")
+    with pytest.raises(PerfcastError, match="printable text") as refused:
+        read_trace(directory)
+    assert "rank-1.blocks.tsv:2" in str(refused.value)

@@ -424,6 +424,12 @@ def _check_inputs(traces: Sequence[Trace], ranks: int, output: Path) -> None:
         raise InputError("exists and is not an empty directory: name a new one", path=output)
 
 
+MAX_AMOUNT = 2**62
+"""Largest flop amount, count or byte size in a trace action: synthesis scales them as
+64-bit integers (a 400-digit count or ``compute 1.7e308`` overflowed there), and no traced
+run computes or sends more."""
+
+
 def _read_actions(path: Path, rank: int) -> tuple[Action, ...]:
     """A rank's actions; anything synthesis cannot align is refused with its line."""
     actions: list[Action] = []
@@ -438,7 +444,7 @@ def _read_actions(path: Path, rank: int) -> tuple[Action, ...]:
         try:
             if name == "compute" and len(values) == 1:
                 flops = float(values[0])
-                if not math.isfinite(flops) or flops < 0:
+                if not 0 <= flops <= MAX_AMOUNT:  # nan and inf fail too
                     raise ValueError
                 pending += flops
                 continue
@@ -458,11 +464,17 @@ def _read_actions(path: Path, rank: int) -> tuple[Action, ...]:
                 )
             if len(values) != len(SCHEMAS[name]):
                 raise ValueError
-            actions.append(Action(name, tuple(int(v) for v in values), pending, number))
+            numbers = tuple(int(v) for v in values)
+            if any(abs(v) > MAX_AMOUNT for v in numbers):
+                raise ValueError
+            actions.append(Action(name, numbers, pending, number))
             pending = 0.0
         except ValueError:
             raise InputError(
-                f"malformed {name} action {' '.join(values)!r}; {HINT}", path=path, line=number
+                f"malformed {name} action {' '.join(values)[:80]!r} (numbers from 0 to 2^62); "
+                f"{HINT}",
+                path=path,
+                line=number,
             ) from None
     if pending:
         raise InputError(f"compute after the last MPI action, no finalize; {HINT}", path=path)

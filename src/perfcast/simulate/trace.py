@@ -139,6 +139,10 @@ def _incomplete(directory: Path) -> InputError:
     )
 
 
+MAX_COUNT = 2**62
+"""Largest count of a compute block: counts are summed and scaled as 64-bit integers."""
+
+
 def _read_blocks(path: Path, run_id: str, rank: int) -> tuple[Block, ...]:
     text = read_text(path, "trace blocks file", HINT)
     lines = text.splitlines()
@@ -161,12 +165,15 @@ def _read_blocks(path: Path, run_id: str, rank: int) -> tuple[Block, ...]:
             if len(fields) != 4:
                 raise ValueError
             count, seconds = int(fields[2]), float(fields[3])
-            if count < 0 or not math.isfinite(seconds) or seconds < 0:
+            if not 0 <= count <= MAX_COUNT or not math.isfinite(seconds) or seconds < 0:
+                raise ValueError
+            if any(not name or not name.isprintable() for name in fields[:2]):
                 raise ValueError
         except ValueError:
             raise InputError(
-                "a block row must be: opening call path, closing call path, count (an integer "
-                "of at least 0), seconds (a number of at least 0), separated by tabs; " + HINT,
+                "a block row must be: opening call path, closing call path (printable text), "
+                "count (an integer from 0 to 2^62), seconds (a number of at least 0), "
+                "separated by tabs; " + HINT,
                 path=path,
                 line=number,
             ) from None
