@@ -283,3 +283,19 @@ def _running_in_group(group: int) -> list[int]:
         if int(pgrp) == group and state != "Z":
             found.append(int(stat.parent.name))
     return found
+
+
+@pytest.mark.parametrize(
+    ("where", "name", "words"),
+    [
+        ("missing/platform.xml", "local", "its directory does not exist"),
+        ("platform.xml", "bad name!", "platform name 'bad name!'"),
+    ],
+)
+def test_calibrate_refuses_what_would_refuse_its_result_before_measuring(
+    where, name, words, tmp_path, capsys
+):
+    output = tmp_path / where
+    status, error = _run(["platform", "calibrate", "-o", str(output), "--name", name], capsys)
+    assert status == 2 and words in error
+    assert "compute reference" not in error and not output.exists()  # nothing was measured

@@ -168,7 +168,15 @@ def _speed(args: argparse.Namespace) -> float:
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
+    # everything that would refuse the result is checked before a minute of measuring
     check_target(args.output, PLATFORM_FILE)
+    if not args.output.absolute().parent.is_dir():
+        raise InputError(
+            "its directory does not exist (or is not a directory): create it first, so that "
+            "the calibration's result can be written",
+            path=args.output,
+        )
+    PlatformSpec(name=args.name, nodes=2)  # the name, as the written platform will hold it
     if args.cores is not None and args.cores < 2:
         raise InputError("--cores must be at least 2: the ping-pong's two ranks need a core each")
     busy = os.getloadavg()[0]
