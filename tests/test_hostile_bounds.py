@@ -2,6 +2,7 @@
 a YAML document cannot multiply the work (issue 27, class 2): each case is refused before
 any work, with the option or file named and the bound stated."""
 
+import sqlite3
 import time
 from pathlib import Path
 
@@ -299,3 +300,36 @@ def test_calibrate_refuses_what_would_refuse_its_result_before_measuring(
     status, error = _run(["platform", "calibrate", "-o", str(output), "--name", name], capsys)
     assert status == 2 and words in error
     assert "compute reference" not in error and not output.exists()  # nothing was measured
+
+
+SPEC = """\
+[app]
+name = "stencil"
+[build]
+command = "make -s CC='{perfcast_build} mpicc'"
+[run]
+command = "./jacobi {size} 5"
+repetitions = 1
+[parameters]
+p = [2]
+size = [32, 48, 64]
+"""
+
+
+def test_a_program_built_for_simgrid_is_not_run_under_mpirun(tmp_path, capsys):
+    import shutil
+    import subprocess
+
+    from campaign_helpers import copy_stencil, write_spec
+
+    if shutil.which("smpicc") is None:
+        pytest.skip("SimGrid's smpicc is not installed")
+    app = copy_stencil(tmp_path)
+    subprocess.run(["make", "-s", "CC=smpicc"], cwd=app, check=True, capture_output=True)
+    spec = write_spec(app, SPEC)
+    status, error = _run(["measure", str(spec), "--no-build"], capsys)
+    assert status == 2 and "was built for SimGrid (SMPI)" in error and "--no-build" in error
+    store = app / "stencil.sqlite"
+    if store.exists():  # created before the check: it holds no run, so a rerun starts clean
+        with sqlite3.connect(store) as db:
+            assert db.execute("SELECT count(*) FROM runs").fetchone() == (0,)

@@ -29,7 +29,9 @@ _XRAY_SLED = struct.Struct("<qqBBB13x")
 address, kind, always-instrument flag, version; from version 2 on both addresses are
 relative to the field that holds them."""
 
-SHT_SYMTAB, SHT_DYNSYM = 2, 11
+SHT_SYMTAB, SHT_DYNAMIC, SHT_DYNSYM = 2, 6, 11
+DT_NULL, DT_NEEDED = 0, 1
+_DYNAMIC = struct.Struct("<qQ")
 STT_FUNC = 2
 SHN_UNDEF = 0
 XRAY_MAP_SECTION = "xray_instr_map"
@@ -99,6 +101,22 @@ class ElfFile:
             if info & 0xF == STT_FUNC and section != SHN_UNDEF:
                 found.append(FunctionSymbol(self._string(strings + name), value))
         return found
+
+    def needed_libraries(self) -> list[str]:
+        """The shared libraries the file names as needed (its ``DT_NEEDED`` entries)."""
+        dynamic = next((s for s in self.sections if s.kind == SHT_DYNAMIC), None)
+        if dynamic is None or dynamic.link >= len(self.sections):
+            return []
+        strings = self.sections[dynamic.link].offset
+        needed = []
+        end = min(dynamic.offset + dynamic.size, len(self.data))
+        for offset in range(dynamic.offset, end - _DYNAMIC.size + 1, _DYNAMIC.size):
+            tag, value = _DYNAMIC.unpack_from(self.data, offset)
+            if tag == DT_NULL:
+                break
+            if tag == DT_NEEDED:
+                needed.append(self._string(strings + value))
+        return needed
 
     def xray_function_addresses(self) -> set[int] | None:
         """Addresses of the functions with XRay sleds; None without an XRay map."""

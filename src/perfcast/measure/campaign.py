@@ -25,6 +25,7 @@ from typing import IO
 from perfcast.appspec import BUILD_PLACEHOLDER, AppSpec, expand
 from perfcast.errors import InputError, PerfcastError
 from perfcast.experiment.metrics import CPU_TIME_METRIC
+from perfcast.measure.binary import ElfFile
 from perfcast.measure.counting import (
     copy_app,
     cost_note,
@@ -246,24 +247,47 @@ def cpu_time_overhead_warning(spec: AppSpec) -> str | None:
     return CPU_TIME_OVERHEAD
 
 
-def check_program(spec: AppSpec, jobs: Sequence[Job]) -> None:
-    """Fail early, with the fix, when the run command's program is missing."""
+def check_program(spec: AppSpec, jobs: Sequence[Job], smpi: bool | None = None) -> None:
+    """Fail early, with the fix, when the run command's program is missing, or (``smpi``
+    not None: the program was not built now) was built for the other kind of backend."""
     if not jobs:
         return
     program = jobs[0].argv[0] if jobs[0].argv else ""
     if "/" in program:
-        if not (spec.directory / program).exists():
+        path = spec.directory / program
+        if not path.exists():
             raise InputError(
                 f"the run command's program {program} does not exist in {spec.directory}; "
                 "check [build] output and [run] command",
                 path=spec.path,
             )
+        if smpi is not None:
+            _check_built_for(path, smpi, spec)
     elif shutil.which(program) is None:
         raise InputError(
             f"the run command's program {program!r} is not on PATH; write ./{program} for a "
             "program in the app directory",
             path=spec.path,
         )
+
+
+def _check_built_for(program: Path, smpi: bool, spec: AppSpec) -> None:
+    """Refuse a program built for SimGrid (``perfcast build --smpi`` links libsimgrid) on
+    a real backend, or one built for MPI on ``--backend smpi``: with ``--no-build`` after a
+    campaign on the other kind, every run crashed (exit 139) without a hint why."""
+    try:
+        libraries = ElfFile(program).needed_libraries()
+    except InputError:
+        return  # a script or another format: the runs will say what it is
+    simulated = any(name.startswith("libsimgrid") for name in libraries)
+    if simulated == smpi:
+        return
+    built, wanted = ("for SimGrid (SMPI)", "a real") if simulated else ("for MPI", "the smpi")
+    raise InputError(
+        f"the program {program.name} was built {built}, but this campaign runs on {wanted} "
+        "backend: build it again for this backend (leave out --no-build)",
+        path=spec.path,
+    )
 
 
 def measure(
@@ -399,7 +423,7 @@ def _campaign(
         already = sum(1 for run in planned if run.key in skip)
         scratch = scratch_directory(store_path)
         jobs = make_jobs(spec, plan, scratch, skip)
-        check_program(spec, jobs)
+        check_program(spec, jobs, smpi=None if build else backend.smpi)
         recovered = _recover(store, backend, jobs)
         watched = {job.key for job in recovered}
         fresh = [job for job in jobs if job.key not in watched]
