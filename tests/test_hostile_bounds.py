@@ -380,3 +380,35 @@ def test_damaged_binaries_given_to_static_are_a_message_never_a_traceback(tmp_pa
             refused += 1
             assert f"damaged-{case}" in done.stderr
     assert refused >= 5  # most truncations cut into what static reads
+
+
+LONG = "x" * 300  # beyond the 255 bytes a file name may have
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["model", "TEXT", "-o", f"{LONG}.json"],
+        ["report", "TEXT", "-o", f"{LONG}.html"],
+        ["export", "TEXT", "-o", f"{LONG}.txt"],
+        ["platform", "describe", "--nodes", "4", "-o", f"{LONG}.xml"],
+        ["init", f"{LONG}.toml"],
+        ["synth", "-o", LONG, "--kernels", "1"],
+    ],
+)
+def test_an_output_name_the_file_system_refuses_is_a_message(argv, text, tmp_path, capsys):
+    argv = [str(text) if a == "TEXT" else str(tmp_path / a) if LONG in a else a for a in argv]
+    status, error = _run(argv, capsys)
+    assert status == 2 and "the name is too long: choose a shorter one" in error, error
+    assert "Traceback" not in error
+
+
+def test_outputs_that_are_no_file_name_are_refused(text, tmp_path, capsys):
+    dangling = tmp_path / "report.html"
+    dangling.symlink_to(tmp_path / "gone" / "report.html")
+    status, error = _run(["report", str(text), "-o", str(dangling)], capsys)
+    assert status == 2 and "symbolic link to" in error and "does not exist" in error
+    for directory in (".", ".."):
+        argv = ["static", "app.c", "--binary", "app", "-o", directory]
+        status, error = _run(argv, capsys)
+        assert status == 2 and "is a directory" in error and "Traceback" not in error

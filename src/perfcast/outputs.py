@@ -204,7 +204,12 @@ _REMEDIES = {
 
 def _write_error(target: Path, exc: OSError) -> InputError:
     """The one-line message for an OSError while writing ``target``."""
-    if exc.errno == errno.ENOENT and not target.parent.is_dir():
+    if exc.errno == errno.ENOENT and target.is_symlink():
+        reason = (
+            f"cannot write: it is a symbolic link to {os.readlink(target)}, whose directory "
+            "does not exist: remove the link or write elsewhere"
+        )
+    elif exc.errno == errno.ENOENT and not _exists(target.parent):
         reason = (
             f"cannot write: directory {target.parent} does not exist: create it "
             f"(mkdir -p {target.parent}) or write elsewhere"
@@ -212,6 +217,15 @@ def _write_error(target: Path, exc: OSError) -> InputError:
     else:
         remedy = _REMEDIES.get(exc.errno or 0, f"{exc.strerror or exc}: write elsewhere")
         reason = f"cannot write: {remedy}"
-    if target.is_file():
+    if _exists(target, file=True):
         reason += f"; the existing {target.name} is unchanged"
     return InputError(reason, path=target)
+
+
+def _exists(path: Path, *, file: bool = False) -> bool:
+    """Is ``path`` a directory (``file``: a regular file)? ``False`` where the question
+    itself fails: a name too long for the file system raises in ``Path.is_file``."""
+    try:
+        return path.is_file() if file else path.is_dir()
+    except OSError:
+        return False

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from perfcast.appspec import SPEC_NAME
 from perfcast.errors import PerfcastError
-from perfcast.outputs import OutputKind, text_file, write_output
+from perfcast.outputs import OutputKind, check_target, text_file, write_output
 
 SPEC_FILE = OutputKind("a text file such as a perfcast.toml", text_file)
 """With --force any text file is the user's to replace; a campaign store or another
@@ -75,6 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path: Path = args.path
+    check_target(path, SPEC_FILE)  # a name the file system refuses, a directory, a store
     if path.exists() and not args.force:
         raise PerfcastError(f"{path} exists; pass --force to overwrite it")
     write_output(path, STARTER, SPEC_FILE)

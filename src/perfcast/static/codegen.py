@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from perfcast.errors import InputError
 from perfcast.outputs import OutputKind, check_target, json_with, write_output
 from perfcast.static.arithmetic import UnsafeExpression, evaluate_formula, formula_names
 from perfcast.static.formulas import Poly
@@ -255,8 +256,11 @@ def check_model_targets(output: Path) -> Path:
     """Refuse outputs :func:`write_model` must not replace (both, before either is
     written; the CLI calls it before the analysis too, which takes minutes on a large
     program); the summary's path."""
-    summary_path = output.with_suffix(".json")
-    check_target(output, STATIC_MODULE)
+    check_target(output, STATIC_MODULE)  # "." and other directories are refused here
+    try:
+        summary_path = output.with_suffix(".json")
+    except ValueError:  # a name such as ".." that has no stem
+        raise InputError("name the file to write the model to (model.py)", path=output) from None
     check_target(summary_path, STATIC_SUMMARY)
     return summary_path
 
