@@ -11,6 +11,7 @@ DWARF records (``DW_AT_decl_line``), so C++ templates and constructors need no m
 from __future__ import annotations
 
 import bisect
+import io
 import os
 import struct
 from collections.abc import Iterator
@@ -287,8 +288,15 @@ def load_binary(path: str | Path) -> tuple[list[BinaryFunction], list[str]]:
     """Decode every function that has debug information into basic blocks; a damaged file
     is an :class:`InputError` naming it, whatever part of it is damaged."""
     exceptions = optional_module("elftools.common.exceptions", "perfcast static needs pyelftools")
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("binary not found", path=path)
     try:
-        return _load_binary(Path(path))
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read the binary: {exc.strerror}", path=path) from None
+    try:  # parsed from memory: a seek the file's offsets send out of range is a ValueError
+        return _load_binary(path, io.BytesIO(data))
     except (exceptions.ELFError, exceptions.DWARFError, *DAMAGED) as exc:
         reason = f"{type(exc).__name__}: {exc}"[:200]
         raise InputError(
@@ -298,12 +306,10 @@ def load_binary(path: str | Path) -> tuple[list[BinaryFunction], list[str]]:
         ) from None
 
 
-def _load_binary(path: Path) -> tuple[list[BinaryFunction], list[str]]:
+def _load_binary(path: Path, handle: io.BytesIO) -> tuple[list[BinaryFunction], list[str]]:
     ELFFile = optional_module("elftools.elf.elffile", "perfcast static needs pyelftools").ELFFile
     capstone = optional_module("capstone", "perfcast static needs capstone")
-    if not path.is_file():
-        raise InputError("binary not found", path=path)
-    with path.open("rb") as handle:
+    with handle:
         try:
             elf = ELFFile(handle)
         except Exception as exc:  # pyelftools raises its own ELFError and struct errors
