@@ -2,11 +2,18 @@
 a YAML document cannot multiply the work (issue 27, class 2): each case is refused before
 any work, with the option or file named and the bound stated."""
 
+import os
+import random
+import shutil
+import signal
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+from campaign_helpers import copy_stencil, write_spec
 
 from perfcast import cli
 from perfcast.errors import InputError
@@ -178,16 +185,11 @@ int main(int argc, char **argv) { return (int) tri(argc * 10); }
 """
 
 
-@pytest.mark.parametrize(
-    ("value", "words"),
-    [("1/0", "is not a number"), ("1e5000", "64-bit loop bounds"), ("1/" + "3" * 30, "64-bit")],
-)
-def test_a_static_model_is_evaluated_at_numbers_a_program_can_hold(value, words, tmp_path, capsys):
+def _static_program(tmp_path: Path) -> tuple[Path, Path]:
+    """STATIC_SOURCE and its binary, built with debug information (skips without the
+    static extra or clang)."""
     pytest.importorskip("islpy")
     pytest.importorskip("clang.cindex")
-    import shutil
-    import subprocess
-
     clang = shutil.which("clang-16") or shutil.which("clang")
     if clang is None:
         pytest.skip("clang is not installed")
@@ -195,6 +197,15 @@ def test_a_static_model_is_evaluated_at_numbers_a_program_can_hold(value, words,
     source.write_text(STATIC_SOURCE)
     binary = tmp_path / "tri"
     subprocess.run([clang, "-g", "-O2", str(source), "-o", str(binary)], check=True)
+    return source, binary
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [("1/0", "is not a number"), ("1e5000", "64-bit loop bounds"), ("1/" + "3" * 30, "64-bit")],
+)
+def test_a_static_model_is_evaluated_at_numbers_a_program_can_hold(value, words, tmp_path, capsys):
+    source, binary = _static_program(tmp_path)
     model = tmp_path / "model.py"
     assert cli.main(["static", str(source), "--binary", str(binary), "-o", str(model)]) == 0
     capsys.readouterr()
@@ -247,10 +258,6 @@ with _sigterm_as_interrupt(), open(sys.argv[1], "w") as output:
 
 
 def test_sigterm_during_a_replay_leaves_no_simulator_running(tmp_path):
-    import os
-    import signal
-    import subprocess
-    import sys
 
     group_file = tmp_path / "group"
     script = tmp_path / "replay.py"
@@ -317,10 +324,6 @@ size = [32, 48, 64]
 
 
 def test_a_program_built_for_simgrid_is_not_run_under_mpirun(tmp_path, capsys):
-    import shutil
-    import subprocess
-
-    from campaign_helpers import copy_stencil, write_spec
 
     if shutil.which("smpicc") is None:
         pytest.skip("SimGrid's smpicc is not installed")
@@ -342,21 +345,8 @@ def test_damaged_binaries_given_to_static_are_a_message_never_a_traceback(tmp_pa
     """Twenty truncated or bit-flipped copies of a real binary: each is either modeled or
     refused as a damaged ELF file (before, 23 of 40 stopped with ELFParseError, KeyError,
     AssertionError or MemoryError)."""
-    pytest.importorskip("islpy")
-    pytest.importorskip("clang.cindex")
     pytest.importorskip("elftools")
-    import random
-    import shutil
-    import subprocess
-    import sys
-
-    clang = shutil.which("clang-16") or shutil.which("clang")
-    if clang is None:
-        pytest.skip("clang is not installed")
-    source = tmp_path / "tri.c"
-    source.write_text(STATIC_SOURCE)
-    binary = tmp_path / "tri"
-    subprocess.run([clang, "-g", "-O2", str(source), "-o", str(binary)], check=True)
+    source, binary = _static_program(tmp_path)
     original = binary.read_bytes()
     draw = random.Random(27)
     refused = 0
