@@ -11,7 +11,7 @@ from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import Experiment
 from perfcast.experiment.io import FORMATS
-from perfcast.experiment.io.registry import detect_format
+from perfcast.experiment.io.registry import CAMPAIGN_STORE, detect_format
 from perfcast.experiment.names import select_callpaths
 from perfcast.experiment.points import parse_point
 from perfcast.modeling import PMNFModeler
@@ -40,11 +40,6 @@ from perfcast.workflows.model import (
 TAINT_MODES = ("prior", "check")
 EFFORT = "effort__"
 """Where the effort modeler's flags store (its ``aggregation`` is not the search's)."""
-CAMPAIGN_STORE = "sqlite"
-"""The format name the measure stage registers its campaign-store reader under (the
-``perfcast.readers`` entry point): only such an input knows which runs shared cores, so
-only then is the measure stage imported (on a text file it would cost a tenth of the
-start-up)."""
 SUMMARY_STYLE = "summary"
 
 

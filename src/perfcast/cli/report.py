@@ -26,7 +26,7 @@ from pathlib import Path
 from perfcast.cli import probability
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
-from perfcast.experiment.io.registry import detect_format
+from perfcast.experiment.io.registry import CAMPAIGN_STORE, detect_format
 from perfcast.experiment.points import parse_point
 from perfcast.modeling import PMNFModeler
 from perfcast.modeling.intervals import DEFAULT_LEVEL
@@ -45,8 +45,6 @@ from perfcast.report.page import ReportInputs, report_data
 from perfcast.report.simulation import read_simulations
 from perfcast.report.summary import TARGET_FACTOR
 from perfcast.workflows.model import ModelRequest, PriorInputs, model_campaign
-
-CAMPAIGN_STORE = "sqlite"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from perfcast.errors import InputError
 from perfcast.experiment.experiment import METRIC, Experiment, Metric, Row
-from perfcast.experiment.io.registry import Format
+from perfcast.experiment.io.registry import CAMPAIGN_STORE, Format
 from perfcast.experiment.metrics import base_metric
 from perfcast.inputs import decode_text
 from perfcast.measure.profiles import (
@@ -176,7 +176,7 @@ def looks_like_sqlite(first_line: str) -> bool:
 
 
 FORMAT = Format(
-    name="sqlite",
+    name=CAMPAIGN_STORE,
     summary="perfcast campaign store (SQLite, written by perfcast measure)",
     reader=read_sqlite,
     suffixes=(".sqlite", ".sqlite3", ".db"),

@@ -24,6 +24,7 @@ import numpy as np
 
 from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath, split_callpath
+from perfcast.experiment.io.registry import CAMPAIGN_STORE
 from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, MAX_SUFFIX, TIME_METRIC
 from perfcast.experiment.names import display_names
 from perfcast.modeling.extrapolation import Unfit, measurement_artifacts, unfit_reasons
@@ -114,7 +115,7 @@ def describe_values(
             "point's value is the centre of all ranks' values, a typical rank; Extra-P "
             "models the mean over ranks by default"
         )
-    elif format_name == "sqlite":
+    elif format_name == CAMPAIGN_STORE:
         ranks = (
             "over ranks (perfcast's runtime): NAME is the mean over a run's ranks (a rank "
             "that never reaches a call path counts 0)"

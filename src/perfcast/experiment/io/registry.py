@@ -40,6 +40,12 @@ READERS_GROUP = "perfcast.readers"
 """Entry-point group of formats added by installed packages: ``name = "module:FORMAT"``,
 where ``FORMAT`` is a :class:`Format` called ``name``."""
 
+CAMPAIGN_STORE = "sqlite"
+"""The name the measure stage registers its campaign-store reader under
+(:data:`perfcast.measure.reader.FORMAT`): only such an input knows its runs and machine, so
+commands ask for the measure stage only then (on a text file it would cost a tenth of the
+start-up)."""
+
 
 @dataclass(frozen=True)
 class Format:
