@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from campaign_helpers import copy_stencil, write_spec
 
-from perfcast import cli
+import perfcast.cli as cli
 from perfcast.errors import InputError
 from perfcast.simulate.platform import MAX_RANKS, PlatformSpec, read_platform
 
