@@ -343,3 +343,35 @@ def test_a_chain_of_calls_deeper_than_the_stack_is_an_input_error(
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1
     assert "loops or calls nested too deeply" in err and str(source) in err
+
+
+def test_sixteen_loops_of_sixteen_parameters_ten_calls_deep_import_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each function calls the next inside each of its 16 loops, each loop bounded by
+    another of 16 parameters: the deepest call path runs a sum of thousands of products.
+    Such a 15 KB file did not import within a minute (issue 27); the dependency is now
+    bounded (``profile_model.MAX_TERMS``) by the one product of its parameters."""
+    depth, loops = 10, 16
+    parameters = [f"p{k}" for k in range(loops)]
+    names = ["main", *(f"f{level}" for level in range(1, depth + 1))]
+    functions = {}
+    for level, name in enumerate(names):
+        tree: dict[str, Any] = {}
+        for k in range(loops):
+            loop: dict[str, Any] = {"params": [[parameters[(k + level) % loops]]]}
+            if level < depth:
+                loop["loops"] = {"0": [{"function_idx": level + 1, "entry_id": 0}]}
+            tree[str(k)] = loop
+        stack = None if level == 0 else list(range(level))
+        functions[name] = {
+            "func_idx": level,
+            "file": "deep.c",
+            "line": level + 1,
+            "loops": [{"callstacks": [stack], "instance": tree}],
+        }
+    data = {"functions": functions, "functions_mangled_names": names, "parameters": parameters}
+    profile = import_perftaint(write(tmp_path / "deep.json", data))
+    deepest = profile.functions[names[-1]].callpaths["->".join(names)]
+    # every parameter of a loop around one of its calls stays in how often it runs
+    assert set(parameters) <= set(render(deepest.visits).replace(" + ", "*").split("*"))

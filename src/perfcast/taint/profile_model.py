@@ -44,13 +44,32 @@ Dependency = frozenset[Term]
 CONSTANT: Dependency = frozenset({frozenset()})
 
 
+MAX_TERMS = 64
+"""Most products a dependency keeps. A call path ten calls deep below sixteen loops, each
+bounded by another of sixteen parameters, runs a sum of C(16, 10) = 8,008 products, and
+composing such sums made ``taint import`` of a 17 KB perf-taint file run for minutes. Past
+this many, the dependency is the one product of all its parameters: a bound every term
+divides, so a prior built from it still names every parameter that matters (it only loses
+which of them never meet in one term)."""
+
+
 def absorb(terms: Iterable[Term]) -> Dependency:
     """``terms`` as a dependency: terms contained in a larger one dropped (``n*m + n`` is
-    ``n*m``: every model the first allows, the second allows too)."""
+    ``n*m``: every model the first allows, the second allows too); more than
+    :data:`MAX_TERMS` left become their one product.
+
+    Largest terms first: a term is dropped when a kept one contains it (a larger term
+    that contains it was seen before it, and was kept or is inside a kept one), so each
+    term is compared with the kept ones only."""
     unique = set(terms)
     if len(unique) < 2:  # most dependencies: nothing to absorb
         return frozenset(unique) if unique else CONSTANT
-    kept = {t for t in unique if not any(t < other for other in unique)}
+    kept: list[Term] = []
+    for term in sorted(unique, key=len, reverse=True):
+        if not any(term <= other for other in kept):
+            kept.append(term)
+            if len(kept) > MAX_TERMS:
+                return frozenset({frozenset().union(*unique)})
     return frozenset(kept)
 
 
