@@ -431,18 +431,15 @@ class EffortModeler(Estimator):
                 prior = pending[model.callpath]
                 costly = _costly_terms(model, prior, largest)
                 costly -= protected.get(model.callpath, set())
-                if costly and self.negative_terms != KEEP:
-                    kept = [s for s in prior.structure or () if _key(s) not in costly]
+                # costly terms first, then negative ones: each drop refits without them
+                drops = ((costly, expensive), (negative, dropped))
+                rejected = next(((terms, log) for terms, log in drops if terms), None)
+                if rejected is not None and self.negative_terms != KEEP:
+                    terms, record = rejected
+                    kept = [s for s in prior.structure or () if _key(s) not in terms]
                     retry[model.callpath] = _restricted(prior, kept)
-                    expensive.setdefault(model.callpath, []).extend(
-                        " * ".join(f.text() for f in shape) for shape in sorted(costly)
-                    )
-                    continue
-                if negative and self.negative_terms != KEEP:
-                    kept = [s for s in prior.structure or () if _key(s) not in negative]
-                    retry[model.callpath] = _restricted(prior, kept)
-                    dropped.setdefault(model.callpath, []).extend(
-                        " * ".join(f.text() for f in shape) for shape in sorted(negative)
+                    record.setdefault(model.callpath, []).extend(
+                        " * ".join(f.text() for f in shape) for shape in sorted(terms)
                     )
                     continue
                 said = []  # part of this fit: facts of the model
