@@ -62,22 +62,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number >= 1 (``--parallel 0`` would start no run, ever)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
-    return value
-
-
-def whole_number(low: int, high: int, why: str) -> Callable[[str], int]:
-    """An argparse type: a whole number from ``low`` to ``high``; ``why`` says where the
-    upper bound comes from, in the message that refuses a larger one (every count a user
-    gives is bounded before work starts: ``--synthesize 1000000000`` wrote 172,463 files
-    before anything failed)."""
+def whole_number(low: int, high: int | None = None, why: str = "") -> Callable[[str], int]:
+    """An argparse type: a whole number from ``low`` to ``high`` (``None``: no upper bound);
+    ``why`` says where the upper bound comes from, in the message that refuses a larger one
+    (every count a user gives is bounded before work starts: ``--synthesize 1000000000``
+    wrote 172,463 files before anything failed)."""
 
     def parse(text: str) -> int:
         try:
@@ -86,7 +75,7 @@ def whole_number(low: int, high: int, why: str) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"must be {low} or more, not {value}")
-        if value > high:
+        if high is not None and value > high:
             raise argparse.ArgumentTypeError(f"at most {high:,} ({why}), not {value:,}")
         return value
 
@@ -95,6 +84,9 @@ def whole_number(low: int, high: int, why: str) -> Callable[[str], int]:
 
 SEED = whole_number(0, 2**32 - 1, "a 32-bit seed")
 """The argparse type of every ``--seed``: NumPy's generators take non-negative seeds."""
+
+positive_int = whole_number(1)
+"""An argparse type: a whole number >= 1 (``--parallel 0`` would start no run, ever)."""
 
 
 def positive_seconds(text: str) -> float:

@@ -33,7 +33,6 @@ from perfcast.workflows.model import (
     ModelRequest,
     PriorInputs,
     check_counts,
-    effort_for,
     model_campaign,
 )
 
@@ -221,7 +220,6 @@ def run(args: argparse.Namespace) -> int:
         result.priors,
         result.report,
     )
-    effort = effort_for(effort, args.metric)
     inputs = [args.input, result.counts, result.inputs.taint, result.inputs.static]
     inputs = [path for path in inputs if path is not None]
     written = models.save(args.output, inputs) if args.output else None

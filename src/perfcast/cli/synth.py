@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from perfcast.cli import SEED, whole_number
 from perfcast.errors import InputError
+from perfcast.simulate.platform import MAX_RANKS
 
 if TYPE_CHECKING:
     from perfcast.modeling.pmnf import Model
@@ -19,8 +20,6 @@ is larger than any study here (the noise study measures ten)."""
 MAX_KERNELS = 100
 """Kernels of one generated program: each is a function with its own loop nest and a
 measured call path; a hundred keeps one run's profile readable and its build in seconds."""
-MAX_RANKS = 1 << 20
-"""Ranks of a point the program is sized for: the most a platform may simulate."""
 MAX_SIZE = 1e12
 """Problem size of a point the program is sized for: a loop of 10^12 iterations per rank
 already runs for minutes."""

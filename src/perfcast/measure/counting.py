@@ -85,7 +85,7 @@ def skip_reason(spec: AppSpec, store: Path, *, virtual: bool) -> str | None:
             "a virtual cluster's runs are simulated, and counts of the program are the same "
             f"on any machine: {hand} on the local backend"
         )
-    size = _copied_bytes(spec.directory, _own_files(spec, store))
+    size = _copied_bytes(spec.directory, _own_files(store))
     if size > MAX_COPY_BYTES:
         return (
             f"the app directory {spec.directory} holds {size / 2**30:.1f} GiB, more than the "
@@ -123,16 +123,10 @@ def copy_app(spec: AppSpec, store: Path) -> Path:
     target = counting_directory(store)
     if target.exists():
         shutil.rmtree(target)
-    own = _own_files(spec, store)
+    own = _own_files(store)
 
     def ignored(directory: str, names: list[str]) -> set[str]:
-        return {
-            name
-            for name in names
-            if name in UNCOPIED
-            or name.endswith(OBJECT_SUFFIXES)
-            or Path(directory, name).absolute() in own
-        }
+        return {name for name in names if _left_out(Path(directory, name), own)}
 
     try:
         shutil.copytree(spec.directory, target, symlinks=True, ignore=ignored)
@@ -175,13 +169,17 @@ def _seconds_per_point(store: Path) -> dict[tuple[tuple[str, float], ...], float
     return {point: sorted(s)[len(s) // 2] for point, s in by_point.items()}
 
 
-def _own_files(spec: AppSpec, store: Path) -> set[Path]:
-    """The campaign's files that may lie in the app directory: both stores with their lock,
-    journal and scratch entries, and the copy itself."""
+STORE_COMPANIONS = ("", ".lock", ".runs", "-journal", "-wal", "-shm")
+"""What a store ``app.sqlite`` has beside it: its lock, its runs' scratch directory and
+SQLite's journal files."""
+
+
+def _own_files(store: Path) -> set[Path]:
+    """The campaign's files that may lie in the app directory: both stores with their
+    companions, and the copy itself."""
     own = {counting_directory(store)}
     for base in (store.absolute(), counting_store(store).absolute()):
-        own |= {base, *(base.with_name(base.name + s) for s in (".lock", ".runs", "-journal"))}
-        own |= {base.with_name(base.name + s) for s in ("-wal", "-shm")}
+        own |= {base.with_name(base.name + suffix) for suffix in STORE_COMPANIONS}
     return own
 
 
@@ -199,17 +197,21 @@ def _programs(spec: AppSpec) -> Iterator[str]:
         yield argv[0]
 
 
+def _left_out(path: Path, own: set[Path]) -> bool:
+    """Is ``path`` left out of the copy: version control and caches (:data:`UNCOPIED`),
+    the light build's objects, or one of the campaign's own files (``own``)?"""
+    return path.name in UNCOPIED or path.name.endswith(OBJECT_SUFFIXES) or path.absolute() in own
+
+
 def _copied_bytes(directory: Path, own: Iterable[Path]) -> int:
     """Bytes :func:`copy_app` would copy (stops counting past :data:`MAX_COPY_BYTES`)."""
     skipped = set(own)
     total = 0
     for root, directories, files in os.walk(directory):
-        directories[:] = [
-            d for d in directories if d not in UNCOPIED and Path(root, d).absolute() not in skipped
-        ]
+        directories[:] = [d for d in directories if not _left_out(Path(root, d), skipped)]
         for name in files:
             path = Path(root, name)
-            if path.absolute() in skipped or name.endswith(OBJECT_SUFFIXES):
+            if _left_out(path, skipped):
                 continue
             try:
                 total += path.lstat().st_size

@@ -151,6 +151,7 @@ from perfcast.simulate.trace import (
     FORMAT,
     HINT,
     INDEX_FILE,
+    MAX_AMOUNT,
     SUMMARY_FILE,
     Trace,
 )
@@ -422,12 +423,6 @@ def _check_inputs(traces: Sequence[Trace], ranks: int, output: Path) -> None:
                 )
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise InputError("exists and is not an empty directory: name a new one", path=output)
-
-
-MAX_AMOUNT = 2**62
-"""Largest flop amount, count or byte size in a trace action: synthesis scales them as
-64-bit integers (a 400-digit count or ``compute 1.7e308`` overflowed there), and no traced
-run computes or sends more."""
 
 
 def _read_actions(path: Path, rank: int) -> tuple[Action, ...]:

@@ -139,8 +139,10 @@ def _incomplete(directory: Path) -> InputError:
     )
 
 
-MAX_COUNT = 2**62
-"""Largest count of a compute block: counts are summed and scaled as 64-bit integers."""
+MAX_AMOUNT = 2**62
+"""Largest count, flop amount or byte size a trace may hold: synthesis sums and scales them
+as 64-bit integers (a 400-digit count or ``compute 1.7e308`` overflowed there), and no
+traced run computes or sends more."""
 
 
 def _read_blocks(path: Path, run_id: str, rank: int) -> tuple[Block, ...]:
@@ -165,7 +167,7 @@ def _read_blocks(path: Path, run_id: str, rank: int) -> tuple[Block, ...]:
             if len(fields) != 4:
                 raise ValueError
             count, seconds = int(fields[2]), float(fields[3])
-            if not 0 <= count <= MAX_COUNT or not math.isfinite(seconds) or seconds < 0:
+            if not 0 <= count <= MAX_AMOUNT or not math.isfinite(seconds) or seconds < 0:
                 raise ValueError
             if any(not name or not name.isprintable() for name in fields[:2]):
                 raise ValueError
