@@ -495,8 +495,8 @@ def test_cube_errors(tmp_path, formats_dir):
 
 
 def test_formats_are_registered():
-    assert tuple(FORMATS) == ("text", "json", "jsonl", "talpas", "cube", "sqlite")
-    assert "sqlite" in FORMATS and len(FORMATS) == 6
+    assert tuple(FORMATS) == ("text", "json", "jsonl", "talpas", "caliper", "cube", "sqlite")
+    assert "sqlite" in FORMATS and len(FORMATS) == 7
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import Experiment
 from perfcast.experiment.io import FORMATS
-from perfcast.experiment.io.registry import CAMPAIGN_STORE, detect_format
+from perfcast.experiment.io.registry import CAMPAIGN_STORE, detect_format, get_format
 from perfcast.experiment.names import select_callpaths
 from perfcast.experiment.points import parse_point
 from perfcast.modeling import PMNFModeler
@@ -48,7 +48,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Fit a PMNF model per call path and metric. Reads every format Extra-P "
         "reads (text, JSON, JSON Lines, Talpas, Cube directories).",
     )
-    parser.add_argument("input", type=Path, help="measurement file or Cube directory")
+    parser.add_argument(
+        "input", type=Path, help="measurement file, Cube directory, or Caliper profile(s)"
+    )
+    parser.add_argument(
+        "more",
+        type=Path,
+        nargs="*",
+        metavar="MORE",
+        help="more Caliper profiles (.cali files or directories of them), one run each",
+    )
     parser.add_argument(
         "--format",
         choices=FORMATS,
@@ -61,6 +70,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="of a campaign store holding real and virtual runs, model these: real, virtual "
         "(the virtual runs, of one platform) or a platform's name (default: the real runs, "
         "or the virtual runs of a store that has only those); the others are kept apart",
+    )
+    caliper = parser.add_argument_group("Caliper profiles")
+    caliper.add_argument(
+        "--parameters",
+        metavar="NAME,...",
+        help="the Adiak globals that are the runs' parameters, e.g. jobsize,problem_size",
+    )
+    caliper.add_argument(
+        "--where",
+        action="append",
+        metavar="KEY=VALUE",
+        help="keep only the runs whose Adiak global KEY is VALUE (repeatable), e.g. "
+        "compiler=intel: runs at one point must not differ in anything but the parameters",
     )
     parser.add_argument("-o", "--output", type=Path, help="write the models as JSON here")
     parser.add_argument(
@@ -184,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
     modeler = search_modeler(args)
     effort = from_arguments(EffortModeler, args, dest_prefix=EFFORT, nested=False, modeler=modeler)
     check_counts(args.effort_counts, args.priors)
-    given = (args.input, args.effort_counts, args.taint, args.static)
+    given = (args.input, *args.more, args.effort_counts, args.taint, args.static)
     if args.output:  # before the fit: a refused -o must not cost its minutes
         check_target(args.output, MODEL_FILE, [path for path in given if path is not None])
     input_format = args.format or detect_format(args.input).name
@@ -283,7 +305,15 @@ def _read_scaled(args: argparse.Namespace, format: str, ranks: str) -> Experimen
     strong = args.scaling == "strong"
     if strong and format == "cube":
         return read_experiment(args.input, format, scaling="strong")
-    options = {}
+    options: dict[str, object] = {}
+    if args.parameters is not None or args.where or args.more:
+        if not get_format(format).collection:
+            raise InputError(
+                f"--parameters, --where and more than one input are for Caliper profiles, "
+                f"and this is {format} input: leave them out",
+                path=args.input,
+            )
+        options.update(parameters=args.parameters, where=args.where)
     if args.runs is not None:
         if format != CAMPAIGN_STORE:
             raise InputError(
@@ -292,7 +322,7 @@ def _read_scaled(args: argparse.Namespace, format: str, ranks: str) -> Experimen
                 path=args.input,
             )
         options["runs"] = args.runs
-    experiment = read_experiment(args.input, format, **options)
+    experiment = read_experiment([args.input, *args.more], format, **options)
     return total_over_ranks(experiment, ranks) if strong else experiment
 
 

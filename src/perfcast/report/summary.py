@@ -24,6 +24,7 @@ import numpy as np
 
 from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath, split_callpath
+from perfcast.experiment.io.caliper import CALIPER_PROFILES
 from perfcast.experiment.io.registry import CAMPAIGN_STORE
 from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, MAX_SUFFIX, TIME_METRIC
 from perfcast.experiment.names import display_names
@@ -122,6 +123,13 @@ def describe_values(
         )
         if any(MAX_SUFFIX in m for m in metrics):
             ranks += ", NAME:max the slowest rank"
+    elif format_name == CALIPER_PROFILES:
+        ranks = (
+            "over ranks (Caliper): time_inclusive is Caliper's mean over ranks of a region's "
+            "inclusive time (avg#inclusive#sum#time.duration), time_inclusive:max the slowest "
+            "rank's; time, where the profiles hold only inclusive time, is a region's mean "
+            "less its children's; other metrics keep Caliper's names and statistics"
+        )
     else:
         ranks = (
             f"over ranks: as the {format_name} file gives them (one value per repetition; "

@@ -10,12 +10,13 @@ reader of :mod:`perfcast.measure.reader` is one), and :data:`FORMATS` lists thei
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from perfcast.errors import InputError, PerfcastError
 from perfcast.experiment.experiment import Experiment
-from perfcast.experiment.io import cube, jsonfile, jsonlines, talpas, text
+from perfcast.experiment.io import caliper, cube, jsonfile, jsonlines, talpas, text
 from perfcast.experiment.io.registry import (
     Format,
     FormatNames,
@@ -26,7 +27,7 @@ from perfcast.experiment.io.registry import (
     require_regular_file,
 )
 
-for _module in (text, jsonfile, jsonlines, talpas, cube):
+for _module in (text, jsonfile, jsonlines, talpas, caliper, cube):
     register(_module.FORMAT)
 
 
@@ -35,16 +36,37 @@ FORMATS = FormatNames()
 listed on first look (:class:`~perfcast.experiment.io.registry.FormatNames`)."""
 
 
-def read_experiment(path: str | Path, format: str | None = None, **options: Any) -> Experiment:
-    """Read measurements from a file or Cube directory into an Experiment."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError("no such file or directory", path=path)
+def read_experiment(
+    path: str | Path | Sequence[str | Path], format: str | None = None, **options: Any
+) -> Experiment:
+    """Read measurements from a file or Cube directory into an Experiment; a format of one
+    file per run (Caliper) also reads several paths, files or directories of them."""
+    paths = (
+        [Path(p) for p in path]
+        if isinstance(path, Sequence) and not isinstance(path, str)
+        else [Path(path)]
+    )
+    if not paths:
+        raise InputError("no measurement file given")
+    path = paths[0]
+    for each in paths:
+        if not each.exists():
+            raise InputError("no such file or directory", path=each)
     entry = detect_format(path) if format is None else get_format(format)
+    if len(paths) > 1:
+        if not entry.collection:
+            raise InputError(
+                f"the {entry.name} format is read from one path; give one at a time "
+                "(only formats of one file per run, such as Caliper profiles, take several)",
+                path=paths[1],
+            )
+        options = {**options, "more": paths[1:]}
     problem = entry.accepts(options)
     if problem:
         raise PerfcastError(problem)
     assert entry.reader is not None
+    if entry.collection:
+        return entry.reader(path, **options)
     if path.is_dir() != entry.directory:
         kind = "a directory (of run directories)" if entry.directory else "a file"
         raise InputError(f"the {entry.name} format is read from {kind}", path=path)

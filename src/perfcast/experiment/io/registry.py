@@ -62,6 +62,12 @@ class Format:
     sniff: Callable[[str], bool] | None = None
     """Given the first non-blank, non-comment line, is this the format? Sniffers of
     different formats must not both accept the same line."""
+    collection: bool = False
+    """True for formats of one file per run (Caliper profiles): the reader takes a file,
+    a directory searched for such files, and more of either (its ``more`` option)."""
+    claims_directory: Callable[[Path], bool] | None = None
+    """Given a directory, does it hold this format's files? Asked before a directory is
+    taken for the first ``directory`` format's (a Cube set)."""
 
     def accepts(self, options: dict[str, Any]) -> str | None:
         """Why the reader cannot take these keyword options (None if it can)."""
@@ -173,7 +179,8 @@ def detect_format(path: Path) -> Format:
     (the campaign-store reader pulls in the whole measure stage: a tenth of ``perfcast
     model``'s start-up)."""
     if path.is_dir():
-        reader = next((f for f in _FORMATS.values() if f.directory), None)
+        claimed = (f for f in _FORMATS.values() if f.claims_directory and f.claims_directory(path))
+        reader = next(claimed, None) or next((f for f in _FORMATS.values() if f.directory), None)
         reader = reader or next((f for f in all_formats() if f.directory), None)
         if reader is not None:  # declared formats were imported only if no built-in one fits
             return reader

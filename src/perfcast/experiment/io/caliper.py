@@ -1,0 +1,445 @@
+"""Caliper profiles (``.cali``) with Adiak metadata: one file per run, the run's
+parameters among its globals.
+
+Caliper writes one profile per run (usually aggregated over the ranks by its SPOT or
+``hatchet-region-profile`` configurations); Adiak records what the run was (``jobsize``,
+``problem_size``, the compiler, the cluster) as the profile's *globals*. A set of such
+files becomes one Experiment:
+
+* **call paths** from Caliper's region nesting (a record's ``path``: ``main ->
+  lulesh.cycle -> LagrangeLeapFrog``); records outside every region are left out;
+* **parameters** from the globals the user names (``parameters=["jobsize",
+  "problem_size"]``): a name no file has is an error listing the globals that exist, and
+  those that vary across the runs, since only the user knows which of them is a parameter
+  of the program and which a measured result (``elapsed_time``) or an alias
+  (``mpi.world.size`` beside ``jobsize``);
+* **metrics**: every value attribute the records carry. Caliper's time statistics over
+  ranks get perfcast's names, so the summary, the priors and the report know them as time
+  (:data:`TIME_NAMES`: ``avg#inclusive#sum#time.duration`` is ``time_inclusive``, its
+  ``max#`` twin ``time_inclusive:max``); any other attribute keeps its Caliper name
+  (``any#any#max#Flops/Rep``). Where the files carry only inclusive time, the exclusive
+  ``time`` is derived per run: a region's inclusive mean over ranks less its children's
+  (exact when every rank enters the same regions, as in an SPMD code);
+* **repetitions**: several runs at one point.
+
+Runs must differ only in the chosen parameters: two runs at one point that differ in
+another setting (compiler, version, threads) would be averaged into noise, so that is an
+error naming the setting and its values, to be chosen with ``where={"compiler":
+"intel"}`` or added to the parameters. A setting that changes only together with the
+parameters is reported as a warning: its effect cannot be told apart from theirs.
+Globals that describe a run rather than configure it are not compared
+(:data:`RUN_RECORD_GLOBALS`, Adiak dates, measured doubles, Caliper's own ``cali.*`` and
+``spot.*``).
+
+The files are parsed by ``caliper-reader`` (LLNL's pure-Python reader, the one hatchet
+and thicket use), imported only when a Caliper file is read.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfcast.errors import InputError
+from perfcast.experiment.calltree import SEPARATOR
+from perfcast.experiment.experiment import Experiment, Metric, Row
+from perfcast.experiment.io.registry import Format, require_regular_file
+from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, MAX_SUFFIX, TIME_METRIC
+from perfcast.experiment.points import format_point
+
+CALIPER_PROFILES = "caliper"
+"""The format's name (``--format caliper``), which the summary's wording asks for."""
+SUFFIX = ".cali"
+MAX_FILES = 100_000
+"""The most profiles one set may hold: a bound checked before any file is parsed."""
+
+TIME_INCLUSIVE = TIME_METRIC + INCLUSIVE_SUFFIX
+TIME_NAMES = {
+    # SPOT channel (``spot``, ``profile.mpi``): statistics over ranks of inclusive time
+    "avg#inclusive#sum#time.duration": TIME_INCLUSIVE,
+    "max#inclusive#sum#time.duration": TIME_INCLUSIVE + MAX_SUFFIX,
+    # hatchet-region-profile and runtime-report aggregated over ranks by cali-query
+    "inclusive#sum#time.duration": TIME_INCLUSIVE,
+    "sum#time.duration": TIME_METRIC,
+    "avg#sum#time.duration": TIME_METRIC,
+    "max#sum#time.duration": TIME_METRIC + MAX_SUFFIX,
+}
+"""Caliper's time attributes named as perfcast names time; values are seconds."""
+
+BOOKKEEPING_VALUES = ("aggregate.slot",)
+"""Value attributes that are Caliper's own record keeping (node order), not measurements."""
+
+RUN_RECORD_GLOBALS = frozenset({"user", "cmdline", "launchdate", "launchday", "libraries"})
+"""Globals that say who ran and when, not what: never compared between runs."""
+RECORD_ADIAK_TYPES = frozenset({"date", "timeval", "double"})
+"""Adiak types of globals that record a run (when it started, what it measured:
+``elapsed_time``, ``figure_of_merit``) rather than configure it, unless chosen as
+parameters."""
+CALIPER_PREFIXES = ("cali.", "spot.")
+
+UNITS = {"sec": "s", "s": "s"}
+
+
+@dataclass
+class _Run:
+    path: Path
+    globals: dict[str, str]
+    types: dict[str, str]
+    """Adiak type of each global that has one."""
+    rows: list[tuple[str, str, float]] = field(default_factory=list)
+    """(call path, metric, value)."""
+    units: dict[str, str] = field(default_factory=dict)
+    """perfcast's unit of each metric (Caliper's ``attribute.unit``)."""
+
+
+def read_caliper(
+    path: Path,
+    parameters: Sequence[str] | str | None = None,
+    where: Mapping[str, str] | Sequence[str] | None = None,
+    more: Sequence[Path] = (),
+) -> Experiment:
+    """Read Caliper profiles into one Experiment (module docstring).
+
+    ``path`` is a ``.cali`` file or a directory searched for them; ``more`` adds files or
+    directories (``perfcast model a.cali b.cali``). ``parameters`` names the Adiak globals
+    that are the runs' parameters (a list, or ``"jobsize,problem_size"``); ``where``
+    keeps the runs whose globals have these values (``{"compiler": "intel"}`` or
+    ``["compiler=intel"]``).
+    """
+    files = profile_files([path, *more])
+    chosen = _names(parameters)
+    wanted = _conditions(where)
+    runs = [_read_run(file) for file in files]
+    kept = [run for run in runs if all(run.globals.get(k) == v for k, v in wanted.items())]
+    if not kept:
+        raise InputError(
+            "no run has "
+            + ", ".join(f"{k}={v}" for k, v in wanted.items())
+            + "; "
+            + _values_seen(runs, wanted),
+            path=path,
+        )
+    if not chosen:
+        raise InputError(
+            "name the runs' parameters among their Adiak globals with --parameters "
+            f"(parameters=[...]); {_globals_listing(kept)}",
+            path=path,
+        )
+    coordinates = [_coordinate(run, chosen, kept) for run in kept]
+    _check_configuration(kept, coordinates, chosen)
+    metrics = {name: Metric(name, unit) for run in kept for name, unit in run.units.items()}
+
+    def rows() -> Iterable[Row]:
+        for run, coordinate in zip(kept, coordinates, strict=True):
+            for callpath, metric, value in run.rows:
+                yield callpath, metric, coordinate, value
+
+    source = str(path) if not more else f"{path} and {len(more)} more"
+    return Experiment.from_rows(chosen, rows(), metrics.values(), source=source)
+
+
+def profile_files(paths: Sequence[Path]) -> list[Path]:
+    """The ``.cali`` files of ``paths`` (files as given, directories searched), sorted
+    within each directory; bounded by :data:`MAX_FILES` before any is parsed."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found: list[Path] = []
+            for root, _dirs, names in os.walk(path):
+                found.extend(Path(root) / name for name in names if name.endswith(SUFFIX))
+                if len(files) + len(found) > MAX_FILES:
+                    break
+            if not found:
+                raise InputError(f"no Caliper profile (*{SUFFIX}) in this directory", path=path)
+            files.extend(sorted(found))
+        elif path.exists():
+            files.append(path)
+        else:
+            raise InputError("no such Caliper profile", path=path)
+        if len(files) > MAX_FILES:
+            raise InputError(
+                f"more than {MAX_FILES:,} Caliper profiles: model a part of the set at a time",
+                path=path,
+            )
+    return files
+
+
+def _names(parameters: Sequence[str] | str | None) -> list[str]:
+    if parameters is None:
+        return []
+    names = parameters.split(",") if isinstance(parameters, str) else list(parameters)
+    names = [name.strip() for name in names]
+    if any(not name for name in names) or len(set(names)) != len(names):
+        raise InputError(f"--parameters {','.join(names)}: name each Adiak global once")
+    return names
+
+
+def _conditions(where: Mapping[str, str] | Sequence[str] | None) -> dict[str, str]:
+    if where is None:
+        return {}
+    if isinstance(where, Mapping):
+        return {str(k): str(v) for k, v in where.items()}
+    conditions = {}
+    for item in where:
+        key, equals, value = item.partition("=")
+        if not equals or not key.strip():
+            raise InputError(f"--where {item!r}: give a global and its value, KEY=VALUE")
+        conditions[key.strip()] = value.strip()
+    return conditions
+
+
+def _read_run(path: Path) -> _Run:
+    """One profile: its globals, the Adiak types of those, and its (call path, metric,
+    value) rows. A file caliper-reader cannot parse, or one without globals (Caliper
+    writes them last, so a truncated file has none), is an InputError naming it."""
+    import caliperreader
+
+    require_regular_file(path)
+    reader = caliperreader.CaliperReader()
+    try:
+        reader.read(str(path))
+    except Exception as exc:  # a third-party parser: any failure means a damaged file
+        raise InputError(
+            f"not a readable Caliper profile, damaged or cut short ({type(exc).__name__}: "
+            f"{str(exc)[:80]}); write it again with Caliper, or leave it out",
+            path=path,
+        ) from None
+    if not reader.globals:
+        raise InputError(
+            "a Caliper profile without globals (Adiak metadata): the file is cut short "
+            "(Caliper writes the globals last) or was not written by a run with Adiak",
+            path=path,
+        )
+    run = _Run(
+        path,
+        {name: _text(value) for name, value in reader.globals.items()},
+        {name: _adiak_type(reader, name) for name in reader.globals},
+    )
+    values = [a for a in reader.attributes() if _is_measurement(reader, a)]
+    for attribute in values:
+        unit = str(reader.attribute(attribute).get("attribute.unit") or "")
+        run.units[TIME_NAMES.get(attribute, attribute)] = UNITS.get(unit, unit)
+    inclusive: dict[str, float] = {}
+    for record in reader.records:
+        callpath = _callpath(record.get("path"))
+        if callpath is None:
+            continue  # time outside every region: no call path to model
+        for attribute in values:
+            if attribute in record:
+                value = _number(record[attribute], path, attribute)
+                name = TIME_NAMES.get(attribute, attribute)
+                run.rows.append((callpath, name, value))
+                if name == TIME_INCLUSIVE:
+                    inclusive[callpath] = value
+    if inclusive and not any(metric == TIME_METRIC for _, metric, _ in run.rows):
+        run.rows.extend((c, TIME_METRIC, v) for c, v in _exclusive(inclusive).items())
+        run.units[TIME_METRIC] = run.units[TIME_INCLUSIVE]
+    if not run.rows:
+        raise InputError(
+            "this Caliper profile has no region with a measured value; profile with a "
+            "configuration that aggregates by region (CALI_CONFIG=spot or "
+            "hatchet-region-profile)",
+            path=path,
+        )
+    return run
+
+
+def _text(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def _adiak_type(reader: Any, name: str) -> str:
+    try:
+        return str(reader.attribute(name).get("adiak.type") or "")
+    except KeyError:
+        return ""
+
+
+def _is_measurement(reader: Any, attribute: str) -> bool:
+    try:
+        entry = reader.attribute(attribute)
+    except KeyError:
+        return False
+    return bool(entry.is_value()) and not attribute.endswith(BOOKKEEPING_VALUES)
+
+
+def _callpath(path: Any) -> str | None:
+    """A record's region nesting as a call path (None outside every region). A region
+    name holding perfcast's separator has it replaced by ``-``, so the nesting stays the
+    one Caliper recorded."""
+    if path is None:
+        return None
+    regions = path if isinstance(path, list) else [path]
+    names = [str(region).strip().replace(SEPARATOR, "-") or "(unnamed)" for region in regions]
+    return SEPARATOR.join(names) if names else None
+
+
+def _number(text: Any, path: Path, attribute: str) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise InputError(
+            f"attribute {attribute!r} holds {str(text)[:40]!r}, not a number", path=path
+        ) from None
+    if not math.isfinite(value):
+        raise InputError(f"attribute {attribute!r} holds {text!r}, not a finite number", path=path)
+    return value
+
+
+def _exclusive(inclusive: Mapping[str, float]) -> dict[str, float]:
+    """Each region's inclusive time less its direct children's; a child measured without
+    its parent (never in Caliper's nesting) leaves the parent as it is. Timer rounding can
+    make the difference a hair below zero: it is clipped to zero."""
+    children: dict[str, float] = defaultdict(float)
+    for callpath, value in inclusive.items():
+        parent, separator, _ = callpath.rpartition(SEPARATOR)
+        if separator and parent in inclusive:
+            children[parent] += value
+    return {c: max(0.0, v - children.get(c, 0.0)) for c, v in inclusive.items()}
+
+
+def _coordinate(run: _Run, chosen: Sequence[str], runs: Sequence[_Run]) -> tuple[float, ...]:
+    values = []
+    for name in chosen:
+        if name not in run.globals:
+            raise InputError(
+                f"no Adiak global {name!r} in this profile; {_globals_listing(runs)}",
+                path=run.path,
+            )
+        text = run.globals[name]
+        try:
+            value = float(text)
+        except ValueError:
+            raise InputError(
+                f"global {name!r} is {text[:40]!r}, not a number: a parameter must be numeric; "
+                f"to model one {name} only, keep it with --where {name}={text[:40]}",
+                path=run.path,
+            ) from None
+        if not math.isfinite(value):
+            raise InputError(f"global {name!r} is {text!r}, not a finite number", path=run.path)
+        values.append(value)
+    return tuple(values)
+
+
+def _is_setting(name: str, runs: Sequence[_Run]) -> bool:
+    """Whether a global configures the run (compared between runs) or records it."""
+    if name in RUN_RECORD_GLOBALS or name.startswith(CALIPER_PREFIXES):
+        return False
+    return not any(run.types.get(name) in RECORD_ADIAK_TYPES for run in runs)
+
+
+def _check_configuration(
+    runs: Sequence[_Run], coordinates: Sequence[tuple[float, ...]], chosen: Sequence[str]
+) -> None:
+    """Refuse runs at one point that differ in a setting; warn of a setting that changes
+    only together with the parameters (module docstring)."""
+    names = sorted({n for run in runs for n in run.globals if n not in chosen})
+    by_point: dict[tuple[float, ...], list[_Run]] = defaultdict(list)
+    for run, point in zip(runs, coordinates, strict=True):
+        by_point[point].append(run)
+    confounded = []
+    for name in names:
+        if not _is_setting(name, runs):
+            continue
+        values = {run.globals.get(name) for run in runs}
+        if len(values) < 2:
+            continue
+        for point, group in by_point.items():
+            inside = sorted({str(run.globals.get(name, "(absent)")) for run in group})
+            if len(inside) > 1:
+                label = format_point(dict(zip(chosen, point, strict=True)))
+                raise InputError(
+                    f"the runs at {label} differ in {name!r} ({', '.join(inside[:6])}), which "
+                    f"is not a parameter: they would be averaged into noise. Keep one with "
+                    f"--where {name}={inside[0]}, or add {name} to --parameters if it is a "
+                    f"number the cost depends on ({len(group)} runs there, e.g. "
+                    f"{group[0].path.name})",
+                    path=group[0].path,
+                )
+        if not _follows(name, by_point):
+            continue
+        if not _alias(name, runs, coordinates):
+            confounded.append(f"{name} ({', '.join(sorted(map(str, values))[:6])})")
+    if confounded:
+        warnings.warn(
+            f"the runs also differ in {'; '.join(confounded)}, which changes only together "
+            f"with {', '.join(chosen)}: its effect cannot be told apart from theirs",
+            stacklevel=4,
+        )
+
+
+def _follows(name: str, by_point: Mapping[tuple[float, ...], list[_Run]]) -> bool:
+    """Whether ``name`` is the same for every run at each point (checked before)."""
+    return all(len({run.globals.get(name) for run in group}) == 1 for group in by_point.values())
+
+
+def _alias(name: str, runs: Sequence[_Run], coordinates: Sequence[tuple[float, ...]]) -> bool:
+    """Whether ``name`` equals one chosen parameter in every run (``mpi.world.size``
+    beside ``jobsize``): another spelling of it, nothing to report."""
+    for index in range(len(coordinates[0]) if coordinates else 0):
+        try:
+            if all(
+                float(run.globals.get(name, "nan")) == point[index]
+                for run, point in zip(runs, coordinates, strict=True)
+            ):
+                return True
+        except ValueError:
+            return False
+    return False
+
+
+def _globals_listing(runs: Sequence[_Run]) -> str:
+    """The globals the runs have, those that vary first: what to choose parameters from."""
+    names = sorted({n for run in runs for n in run.globals if not n.startswith(CALIPER_PREFIXES)})
+    varying = [n for n in names if len({run.globals.get(n) for run in runs}) > 1]
+    settings = [n for n in varying if _is_setting(n, runs)]
+    constant = [n for n in names if n not in varying]
+    shown = ", ".join(f"{n} ({_span(runs, n)})" for n in (settings or varying)[:12]) or "none"
+    return (
+        f"globals that vary across the {len(runs)} runs: {shown}; the same in all: "
+        f"{', '.join(constant[:20]) or 'none'}"
+    )
+
+
+def _span(runs: Sequence[_Run], name: str) -> str:
+    values = sorted({run.globals.get(name, "") for run in runs}, key=_numeric_first)
+    return ", ".join(v[:20] for v in values[:5]) + (", ..." if len(values) > 5 else "")
+
+
+def _numeric_first(text: str) -> tuple[int, float, str]:
+    try:
+        return (0, float(text), "")
+    except ValueError:
+        return (1, 0.0, text)
+
+
+def _values_seen(runs: Sequence[_Run], wanted: Mapping[str, str]) -> str:
+    parts = []
+    for key in wanted:
+        seen = sorted({run.globals[key] for run in runs if key in run.globals})
+        parts.append(
+            f"{key} is {', '.join(v[:30] for v in seen[:8])}" if seen else f"no run has {key!r}"
+        )
+    return "; ".join(parts)
+
+
+def looks_like_caliper(head: str) -> bool:
+    """Caliper's ``.cali`` format: records of ``__rec=`` key-value pairs."""
+    return head.startswith("__rec=")
+
+
+FORMAT = Format(
+    name=CALIPER_PROFILES,
+    summary="Caliper profiles (.cali) with Adiak metadata: files, or a directory of them",
+    reader=read_caliper,
+    suffixes=(SUFFIX,),
+    sniff=looks_like_caliper,
+    collection=True,
+    claims_directory=lambda path: next(path.rglob("*" + SUFFIX), None) is not None,
+)

@@ -1,0 +1,165 @@
+"""Caliper profiles with Adiak metadata: thicket's real test data in ../shared/data/caliper
+(LULESH at 27..343 ranks, RAJAPerf at two sizes on two machines), and damaged copies."""
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from perfcast.cli import main
+from perfcast.errors import InputError
+from perfcast.experiment import read_experiment
+from perfcast.experiment.calltree import SEPARATOR
+
+CALIPER = Path(__file__).resolve().parents[2] / "shared" / "data" / "caliper"
+LULESH = CALIPER / "mpi_scaling_cali"
+RAJAPERF = CALIPER / "rajaperf"
+
+pytestmark = pytest.mark.skipif(
+    not LULESH.is_dir(), reason=f"shared Caliper data not found at {CALIPER}"
+)
+
+
+def lulesh_copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "lulesh"
+    shutil.copytree(LULESH, copy)
+    for file in copy.iterdir():
+        file.chmod(0o644)
+    return copy
+
+
+def test_lulesh_set_is_one_experiment_over_jobsize():
+    experiment = read_experiment(LULESH, parameters="jobsize")
+    assert experiment.parameters == ["jobsize"]
+    assert sorted(experiment.coordinates().ravel()) == [27, 64, 125, 216, 343]
+    # the region nesting is the call path; records outside every region are left out
+    assert "main->lulesh.cycle->LagrangeLeapFrog->LagrangeNodal" in experiment.callpaths
+    assert "MPI_Comm_split" in experiment.callpaths
+    assert len(experiment.callpaths) == 45
+    # Caliper's time statistics over ranks get perfcast's names; others keep theirs
+    assert {"time_inclusive", "time_inclusive:max", "time"} <= set(experiment.metrics)
+    assert "min#inclusive#sum#time.duration" in experiment.metrics
+    assert experiment.metrics["time"].unit == "s"
+    data = experiment.data.query("jobsize == 27")
+    inclusive = data[data.metric == "time_inclusive"].set_index("callpath").value
+    assert inclusive["main"] == pytest.approx(47.238297)
+
+
+def test_exclusive_time_adds_up_to_the_inclusive_time_of_main():
+    experiment = read_experiment(LULESH, parameters="jobsize")
+    data = experiment.data.query("jobsize == 343")
+    exclusive = data[data.metric == "time"].set_index("callpath").value
+    inclusive = data[data.metric == "time_inclusive"].set_index("callpath").value
+    in_main = [c == "main" or c.startswith("main" + SEPARATOR) for c in exclusive.index]
+    under_main = exclusive[in_main]
+    assert under_main.sum() == pytest.approx(inclusive["main"], rel=1e-6)
+    assert (exclusive >= 0).all()
+
+
+def test_the_error_without_parameters_lists_the_globals_that_vary():
+    with pytest.raises(InputError) as caught:
+        read_experiment(LULESH)
+    message = str(caught.value)
+    assert "--parameters" in message
+    assert "jobsize (27, 64, 125, 216, 343)" in message
+    assert "problem_size" in message  # among those that are the same in all
+
+
+def test_a_parameter_no_file_has_is_named_with_the_globals_there_are():
+    with pytest.raises(InputError) as caught:
+        read_experiment(LULESH, parameters="nx")
+    assert "no Adiak global 'nx'" in str(caught.value)
+    assert "jobsize" in str(caught.value)
+
+
+def test_an_alias_is_silent_and_a_setting_that_follows_the_parameter_is_reported():
+    with pytest.warns(UserWarning, match=r"numhosts .*cannot be told apart"):
+        experiment = read_experiment(LULESH, parameters=["jobsize"])
+    assert "mpi.world.size" not in str(experiment)
+
+
+def test_runs_that_differ_in_a_setting_at_one_point_are_refused_not_merged():
+    lassen = RAJAPERF / "lassen"
+    with pytest.raises(InputError) as caught:
+        read_experiment(lassen, parameters="ProblemSizeRunParam")
+    message = str(caught.value)
+    assert "differ in 'tuning' (block_128, block_256)" in message
+    assert "--where tuning=block_128" in message
+    assert "ProblemSizeRunParam=1048576" in message  # the point, spelled as given
+    kept = read_experiment(lassen, parameters="ProblemSizeRunParam", where=["tuning=block_128"])
+    assert sorted(kept.coordinates().ravel()) == [1048576, 2097152]
+    # ten repetitions at the smaller size, one at the larger
+    data = kept.data.query("metric == 'time_inclusive'")
+    per_point = data.groupby("ProblemSizeRunParam").repetition.max() + 1
+    assert per_point.to_dict() == {1048576.0: 10, 2097152.0: 1}
+
+
+def test_where_names_the_values_there_are_when_no_run_matches():
+    with pytest.raises(InputError, match="tuning is block_128, block_256"):
+        read_experiment(RAJAPERF / "lassen", parameters="ProblemSizeRunParam", where=["tuning=x"])
+
+
+def test_a_text_global_is_not_a_parameter():
+    with pytest.raises(InputError, match=r"'variant' is 'Base_Seq', not a number.*--where"):
+        read_experiment(RAJAPERF / "quartz", parameters="variant")
+
+
+def test_truncated_profile_is_named(tmp_path):
+    copy = lulesh_copy(tmp_path)
+    damaged = copy / "64_cores.cali"
+    data = damaged.read_bytes()
+    damaged.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError) as caught:
+        read_experiment(copy, parameters="jobsize")
+    assert "64_cores.cali" in str(caught.value)
+    assert "damaged or cut short" in str(caught.value)
+
+
+def test_a_byte_that_is_not_text_is_named(tmp_path):
+    copy = lulesh_copy(tmp_path)
+    (copy / "27_cores.cali").write_bytes(b"__rec=node,id=1\n\xff\xfe\x00garbage\n")
+    with pytest.raises(InputError, match=r"27_cores.cali: not a readable Caliper profile"):
+        read_experiment(copy, parameters="jobsize")
+
+
+def test_a_value_of_the_wrong_type_is_named_with_its_attribute(tmp_path):
+    copy = lulesh_copy(tmp_path)
+    damaged = copy / "125_cores.cali"
+    lines = damaged.read_text().splitlines(keepends=True)
+    record = next(i for i, line in enumerate(lines) if line.startswith("__rec=ctx,ref=36="))
+    lines[record] = re.sub(r",data=[0-9.]+=", ",data=fast=", lines[record])
+    damaged.write_text("".join(lines))
+    with pytest.raises(InputError) as caught:
+        read_experiment(copy, parameters="jobsize")
+    assert "125_cores.cali" in str(caught.value)
+    assert "'min#inclusive#sum#time.duration' holds 'fast', not a number" in str(caught.value)
+
+
+def test_a_missing_adiak_key_is_named(tmp_path):
+    copy = lulesh_copy(tmp_path)
+    damaged = copy / "216_cores.cali"
+    damaged.write_text(damaged.read_text().replace("data=jobsize,", "data=job_size,"))
+    with pytest.raises(InputError) as caught:
+        read_experiment(copy, parameters="jobsize")
+    assert "216_cores.cali: no Adiak global 'jobsize'" in str(caught.value)
+
+
+def test_perfcast_model_reads_files_and_directories(capsys):
+    files = sorted(str(path) for path in LULESH.glob("*.cali"))
+    assert main(["model", *files, "--parameters", "jobsize", "--metric", "time"]) == 0
+    printed = capsys.readouterr().out
+    assert "over jobsize" in printed
+    assert "over ranks (Caliper): time_inclusive is Caliper's mean over ranks" in printed
+    assert main(["model", str(LULESH), "--parameters", "jobsize", "--style", "text"]) == 0
+    assert "main->lulesh.cycle->TimeIncrement->MPI_Allreduce" in capsys.readouterr().out
+
+
+def test_caliper_flags_on_other_input_are_refused(capsys):
+    text = Path(__file__).parents[1] / "examples" / "data" / "relearn.txt"
+    assert main(["model", str(text), "--parameters", "p"]) == 2
+    assert "are for Caliper profiles, and this is text input" in capsys.readouterr().err
+    assert main(["model", str(text), str(text)]) == 2
+    assert "more than one input are for Caliper profiles" in capsys.readouterr().err
+    assert main(["model", str(LULESH)]) == 2
+    assert "name the runs' parameters" in capsys.readouterr().err
