@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from perfcast.modeling.findings import Finding, unique
 from perfcast.modeling.pmnf import ArrayLike, Model
 from perfcast.modeling.provenance import Provenance
 from perfcast.outputs import OutputKind, PathLike, json_with, write_output
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FORMAT_VERSION = 1
 MODEL_FILE = OutputKind("a perfcast model file", json_with('"perfcast_models"'))
@@ -128,6 +132,25 @@ class ModelSet:
                 f"(give them as {' '.join(p + '=VALUE' for p in missing)})"
             )
         return {key: model.evaluate(point) for key, model in self._models.items()}
+
+    # -- tables and notebooks (perfcast.modeling.views) --------------------------------------
+
+    def to_dataframe(
+        self,
+        target: Mapping[str, float] | None = None,
+        largest: Mapping[str, float] | None = None,
+    ) -> pd.DataFrame:
+        """One row per model: call path, metric, formula, fit statistics, and with a
+        ``target`` the value there, its prediction interval and the growth from
+        ``largest`` (:func:`perfcast.modeling.views.model_table`)."""
+        from perfcast.modeling.views import model_table
+
+        return model_table(self, target, largest)
+
+    def _repr_html_(self) -> str:
+        from perfcast.modeling.views import model_set_html
+
+        return model_set_html(self)
 
     # -- JSON ------------------------------------------------------------------------------
 

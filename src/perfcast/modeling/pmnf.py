@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -383,6 +384,23 @@ class Model:
             body = r" \cdot ".join(f.latex() for f in term.factors)
             parts.append(f"{sign} {_latex_number(abs(term.coefficient), precision)} \\cdot {body}")
         return " ".join(parts)
+
+    # -- notebooks (perfcast.modeling.views) ------------------------------------------------
+
+    def _repr_latex_(self) -> str:
+        return f"$${self.latex()}$$"
+
+    def _repr_html_(self) -> str:
+        from perfcast.modeling.views import model_html
+
+        return model_html(self)
+
+    def plot(self, parameter: str, **options: Any) -> Any:
+        """Draw the model along ``parameter`` with its prediction interval
+        (:func:`perfcast.modeling.views.plot_model`; needs matplotlib)."""
+        from perfcast.modeling.views import plot_model
+
+        return plot_model(self, parameter, **options)
 
     def to_json(self) -> dict:
         data = {
