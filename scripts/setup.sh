@@ -25,4 +25,4 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-python3 -m pip install -q --disable-pip-version-check -e ".[dev,static,taint]"
+python3 -m pip install -q --disable-pip-version-check -e ".[dev,static,taint,thicket]"

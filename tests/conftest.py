@@ -49,7 +49,10 @@ INSTALL_HINTS = (
     (re.compile(r"valgrind"), "apt-get install valgrind"),
     (re.compile(r"Slurm|slurm|munge"), "apt-get install slurm-wlm munge"),
     (re.compile(r"SimGrid|smpirun"), "apt-get install libsimgrid-dev"),
-    (re.compile(r"could not import|islpy|import-linter"), "pip install -e '.[dev,static,taint]'"),
+    (
+        re.compile(r"could not import|islpy|import-linter"),
+        "pip install -e '.[dev,static,taint,thicket]'",
+    ),
     (re.compile(r"shared|Extra-P example data|LULESH"), f"check out the shared data at {SHARED}"),
 )
 """What to install for a skip reason; ``bash scripts/setup.sh`` installs all of them."""

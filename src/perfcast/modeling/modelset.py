@@ -138,14 +138,15 @@ class ModelSet:
     def to_dataframe(
         self,
         target: Mapping[str, float] | None = None,
-        largest: Mapping[str, float] | None = None,
+        values: Mapping[str, Sequence[float]] | None = None,
     ) -> pd.DataFrame:
-        """One row per model: call path, metric, formula, fit statistics, and with a
-        ``target`` the value there, its prediction interval and the growth from
-        ``largest`` (:func:`perfcast.modeling.views.model_table`)."""
+        """One row per model: call path, metric, formula, fit statistics, notes, and with
+        a ``target`` the value there, its prediction interval, the growth and why it cannot
+        be read there (:func:`perfcast.modeling.views.model_table`; ``values``: each
+        parameter's measured values, where known)."""
         from perfcast.modeling.views import model_table
 
-        return model_table(self, target, largest)
+        return model_table(self, target, values)
 
     def _repr_html_(self) -> str:
         from perfcast.modeling.views import model_set_html

@@ -3,9 +3,10 @@
 A :class:`~perfcast.modeling.modelset.ModelSet` or a
 :class:`~perfcast.modeling.pmnf.Model` left as the last expression of a Jupyter cell shows
 itself through the hooks here (``_repr_html_``, ``_repr_latex_``): the formula as LaTeX,
-the fit's statistics, and, where a target point is given, the value there with its
-prediction interval and the growth from the largest measured point. :func:`model_table`
-is the same table as a pandas DataFrame, one row per model, the shape thicket users join
+the fit's statistics and what the stages said of it. :func:`model_table` is the table as
+a pandas DataFrame, one row per model, with a target the value there, its prediction
+interval, the growth from the largest measured point and why the model cannot be read
+there; the shape thicket users join
 to a statsframe (:mod:`perfcast.integrations.thicket`). :func:`plot_model` draws a model
 along one parameter with its interval and the measured values; it needs matplotlib
 (``pip install 'perfcast[notebook]'``), imported only when a plot is drawn.
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfcast.errors import InputError
+from perfcast.modeling.extrapolation import unfit_reasons
 from perfcast.modeling.intervals import prediction_interval
 from perfcast.modeling.pmnf import Model
 
@@ -30,37 +32,58 @@ if TYPE_CHECKING:
     from perfcast.experiment.experiment import Experiment
     from perfcast.modeling.modelset import ModelSet
 
-MODEL_COLUMNS = ("callpath", "metric", "model", "smape", "adjusted_r2", "points")
-TARGET_COLUMNS = ("at_target", "lower", "upper", "growth")
-"""Columns added when a target is given: the value there, its prediction interval and the
-ratio to the value at the largest measured point."""
+MODEL_COLUMNS = ("callpath", "metric", "model", "smape", "adjusted_r2", "points", "notes")
+TARGET_COLUMNS = ("at_target", "lower", "upper", "growth", "unfit")
+"""Columns added when a target is given: the value there, its 95 % prediction interval,
+the ratio to the value at the largest measured point, and every reason the model is not
+fit to be read there (:func:`perfcast.modeling.extrapolation.unfit_reasons`; empty: it
+is): the same judgement the summary ranks by, so a table never shows a formula the
+summary would set apart without saying so."""
 
 HTML_ROWS = 50
 """Rows a model set's HTML table shows; the DataFrame holds them all."""
 
 
-def model_row(
-    model: Model,
+def model_table(
+    models: ModelSet,
     target: Mapping[str, float] | None = None,
-    largest: Mapping[str, float] | None = None,
-) -> dict[str, Any]:
-    """One model as a table row (:data:`MODEL_COLUMNS`, and :data:`TARGET_COLUMNS` where
-    ``target`` is given; growth needs ``largest``, the largest measured point)."""
-    row: dict[str, Any] = {
-        "callpath": model.callpath,
-        "metric": model.metric,
-        "model": model.text(),
-        "smape": model.statistics.smape,
-        "adjusted_r2": model.statistics.adjusted_r2,
-        "points": model.statistics.points,
-    }
-    if target is not None:
-        value = _at(model, target)
-        lower, upper = prediction_interval(model, target)
-        row.update(at_target=value, lower=float(lower), upper=float(upper))
-        now = _at(model, largest) if largest is not None else math.nan
-        row["growth"] = value / now if now and math.isfinite(now) else math.nan
-    return row
+    values: Mapping[str, Sequence[float]] | None = None,
+) -> pd.DataFrame:
+    """Every model as one row of a DataFrame, in the set's order (:data:`MODEL_COLUMNS`,
+    and :data:`TARGET_COLUMNS` with a ``target``). ``values``: the distinct measured
+    values of each parameter, where known, for the judgement at the target; the largest
+    measured point is the models' provenance's."""
+    import pandas as pd
+
+    largest = None
+    if models.provenance is not None:
+        largest = {name: high for name, (_, high) in models.provenance.ranges.items()}
+    rows = []
+    for model in models:
+        row: dict[str, Any] = {
+            "callpath": model.callpath,
+            "metric": model.metric,
+            "model": model.text(),
+            "smape": model.statistics.smape,
+            "adjusted_r2": model.statistics.adjusted_r2,
+            "points": model.statistics.points,
+            "notes": "; ".join(models.notes((model.callpath, model.metric))),
+        }
+        if target is not None:
+            value = _at(model, target)
+            lower, upper = prediction_interval(model, target)
+            now = _at(model, largest) if largest is not None else math.nan
+            unfit = unfit_reasons(model, target, values or {}, models.provenance)
+            row.update(
+                at_target=value,
+                lower=float(lower),
+                upper=float(upper),
+                growth=value / now if now and math.isfinite(now) else math.nan,
+                unfit="; ".join(reason.text() for reason in unfit),
+            )
+        rows.append(row)
+    columns = [*MODEL_COLUMNS, *(TARGET_COLUMNS if target is not None else ())]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _at(model: Model, point: Mapping[str, float]) -> float:
@@ -68,19 +91,6 @@ def _at(model: Model, point: Mapping[str, float]) -> float:
         return float(model.evaluate(point))
     except InputError:  # outside the model's domain (log2 of 0): no value there
         return math.nan
-
-
-def model_table(
-    models: ModelSet | Sequence[Model],
-    target: Mapping[str, float] | None = None,
-    largest: Mapping[str, float] | None = None,
-) -> pd.DataFrame:
-    """Every model as one row of a DataFrame (:func:`model_row`), in the set's order."""
-    import pandas as pd
-
-    columns = [*MODEL_COLUMNS, *(TARGET_COLUMNS if target is not None else ())]
-    rows = [model_row(model, target, largest) for model in models]
-    return pd.DataFrame(rows, columns=columns)
 
 
 def model_html(model: Model) -> str:
@@ -100,14 +110,15 @@ def model_set_html(models: ModelSet) -> str:
     header = "".join(f"<th>{name}</th>" for name in MODEL_COLUMNS)
     rows = []
     for model in list(models)[:HTML_ROWS]:
-        row = model_row(model)
+        statistics = model.statistics
         cells = [
-            html.escape(row["callpath"]),
-            html.escape(row["metric"]),
+            html.escape(model.callpath),
+            html.escape(model.metric),
             f"\\({model.latex()}\\)",
-            f"{row['smape']:.3g}",
-            f"{row['adjusted_r2']:.3g}",
-            str(row["points"]),
+            f"{statistics.smape:.3g}",
+            f"{statistics.adjusted_r2:.3g}",
+            str(statistics.points),
+            html.escape("; ".join(models.notes((model.callpath, model.metric)))),
         ]
         rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
     more = len(models) - HTML_ROWS

@@ -86,12 +86,20 @@ CALIPER_PREFIXES = ("cali.", "spot.")
 UNITS = {"sec": "s", "s": "s"}
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """What one run was: its globals (Adiak metadata) by name, and the Adiak type of
+    those that have one; ``label`` names the run in messages (its file)."""
+
+    label: str
+    globals: dict[str, str]
+    types: dict[str, str]
+
+
 @dataclass
 class _Run:
     path: Path
-    globals: dict[str, str]
-    types: dict[str, str]
-    """Adiak type of each global that has one."""
+    settings: RunSettings
     rows: list[tuple[str, str, float]] = field(default_factory=list)
     """(call path, metric, value)."""
     units: dict[str, str] = field(default_factory=dict)
@@ -116,23 +124,20 @@ def read_caliper(
     chosen = _names(parameters)
     wanted = _conditions(where)
     runs = [_read_run(file) for file in files]
-    kept = [run for run in runs if all(run.globals.get(k) == v for k, v in wanted.items())]
+    kept = [r for r in runs if all(r.settings.globals.get(k) == v for k, v in wanted.items())]
     if not kept:
-        raise InputError(
-            "no run has "
-            + ", ".join(f"{k}={v}" for k, v in wanted.items())
-            + "; "
-            + _values_seen(runs, wanted),
-            path=path,
-        )
+        conditions = ", ".join(f"{k}={v}" for k, v in wanted.items())
+        seen = _values_seen([r.settings for r in runs], wanted)
+        raise InputError(f"no run has {conditions}; {seen}", path=path)
+    settings = [run.settings for run in kept]
     if not chosen:
         raise InputError(
             "name the runs' parameters among their Adiak globals with --parameters "
-            f"(parameters=[...]); {_globals_listing(kept)}",
+            f"(parameters=[...]); {_globals_listing(settings)}",
             path=path,
         )
-    coordinates = [_coordinate(run, chosen, kept) for run in kept]
-    _check_configuration(kept, coordinates, chosen)
+    coordinates = [_coordinate(run, chosen, settings) for run in settings]
+    check_settings(settings, coordinates, chosen)
     metrics = {name: Metric(name, unit) for run in kept for name, unit in run.units.items()}
 
     def rows() -> Iterable[Row]:
@@ -218,8 +223,11 @@ def _read_run(path: Path) -> _Run:
         )
     run = _Run(
         path,
-        {name: _text(value) for name, value in reader.globals.items()},
-        {name: _adiak_type(reader, name) for name in reader.globals},
+        RunSettings(
+            str(path),
+            {name: _text(value) for name, value in reader.globals.items()},
+            {name: _adiak_type(reader, name) for name in reader.globals},
+        ),
     )
     values = [a for a in reader.attributes() if _is_measurement(reader, a)]
     for attribute in values:
@@ -304,13 +312,15 @@ def _exclusive(inclusive: Mapping[str, float]) -> dict[str, float]:
     return {c: max(0.0, v - children.get(c, 0.0)) for c, v in inclusive.items()}
 
 
-def _coordinate(run: _Run, chosen: Sequence[str], runs: Sequence[_Run]) -> tuple[float, ...]:
+def _coordinate(
+    run: RunSettings, chosen: Sequence[str], runs: Sequence[RunSettings]
+) -> tuple[float, ...]:
     values = []
     for name in chosen:
         if name not in run.globals:
             raise InputError(
                 f"no Adiak global {name!r} in this profile; {_globals_listing(runs)}",
-                path=run.path,
+                path=run.label,
             )
         text = run.globals[name]
         try:
@@ -319,28 +329,29 @@ def _coordinate(run: _Run, chosen: Sequence[str], runs: Sequence[_Run]) -> tuple
             raise InputError(
                 f"global {name!r} is {text[:40]!r}, not a number: a parameter must be numeric; "
                 f"to model one {name} only, keep it with --where {name}={text[:40]}",
-                path=run.path,
+                path=run.label,
             ) from None
         if not math.isfinite(value):
-            raise InputError(f"global {name!r} is {text!r}, not a finite number", path=run.path)
+            raise InputError(f"global {name!r} is {text!r}, not a finite number", path=run.label)
         values.append(value)
     return tuple(values)
 
 
-def _is_setting(name: str, runs: Sequence[_Run]) -> bool:
+def _is_setting(name: str, runs: Sequence[RunSettings]) -> bool:
     """Whether a global configures the run (compared between runs) or records it."""
     if name in RUN_RECORD_GLOBALS or name.startswith(CALIPER_PREFIXES):
         return False
     return not any(run.types.get(name) in RECORD_ADIAK_TYPES for run in runs)
 
 
-def _check_configuration(
-    runs: Sequence[_Run], coordinates: Sequence[tuple[float, ...]], chosen: Sequence[str]
+def check_settings(
+    runs: Sequence[RunSettings], coordinates: Sequence[tuple[float, ...]], chosen: Sequence[str]
 ) -> None:
     """Refuse runs at one point that differ in a setting; warn of a setting that changes
-    only together with the parameters (module docstring)."""
+    only together with the parameters (module docstring). ``coordinates`` are the runs'
+    values of the ``chosen`` parameters."""
     names = sorted({n for run in runs for n in run.globals if n not in chosen})
-    by_point: dict[tuple[float, ...], list[_Run]] = defaultdict(list)
+    by_point: dict[tuple[float, ...], list[RunSettings]] = defaultdict(list)
     for run, point in zip(runs, coordinates, strict=True):
         by_point[point].append(run)
     confounded = []
@@ -359,8 +370,8 @@ def _check_configuration(
                     f"is not a parameter: they would be averaged into noise. Keep one with "
                     f"--where {name}={inside[0]}, or add {name} to --parameters if it is a "
                     f"number the cost depends on ({len(group)} runs there, e.g. "
-                    f"{group[0].path.name})",
-                    path=group[0].path,
+                    f"{Path(group[0].label).name})",
+                    path=group[0].label,
                 )
         if not _follows(name, by_point):
             continue
@@ -374,12 +385,14 @@ def _check_configuration(
         )
 
 
-def _follows(name: str, by_point: Mapping[tuple[float, ...], list[_Run]]) -> bool:
+def _follows(name: str, by_point: Mapping[tuple[float, ...], list[RunSettings]]) -> bool:
     """Whether ``name`` is the same for every run at each point (checked before)."""
     return all(len({run.globals.get(name) for run in group}) == 1 for group in by_point.values())
 
 
-def _alias(name: str, runs: Sequence[_Run], coordinates: Sequence[tuple[float, ...]]) -> bool:
+def _alias(
+    name: str, runs: Sequence[RunSettings], coordinates: Sequence[tuple[float, ...]]
+) -> bool:
     """Whether ``name`` equals one chosen parameter in every run (``mpi.world.size``
     beside ``jobsize``): another spelling of it, nothing to report."""
     for index in range(len(coordinates[0]) if coordinates else 0):
@@ -394,7 +407,7 @@ def _alias(name: str, runs: Sequence[_Run], coordinates: Sequence[tuple[float, .
     return False
 
 
-def _globals_listing(runs: Sequence[_Run]) -> str:
+def _globals_listing(runs: Sequence[RunSettings]) -> str:
     """The globals the runs have, those that vary first: what to choose parameters from."""
     names = sorted({n for run in runs for n in run.globals if not n.startswith(CALIPER_PREFIXES)})
     varying = [n for n in names if len({run.globals.get(n) for run in runs}) > 1]
@@ -407,7 +420,7 @@ def _globals_listing(runs: Sequence[_Run]) -> str:
     )
 
 
-def _span(runs: Sequence[_Run], name: str) -> str:
+def _span(runs: Sequence[RunSettings], name: str) -> str:
     values = sorted({run.globals.get(name, "") for run in runs}, key=_numeric_first)
     return ", ".join(v[:20] for v in values[:5]) + (", ..." if len(values) > 5 else "")
 
@@ -419,7 +432,7 @@ def _numeric_first(text: str) -> tuple[int, float, str]:
         return (1, 0.0, text)
 
 
-def _values_seen(runs: Sequence[_Run], wanted: Mapping[str, str]) -> str:
+def _values_seen(runs: Sequence[RunSettings], wanted: Mapping[str, str]) -> str:
     parts = []
     for key in wanted:
         seen = sorted({run.globals[key] for run in runs if key in run.globals})
