@@ -83,7 +83,7 @@ def test_a_module_skipped_at_import_fails_collection_under_ci(suite):
     assert done.returncode == 2, done.stdout  # collection errors stop the session
     assert "ERROR test_suite.py - CI=true: a required tool or data set is missing" in done.stdout
     assert "No module named 'perfcast_no_such_module'" in done.stdout
-    assert "fix: pip install -e '.[dev,static,taint]'" in done.stdout
+    assert "fix: pip install -e '.[dev,static,taint,thicket]'" in done.stdout
 
 
 def test_outside_ci_skips_stay_skips_and_long_tests_run_only_when_named(suite):
