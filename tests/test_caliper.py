@@ -163,3 +163,30 @@ def test_caliper_flags_on_other_input_are_refused(capsys):
     assert "more than one input are for Caliper profiles" in capsys.readouterr().err
     assert main(["model", str(LULESH)]) == 2
     assert "name the runs' parameters" in capsys.readouterr().err
+
+
+def test_efficiency_views_measured_and_modeled(capsys):
+    argv = ["model", str(LULESH), "--parameters", "jobsize", "--ranks-parameter", "jobsize"]
+    assert main([*argv, "--metric", "time", "--efficiency", "weak", "--at", "jobsize=1000"]) == 0
+    printed = capsys.readouterr().out
+    section = printed[printed.index("Speedup and parallel efficiency of main along jobsize") :]
+    lines = section.splitlines()
+    # weak scaling against 27 ranks: the measured inclusive time of main, 47.24 s
+    assert lines[2].split()[:4] == ["27", "47.24", "1", "100.0%"]
+    assert lines[3].split()[:2] == ["64", "55.11"]  # efficiency 47.24 / 55.11
+    assert lines[3].split()[3] == "85.7%"
+    assert lines[-1].split()[0] == "1000" and "model, 95 % interval" in lines[-1]
+    assert main([*argv, "--efficiency", "strong", "--subtree", "nowhere"]) == 2
+    assert "--subtree 'nowhere'" in capsys.readouterr().err
+
+
+def test_speedup_and_efficiency_of_a_known_strong_scaling():
+    from perfcast.modeling.efficiency import scaling_from_data, views
+
+    # perfect strong scaling halves the time with twice the ranks
+    points = scaling_from_data({4: 8.0, 8: 4.0, 16: 2.5}, "strong")
+    assert [round(p.speedup, 3) for p in points] == [1, 2, 3.2]
+    assert [round(p.efficiency, 3) for p in points] == [1, 1, 0.8]
+    assert views("weak", (4, 8.0), 16, 10.0) == pytest.approx((3.2, 0.8))
+    with pytest.raises(InputError, match="choose one of strong, weak"):
+        views("linear", (4, 8.0), 16, 10.0)

@@ -12,15 +12,18 @@ from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import Experiment
 from perfcast.experiment.io import FORMATS
 from perfcast.experiment.io.registry import CAMPAIGN_STORE, detect_format, get_format
+from perfcast.experiment.metrics import TIME_METRIC
 from perfcast.experiment.names import select_callpaths
 from perfcast.experiment.points import parse_point
 from perfcast.modeling import PMNFModeler
+from perfcast.modeling.efficiency import KINDS
 from perfcast.modeling.modelset import MODEL_FILE, ModelSet
 from perfcast.modeling.options import add_flags, from_arguments
 from perfcast.modeling.scaling import SCALINGS, total_over_ranks
 from perfcast.outputs import check_target
 from perfcast.priors import PRECEDENCE
 from perfcast.report import STYLES, render_models
+from perfcast.report.efficiency import render_efficiency
 from perfcast.report.summary import (
     DEFAULT_TOP,
     TARGET_FACTOR,
@@ -107,6 +110,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=DEFAULT_TOP,
         help=f"call paths per ranking in the summary (default {DEFAULT_TOP})",
+    )
+    parser.add_argument(
+        "--efficiency",
+        choices=KINDS,
+        help="also print the speedup and parallel efficiency along the ranks "
+        "(--ranks-parameter) of the costliest region, or of --subtree, measured and at the "
+        "target: strong (the problem fixed) or weak (the problem per rank fixed) scaling",
+    )
+    parser.add_argument(
+        "--subtree",
+        metavar="CALLPATH",
+        help="the region --efficiency looks at: its inclusive value, the sum of the call "
+        "paths at and below it (default: the costliest root)",
     )
     parser.add_argument(
         "--metric",
@@ -253,7 +269,28 @@ def run(args: argparse.Namespace) -> int:
     if report is not None:
         print()
         print(report)
+    if args.efficiency:
+        print()
+        print(_efficiency(models, experiment, args, target, effort.ranks))
     return 0
+
+
+def _efficiency(
+    models: ModelSet,
+    experiment: Experiment,
+    args: argparse.Namespace,
+    target: dict[str, float] | None,
+    ranks: str,
+) -> str:
+    """The scaling section, for the time metric modeled (the first metric otherwise), at
+    the summary's target."""
+    metrics = models.metrics
+    metric = TIME_METRIC if TIME_METRIC in metrics else metrics[0]
+    if target is None:
+        target = {name: TARGET_FACTOR * high for name, (_, high) in experiment.ranges().items()}
+    return render_efficiency(
+        models, experiment, metric, ranks, args.efficiency, target, args.subtree
+    )
 
 
 def _style(args: argparse.Namespace) -> str:
