@@ -138,3 +138,22 @@ def test_notebook_views_show_formula_notes_and_plot(lulesh, tmp_path):
     ax.figure.savefig(tmp_path / "main.png")
     assert (tmp_path / "main.png").stat().st_size > 1000
     assert len(ax.collections) >= 2  # the interval band and the measured points
+
+
+@pytest.mark.slow
+def test_the_caliper_example_runs_as_a_script(tmp_path):
+    """examples/caliper_lulesh.py, as the README tells a user to run it."""
+    import subprocess
+    import sys
+
+    example = Path(__file__).parents[1] / "examples" / "caliper_lulesh.py"
+    done = subprocess.run(
+        [sys.executable, str(example), str(LULESH), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "CalcHourglassControlForElems" in done.stdout
+    assert "models set apart" in done.stdout
+    assert (tmp_path / "caliper_lulesh.png").stat().st_size > 1000
