@@ -78,14 +78,12 @@ def test_models_come_back_as_statsframe_columns_with_their_judgement(lulesh):
 
 def literal(p: float, n: float) -> list[dict]:
     """A two-function call tree whose solve costs n^3/p exactly (a known truth)."""
-    solve = {
-        "frame": {"name": "solve"},
-        "metrics": {"time": 2e-9 * n**3 / p, "time (inc)": 2e-9 * n**3 / p},
-    }
+    cost = 2e-9 * n**3 / p
+    solve = {"frame": {"name": "solve"}, "metrics": {"time": cost, "time (inc)": cost}}
     return [
         {
             "frame": {"name": "main"},
-            "metrics": {"time": 0.5, "time (inc)": 0.5 + solve["metrics"]["time"]},
+            "metrics": {"time": 0.5, "time (inc)": 0.5 + cost},
             "children": [solve],
         }
     ]
