@@ -122,7 +122,13 @@ def taint_program(
             control_flow=options.control_flow,
             library_database=None if database_file is None else str(database_file),
         )
-        return replace(profile, run=run)
+        outside = [
+            f"{source} is outside the project directory {root} (--root): it was built as it "
+            "is, without instrumentation, so its functions are not in the profile; give a "
+            "--root that holds it to analyse it"
+            for source in rewritten.outside
+        ]
+        return replace(profile, run=run, warnings=(*profile.warnings, *outside))
     finally:
         if temporary:
             shutil.rmtree(work, ignore_errors=True)
