@@ -52,6 +52,16 @@ class ArgvParameter:
         return f"argv:{self.where}" if self.kind == "pos" else f"flag:{self.where}"
 
 
+def sources_of(parameters: Sequence[ArgvParameter]) -> dict[str, str]:
+    """Where each parameter is read, by name: one name may be bound at several places
+    (``n=flag:--nx`` and ``n=flag:--ny``), which the profile lists together
+    (``"flag:--nx, flag:--ny"``)."""
+    places: dict[str, list[str]] = {}
+    for parameter in parameters:
+        places.setdefault(parameter.name, []).append(parameter.describe())
+    return {name: ", ".join(dict.fromkeys(where)) for name, where in places.items()}
+
+
 def runtime_spec(parameters: list[ArgvParameter]) -> str:
     """The ``$PERFCAST_TAINT_ARGV`` value the runtime reads."""
     return ";".join(f"{p.name}:{p.kind}:{p.where}" for p in parameters)
