@@ -723,19 +723,20 @@ class FunctionRewriter:
                 inner = list(argument.get_children())
                 if tokens and tokens[0].spelling == "&" and inner:
                     extent = inner[0].extent
-                    objects.append(_Object(extent.start.offset, extent.end.offset, pointer=False))
+                    objects.append(_Object((extent.start.offset, extent.end.offset), False))
         flows = []
         for target in objects:
-            if target.start is None:  # the object of an implied ``this``
+            if target.extent is None:  # the object of an implied ``this``
                 text, at = "this", None
             else:
-                tokens = self.src.tokens_in(target.start, target.end)
+                start, end = target.extent
+                tokens = self.src.tokens_in(start, end)
                 simple = all(
                     t.spelling in SIMPLE_OBJECT_TOKENS or t.spelling.isidentifier() for t in tokens
                 )
                 if not tokens or not simple or "->" in {t.spelling for t in tokens}:
                     continue
-                text, at = self.src.text(target.start, target.end), self._cursor_at(target.start)
+                text, at = self.src.text(start, end), self._cursor_at(start)
             control = self._write_control(at)
             if control:
                 where = (
@@ -756,14 +757,15 @@ class FunctionRewriter:
         if base:
             extent = base[0].extent
             pointer = base[0].type.get_canonical().kind == TypeKind.POINTER
-            return _Object(extent.start.offset, extent.end.offset, pointer)
+            return _Object((extent.start.offset, extent.end.offset), pointer)
         tokens = self.src.tokens_in(member.extent.start.offset, member.extent.end.offset)
         dots = [i for i, t in enumerate(tokens) if t.spelling in (".", "->")]
         if not dots:
-            return _Object(None, None, pointer=True) if self._has_this() else None
+            return _Object(None, pointer=True) if self._has_this() else None
         if dots[-1] == 0:
             return None
-        return _Object(tokens[0].start, tokens[dots[-1] - 1].end, tokens[dots[-1]].spelling == "->")
+        arrow = tokens[dots[-1]].spelling == "->"
+        return _Object((tokens[0].start, tokens[dots[-1] - 1].end), arrow)
 
     def _has_this(self) -> bool:
         """Whether the function being rewritten is a non-static member, so has ``this``."""
@@ -910,11 +912,11 @@ def _callee_key(call: Cursor) -> tuple[str, str] | None:
 
 @dataclass
 class _Object:
-    """An object a call into unseen code may write: the extent of the expression naming it
-    (``None`` for an implied ``this``), and whether that expression is a pointer to it."""
+    """An object a call into unseen code may write: the extent (start and end offsets) of the
+    expression naming it, ``None`` for an implied ``this``, and whether that expression is a
+    pointer to it."""
 
-    start: int | None
-    end: int | None
+    extent: tuple[int, int] | None
     pointer: bool
 
 
