@@ -26,11 +26,12 @@ Designs (``[design] kind``):
 
 **Taint reduction** (:func:`reduce_with_taint`, paper section A1). With a taint profile
 (``perfcast taint``; found automatically beside the campaign store), any design keeps only
-the points a model can need: parameters no function depends on are held at their base
-value, and parameters that never share a product in any function (``size + p``) are varied
-one at a time -- the full grid becomes one-parameter lines. Parameters that do multiply
-(``size * iterations`` in ``main``) keep their joint grid; the design is the union of the
-grids of such groups through the base point.
+the points a model can need: parameters no function depends on, although their label reached
+a branch, are held at their base value (a label that reached nothing was probably lost: that
+parameter keeps its values), and parameters that never share a product in any function
+(``size + p``) are varied one at a time -- the full grid becomes one-parameter lines.
+Parameters that do multiply (``size * iterations`` in ``main``) keep their joint grid; the
+design is the union of the grids of such groups through the base point.
 """
 
 from __future__ import annotations

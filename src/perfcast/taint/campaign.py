@@ -5,7 +5,8 @@ program (``[build]``), how to run it (``[run] command`` with ``{name}`` placehol
 which parameters vary. From it we derive
 
 * the **parameter bindings**: a placeholder that is a whole argument (``./app {size}``) is
-  ``argv:N``; one written ``--size={size}`` is ``flag:--size``; ``p`` is the rank count and
+  ``argv:N``; one written ``--size={size}`` is ``flag:--size``, each place a parameter is
+  written bound to it; ``p`` is the rank count and
   is labelled by ``MPI_Comm_size`` (the library database), so it needs no binding;
 * one **representative point** (:func:`taint_point`): the taint run only has to reach the
   code, not to be large, so every parameter takes its smallest value -- except ``p``, which
