@@ -65,6 +65,7 @@ int main(int argc, char **argv) {
     if (strncmp(argv[i], "--k=", 4) == 0) k = atoi(argv[i] + 4);
     if (strncmp(argv[i], "--seed=", 7) == 0) seed = (unsigned)atoi(argv[i] + 7);
   }
+  if (seed == 0) seed = 1; /* seed's label reaches this branch, and no loop */
   srand(seed);
   double *a = calloc(n, sizeof(double));
   scale(a, n);
@@ -174,7 +175,10 @@ def test_design_keeps_product_grids_lines_and_holds_unused_parameters(campaign: 
     }
     (note,) = reduced.notes
     assert note.startswith("taint profile app.taint.json: 32 -> 6 points (26 runs saved)")
-    assert "held at the base value, no function depends on them: seed=1" in note
+    assert (
+        "held at the base value, no function depends on them (their labels reached "
+        "branches, no loop): seed=1" in note
+    )
     assert "joint grids for the products k*n (main, pairs)" in note
     assert "varied one at a time, they multiply no other parameter: m, p" in note
     assert reduced.kind == "product grids"

@@ -26,11 +26,12 @@ Designs (``[design] kind``):
 
 **Taint reduction** (:func:`reduce_with_taint`, paper section A1). With a taint profile
 (``perfcast taint``; found automatically beside the campaign store), any design keeps only
-the points a model can need: parameters no function depends on are held at their base
-value, and parameters that never share a product in any function (``size + p``) are varied
-one at a time -- the full grid becomes one-parameter lines. Parameters that do multiply
-(``size * iterations`` in ``main``) keep their joint grid; the design is the union of the
-grids of such groups through the base point.
+the points a model can need: parameters no function depends on, although their label reached
+a branch, are held at their base value (a label that reached nothing was probably lost: that
+parameter keeps its values), and parameters that never share a product in any function
+(``size + p``) are varied one at a time -- the full grid becomes one-parameter lines.
+Parameters that do multiply (``size * iterations`` in ``main``) keep their joint grid; the
+design is the union of the grids of such groups through the base point.
 """
 
 from __future__ import annotations
@@ -300,14 +301,18 @@ def reduce_with_taint(
 
     A point is kept when the parameters it moves away from ``base`` (default: each
     parameter's smallest value) lie within one product of some function's dependency and
-    none is held. Held: varied parameters no function depends on. A varied parameter the
-    taint run did not mark may multiply anything, so it joins every product.
+    none is held. Held: varied parameters no function depends on although their label
+    reached a branch. A varied parameter the taint run did not mark, or whose label reached
+    nothing at all (probably lost), may multiply anything, so it joins every product: a
+    parameter the user varies is never dropped on the evidence of a label that went nowhere
+    (giving it one value in ``[parameters]`` drops it explicitly).
     """
     by_name = {p.name: p for p in parameters}
     centre = {n: (base or {}).get(n, by_name[n].values[0]) for n in plan.parameters}
     varied = plan.varied
-    unknown = {n for n in varied if n not in found.marked}
-    held = [n for n in varied if n in found.marked and n not in found.used]
+    lost = sorted(n for n in varied if n in found.unreached)
+    unknown = {n for n in varied if n not in found.marked} | set(lost)
+    held = [n for n in varied if n in found.marked and n not in found.used and n not in lost]
     active = [n for n in varied if n not in held]
     joint = _joint_variations(active, found, unknown)
 
@@ -319,8 +324,8 @@ def reduce_with_taint(
     why = []
     if held:
         why.append(
-            "held at the base value, no function depends on them: "
-            + ", ".join(f"{n}={format_value(centre[n])}" for n in held)
+            "held at the base value, no function depends on them (their labels reached "
+            "branches, no loop): " + ", ".join(f"{n}={format_value(centre[n])}" for n in held)
         )
     products = [g for g in joint if len(g) > 1]
     if products:
@@ -331,10 +336,18 @@ def reduce_with_taint(
     alone = sorted(n for n in active if not any(n in g for g in products))
     if alone and len(active) > 1:
         why.append(f"varied one at a time, they multiply no other parameter: {', '.join(alone)}")
-    if unknown:
+    unmarked = sorted(unknown - set(lost))
+    if unmarked:
         why.append(
-            f"not marked in the taint run, so joined to every product: {', '.join(sorted(unknown))}"
+            f"not marked in the taint run, so joined to every product: {', '.join(unmarked)}"
             " (mark them and run perfcast taint again)"
+        )
+    if lost:
+        why.append(
+            f"kept at all their values and joined to every product: {', '.join(lost)} reached "
+            "no loop, branch or MPI call in the taint run, which says their labels were "
+            "probably lost (see the profile's warnings), not that they cost nothing; give a "
+            "parameter one value in [parameters] to drop it"
         )
     saved = len(plan.points) - kept
     note = (

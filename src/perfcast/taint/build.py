@@ -23,6 +23,7 @@ from perfcast.taint.toolchain import Toolchain, mpi_compile_flags, mpi_library
 
 RUNTIME_SOURCE = Path(__file__).parent / "runtime" / "perfcast_taint_rt.c"
 CXX_RUNTIME_LIBRARIES = ("libstdc++.so.6", "libgcc_s.so.1")
+MPI_CXX_LIBRARY = "libmpi_cxx.so"
 SYSTEM_LIBRARY_DIRS = (Path("/usr/lib/x86_64-linux-gnu"), Path("/lib/x86_64-linux-gnu"))
 NOT_LISTED = {"c", "m", "pthread", "dl", "rt", "mpi"}
 """Libraries clang's default ABI list covers, and MPI, which the database covers."""
@@ -39,6 +40,8 @@ RUNTIME_ABI = {
     "atol": "custom",
     "atoll": "custom",
     "atof": "custom",
+    "sscanf": "custom",
+    "__isoc99_sscanf": "custom",
 }
 """ABI category of each runtime entry point; ``custom`` ones receive their arguments' labels."""
 
@@ -111,6 +114,8 @@ class RuntimeBuilder:
         if mpi:
             objects.append(self._mpi_wrappers())
             abilists.append(self._mpi_abilist())
+            if cplusplus:
+                libraries = [*libraries, *self._mpi_cxx_bindings()]
         if libraries:
             abilists.append(self._library_abilist(libraries))
         return RuntimeParts(tuple(objects), tuple(abilists))
@@ -158,11 +163,19 @@ class RuntimeBuilder:
         wrapped = set(self.database.routines)
         lines = []
         for symbol in exported_functions(library):
-            if not symbol.startswith(self.database.symbol_prefixes):
-                continue
-            category = "custom" if symbol in wrapped else "discard"
+            # The library's own helpers (ompi_*) are called from the inline C++ bindings.
+            routine = symbol.startswith(self.database.symbol_prefixes)
+            category = "custom" if routine and symbol in wrapped else "discard"
             lines += _abi_entries([symbol], category)
         return self._write("mpi", "\n".join(lines))
+
+    @staticmethod
+    def _mpi_cxx_bindings() -> list[Path]:
+        """Open MPI's C++ bindings (``MPI::Comm``), which ``mpi.h`` declares in C++ unless
+        the program defines ``OMPI_SKIP_MPICXX``; their inline parts call into it."""
+        library = mpi_library()
+        bindings = None if library is None else library.parent / MPI_CXX_LIBRARY
+        return [bindings] if bindings is not None and bindings.exists() else []
 
     def _library_abilist(self, libraries: Sequence[Path]) -> Path:
         lines = []

@@ -5,7 +5,8 @@ program (``[build]``), how to run it (``[run] command`` with ``{name}`` placehol
 which parameters vary. From it we derive
 
 * the **parameter bindings**: a placeholder that is a whole argument (``./app {size}``) is
-  ``argv:N``; one written ``--size={size}`` is ``flag:--size``; ``p`` is the rank count and
+  ``argv:N``; one written ``--size={size}`` is ``flag:--size``, each place a parameter is
+  written bound to it; ``p`` is the rank count and
   is labelled by ``MPI_Comm_size`` (the library database), so it needs no binding;
 * one **representative point** (:func:`taint_point`): the taint run only has to reach the
   code, not to be large, so every parameter takes its smallest value -- except ``p``, which
@@ -76,14 +77,16 @@ def bindings_from_command(template: str, names: Sequence[str]) -> Bindings:
     """Bind every parameter placeholder of a ``[run] command`` template to its argument.
 
     The template's first word is the program; ``{p}`` there or elsewhere is left to
-    ``MPI_Comm_size`` unless it is an argument of its own.
+    ``MPI_Comm_size`` unless it is an argument of its own. A parameter written in several
+    places (HPCG's ``--nx={n} --ny={n} --nz={n}``) is one parameter, bound at each of them:
+    the program may read any of the copies, and every one carries its label.
     """
     try:
         words = shlex.split(template)
     except ValueError as exc:
         raise InputError(f"cannot split the run command {template!r}: {exc}") from None
     found = Bindings()
-    bound: set[str] = set()
+    inside: dict[str, str] = {}  # parameter -> the first word it arrives inside
     for position, word in enumerate(words):
         used = [n for n in _PLACEHOLDER.findall(word) if n in names]
         if not used:
@@ -96,17 +99,18 @@ def bindings_from_command(template: str, names: Sequence[str]) -> Bindings:
             binding = ArgvParameter(flag.group(2), "flag", flag.group(1))
         else:
             for name in used:
-                if name != RANKS and name not in bound:
-                    found.notes.append(
-                        f"parameter {name} arrives inside the argument {word!r}, which the taint "
-                        "runtime cannot label; mark it in the source "
-                        f'(perfcast_register(&var, "{name}")) or make it an argument of its own'
-                    )
+                inside.setdefault(name, word)
             continue
-        if binding.name in bound:
-            continue  # the first occurrence is labelled; the program reads the same value
-        bound.add(binding.name)
-        found.parameters.append(binding)
+        if binding not in found.parameters:  # the same flag twice: the program reads one
+            found.parameters.append(binding)
+    bound = {binding.name for binding in found.parameters}
+    found.notes = [
+        f"parameter {name} arrives inside the argument {word!r}, which the taint runtime "
+        f'cannot label; mark it in the source (perfcast_register(&var, "{name}")) or make '
+        "it an argument of its own"
+        for name, word in inside.items()
+        if name != RANKS and name not in bound
+    ]
     return found
 
 

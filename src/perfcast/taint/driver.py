@@ -15,7 +15,7 @@ from perfcast.taint.build import RuntimeBuilder
 from perfcast.taint.compile_command import CompileCommand, default_root
 from perfcast.taint.instrument import Instrumenter
 from perfcast.taint.libdb import MPI_DATABASE, LibraryDatabase
-from perfcast.taint.params import ArgvParameter, check_bindings
+from perfcast.taint.params import ArgvParameter, check_bindings, sources_of
 from perfcast.taint.profile import ProfileBuilder
 from perfcast.taint.profile_model import TaintProfile, TaintRun
 from perfcast.taint.runner import LABELS, BatchRunner
@@ -112,7 +112,7 @@ def taint_program(
             timeout=options.timeout,
         )
         records, batches = runner.run()
-        sources = {p.name: p.describe() for p in parameters}
+        sources = sources_of(parameters)
         if "MPI_Comm_size" in rewritten.library_calls:
             sources.setdefault(database.implicit_process_parameter, "MPI_Comm_size")
         profile = ProfileBuilder(rewritten.sitemap, records, database).build(batches, sources)
@@ -122,7 +122,13 @@ def taint_program(
             control_flow=options.control_flow,
             library_database=None if database_file is None else str(database_file),
         )
-        return replace(profile, run=run)
+        outside = [
+            f"{source} is outside the project directory {root} (--root): it was built as it "
+            "is, without instrumentation, so its functions are not in the profile; give a "
+            "--root that holds it to analyse it"
+            for source in rewritten.outside
+        ]
+        return replace(profile, run=run, warnings=(*profile.warnings, *outside))
     finally:
         if temporary:
             shutil.rmtree(work, ignore_errors=True)

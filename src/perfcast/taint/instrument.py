@@ -73,6 +73,7 @@ class InstrumentedSources:
     shadow_root: Path
     rewritten: dict[Path, Path]  # original file -> rewritten copy
     library_calls: set[str]
+    outside: list[Path] = field(default_factory=list)  # sources outside the root, as they are
 
 
 class Instrumenter:
@@ -213,7 +214,14 @@ class Instrumenter:
             [os.path.relpath(d.path, self.root) for _, d in ordered],
         )
         name_of = {usr: names[fid] for fid, (usr, _) in enumerate(ordered)}
-        edits: dict[Path, list[Edit]] = {Path(s).resolve(): [] for s in sources}
+        resolved = [Path(s).resolve() for s in sources]
+        outside = [s for s in resolved if not s.is_relative_to(self.root)]
+        if len(outside) == len(resolved):
+            raise InputError(
+                f"the project directory {self.root} (--root) holds none of the sources of the "
+                "compile command: give the directory that holds them"
+            )
+        edits: dict[Path, list[Edit]] = {s: [] for s in resolved if s not in outside}
         project = {usr: fid if usr in relevant else None for fid, (usr, _) in enumerate(ordered)}
         functions = []
         for fid, (usr, d) in enumerate(ordered):
@@ -261,7 +269,7 @@ class Instrumenter:
             target.write_bytes(header + apply_edits(data, file_edits))
             rewritten[path] = target
         library_calls = set().union(*(d.library_calls for d in definitions.values()))
-        return InstrumentedSources(SiteMap(functions), out_dir, rewritten, library_calls)
+        return InstrumentedSources(SiteMap(functions), out_dir, rewritten, library_calls, outside)
 
 
 def _body(cursor: Cursor) -> Cursor | None:

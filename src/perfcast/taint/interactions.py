@@ -27,12 +27,17 @@ class Interactions:
     Attributes:
         marked: parameters the taint run labelled (anything else is unknown to it).
         used: parameters some function's cost depends on.
+        unreached: marked parameters whose label reached no loop, no branch and no MPI
+            call. That is no evidence that they cost nothing: the label was more likely lost
+            on the way (a value read by a routine the analysis cannot follow), so the design
+            treats them as unknown, not as unused.
         terms: the products of all functions, none contained in another.
         products: each interacting pair -> the functions with a product naming both.
     """
 
     marked: frozenset[str]
     used: frozenset[str]
+    unreached: frozenset[str]
     terms: frozenset[frozenset[str]]
     products: Mapping[Pair, tuple[str, ...]]
 
@@ -57,6 +62,11 @@ def interactions(profile: TaintProfile) -> Interactions:
     return Interactions(
         marked=frozenset(profile.parameters),
         used=frozenset(used),
+        unreached=frozenset(
+            name
+            for name, coverage in profile.parameters.items()
+            if name not in used and not coverage.branches
+        ),
         terms=frozenset(t for t in terms if not any(t < other for other in terms)),
         products={pair: tuple(sorted(names)) for pair, names in products.items()},
     )

@@ -6,8 +6,10 @@ A parameter is bound to where its value arrives in the program's ``argv``:
 * ``iters=flag:-i`` -- the value after ``-i`` (``-i 10``) or in ``-i=10``.
 
 The runtime labels the bytes of that argument before ``main`` runs; the label follows the
-value through ``atoi``/``strtol``/``std::stoi`` into the program. Parameters marked in the
-source with ``perfcast_register(&var, "name")`` need no binding.
+value through ``atoi``/``strtol``/``strtod``/``sscanf`` into the program (not through
+``std::string`` or ``std::istream``, which run in the uninstrumented libstdc++). One name may
+be bound in several places (``n=flag:--nx`` and ``n=flag:--ny``): every copy carries it.
+Parameters marked in the source with ``perfcast_register(&var, "name")`` need no binding.
 """
 
 from __future__ import annotations
@@ -50,6 +52,16 @@ class ArgvParameter:
 
     def describe(self) -> str:
         return f"argv:{self.where}" if self.kind == "pos" else f"flag:{self.where}"
+
+
+def sources_of(parameters: Sequence[ArgvParameter]) -> dict[str, str]:
+    """Where each parameter is read, by name: one name may be bound at several places
+    (``n=flag:--nx`` and ``n=flag:--ny``), which the profile lists together
+    (``"flag:--nx, flag:--ny"``)."""
+    places: dict[str, list[str]] = {}
+    for parameter in parameters:
+        places.setdefault(parameter.name, []).append(parameter.describe())
+    return {name: ", ".join(dict.fromkeys(where)) for name, where in places.items()}
 
 
 def runtime_spec(parameters: list[ArgvParameter]) -> str:

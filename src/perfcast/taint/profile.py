@@ -202,11 +202,7 @@ class ProfileBuilder:
         )
         warnings = (
             unmarked
-            + [
-                f"parameter {name} reaches no loop condition and no MPI call in this run: "
-                "it does not change the cost of any function; leave it out of the model"
-                for name in unused
-            ]
+            + [self._unused_warning(name, parameters[name]) for name in unused]
             + [
                 f"{name} is recursive: its dependency over-approximates (recursion depth is "
                 "not a loop the analysis sees)"
@@ -230,6 +226,35 @@ class ProfileBuilder:
             batches=tuple(tuple(batch) for batch in batches),
             processes=self.records.processes,
             warnings=tuple(warnings),
+        )
+
+    def _unused_warning(self, name: str, coverage: ParameterCoverage) -> str:
+        """Why a parameter reached no loop and no MPI call. Where its label reached a branch
+        it was alive and bounds nothing; where it reached nothing at all, a lost label (a
+        value read by a routine the analysis cannot follow) is far likelier than a
+        parameter the user put in the run command changing nothing, so it is not dropped."""
+        if coverage.branches:
+            return (
+                f"parameter {name} decides {coverage.branches} branch(es) but bounds no loop "
+                "and enters no MPI call in this run: it changes no function's cost, so "
+                "perfcast design holds it at its base value"
+            )
+        routines = sorted(self.records.reads.get(name, ()))
+        if routines:
+            seen = f"last seen where {', '.join(routines)} read its value"
+        elif coverage.source and coverage.source.startswith(("argv:", "flag:")):
+            seen = (
+                f"last seen on the command line ({coverage.source}); no atoi, atol, atoll, "
+                "atof or sscanf call read it"
+            )
+        else:
+            seen = f"last seen where it was marked ({coverage.source or 'unknown'})"
+        return (
+            f"parameter {name} reaches no loop condition, no branch and no MPI call in this "
+            f"run: its label was probably lost, {seen}. A value read with std::istream >>, "
+            "through std::string or by the program's own parser loses its label: mark the "
+            f'variable once it is read (perfcast_register(&var, "{name}")). perfcast design '
+            f"keeps {name} at all its values"
         )
 
     def _same_name_warnings(self) -> list[str]:

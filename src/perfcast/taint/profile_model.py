@@ -124,8 +124,9 @@ class ParameterCoverage:
     """Where a parameter came from and how much of the code it reaches."""
 
     source: str | None = None
-    """``argv:N``, ``flag:-x``, ``perfcast_register``, ``MPI_Comm_size``, or the library
-    database (``p`` of the collectives only); None in a profile written by hand."""
+    """``argv:N``, ``flag:-x`` (several, comma-separated, where one parameter is passed in
+    several places), ``perfcast_register``, ``MPI_Comm_size``, or the library database
+    (``p`` of the collectives only); None in a profile written by hand."""
     loops: int = 0
     """Loops whose trip count it bounds."""
     functions: int = 0

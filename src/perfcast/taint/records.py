@@ -52,6 +52,9 @@ class RunRecords:
     missing: set[str] = field(default_factory=set)
     contexts: dict[Context, ContextRecord] = field(default_factory=dict)
     processes: int = 0
+    reads: dict[str, set[str]] = field(default_factory=dict)
+    """Per parameter, the conversion routines the runtime watches (``atoi``, ``sscanf``)
+    that read a value carrying its label: where a label was last seen."""
 
     def merge(self, other: RunRecords, *, counts: bool) -> None:
         """Union of labels; counts are added only when ``counts`` (processes of one run),
@@ -61,6 +64,8 @@ class RunRecords:
                 self.tracked.append(name)
         self.untracked |= other.untracked
         self.missing |= other.missing
+        for name, routines in other.reads.items():
+            self.reads.setdefault(name, set()).update(routines)
         self.processes = (
             max(self.processes, other.processes)
             if not counts
@@ -104,6 +109,8 @@ def read_process_file(path: Path) -> RunRecords:
                 records.untracked.add(fields[1])
             elif kind == "missing":
                 records.missing.add(fields[1])
+            elif kind == "read":
+                records.reads.setdefault(fields[1], set()).add(fields[2])
             elif kind == "node":
                 node, parent, fid, loop, site, recursive = (int(f) for f in fields[1:7])
                 paths[node] = (*paths[parent], (fid, loop, site))

@@ -687,11 +687,15 @@ class FunctionRewriter:
         """A call into code the rewriter cannot see that modifies an object (non-const
         method, ``f(&x)``) writes the whole object. Project code is left to its own
         instrumentation: it inherits the call's control (:meth:`_call_sites`) and taints
-        what it really writes."""
+        what it really writes.
+
+        The object is reached through its address, and only an lvalue has one: a method
+        called through a pointer (``this->resize(n)``, ``p->f()``, or ``resize(n)`` with
+        ``this`` implied) writes ``*pointer``, never the pointer, which may be an rvalue."""
         callee = cursor.referenced
         if callee is None or callee.get_usr() in self.project:
             return
-        objects: list[tuple[int, int]] = []
+        objects: list[_Object] = []
         children = list(cursor.get_children())
         if (
             children
@@ -718,34 +722,57 @@ class FunctionRewriter:
                 )
                 inner = list(argument.get_children())
                 if tokens and tokens[0].spelling == "&" and inner:
-                    objects.append((inner[0].extent.start.offset, inner[0].extent.end.offset))
+                    extent = inner[0].extent
+                    objects.append(_Object((extent.start.offset, extent.end.offset), False))
         flows = []
-        for start, end in objects:
-            tokens = self.src.tokens_in(start, end)
-            simple = all(
-                t.spelling in SIMPLE_OBJECT_TOKENS or t.spelling.isidentifier() for t in tokens
-            )
-            if not tokens or not simple or "->" in {t.spelling for t in tokens}:
-                continue
-            control = self._write_control(self._cursor_at(start))
+        for target in objects:
+            if target.extent is None:  # the object of an implied ``this``
+                text, at = "this", None
+            else:
+                start, end = target.extent
+                tokens = self.src.tokens_in(start, end)
+                simple = all(
+                    t.spelling in SIMPLE_OBJECT_TOKENS or t.spelling.isidentifier() for t in tokens
+                )
+                if not tokens or not simple or "->" in {t.spelling for t in tokens}:
+                    continue
+                text, at = self.src.text(start, end), self._cursor_at(start)
+            control = self._write_control(at)
             if control:
-                text = self.src.text(start, end)
-                flows.append(f"__perfcast_flow(&({text}), sizeof({text}), (__pc_label)({control}))")
+                where = (
+                    f"({text}), sizeof(*({text}))"
+                    if target.pointer
+                    else f"&({text}), sizeof({text})"
+                )
+                flows.append(f"__perfcast_flow({where}, (__pc_label)({control}))")
         if flows:
             self._open(cursor.extent.start.offset, "(")
             self._close(cursor.extent.end.offset, ", " + ", ".join(flows) + ")")
 
-    def _receiver(self, member: Cursor) -> tuple[int, int] | None:
-        """Extent of the object a method is called on. libclang omits the object of a call
-        into a class template specialisation (``v.push_back(x)``); its tokens still show it."""
+    def _receiver(self, member: Cursor) -> _Object | None:
+        """The object a method is called on. libclang omits the object of a call into a
+        class template specialisation (``v.push_back(x)``); its tokens still show it, and
+        show none where ``this`` is implied."""
         base = list(member.get_children())
         if base:
-            return base[0].extent.start.offset, base[0].extent.end.offset
+            extent = base[0].extent
+            pointer = base[0].type.get_canonical().kind == TypeKind.POINTER
+            return _Object((extent.start.offset, extent.end.offset), pointer)
         tokens = self.src.tokens_in(member.extent.start.offset, member.extent.end.offset)
         dots = [i for i, t in enumerate(tokens) if t.spelling in (".", "->")]
-        if not dots or dots[-1] == 0:
+        if not dots:
+            return _Object(None, pointer=True) if self._has_this() else None
+        if dots[-1] == 0:
             return None
-        return tokens[0].start, tokens[dots[-1] - 1].end
+        arrow = tokens[dots[-1]].spelling == "->"
+        return _Object((tokens[0].start, tokens[dots[-1] - 1].end), arrow)
+
+    def _has_this(self) -> bool:
+        """Whether the function being rewritten is a non-static member, so has ``this``."""
+        kind = self.cursor.kind
+        if kind in (CK.CONSTRUCTOR, CK.DESTRUCTOR, CK.CONVERSION_FUNCTION):
+            return True
+        return kind == CK.CXX_METHOD and not self.cursor.is_static_method()
 
     def _cursor_at(self, offset: int) -> Cursor | None:
         """The innermost expression starting at ``offset`` (an object named by its tokens)."""
@@ -881,6 +908,16 @@ def _callee_key(call: Cursor) -> tuple[str, str] | None:
     if callee is None:
         return None
     return callee.get_usr(), callee.spelling
+
+
+@dataclass
+class _Object:
+    """An object a call into unseen code may write: the extent (start and end offsets) of the
+    expression naming it, ``None`` for an implied ``this``, and whether that expression is a
+    pointer to it."""
+
+    extent: tuple[int, int] | None
+    pointer: bool
 
 
 @dataclass

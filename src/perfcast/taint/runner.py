@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfcast.errors import InputError, PerfcastError
-from perfcast.taint.params import ArgvParameter, runtime_spec
+from perfcast.taint.params import ArgvParameter, runtime_spec, sources_of
 from perfcast.taint.records import RunRecords, read_run
 
 LABELS = 8
@@ -42,7 +42,7 @@ class BatchRunner:
 
     def run(self) -> tuple[RunRecords, list[list[str]]]:
         """Run all batches; returns the merged records and the parameters of each batch."""
-        pending = [p.name for p in self.argv_parameters]
+        pending = list(sources_of(self.argv_parameters))
         done: set[str] = set()
         merged = RunRecords()
         batches: list[list[str]] = []
@@ -56,7 +56,7 @@ class BatchRunner:
             pending += sorted(records.untracked - done - set(pending))
             first = False
         if merged.missing:
-            bindings = {p.name: p.describe() for p in self.argv_parameters}
+            bindings = sources_of(self.argv_parameters)
             missing = ", ".join(f"{n} ({bindings.get(n, '?')})" for n in sorted(merged.missing))
             raise InputError(
                 f"parameter binding not found in the program's command line: {missing}; "

@@ -142,11 +142,12 @@ static inline __attribute__((unused, always_inline)) void __perfcast_or_control(
  * type, not as bytes: a byte-wise store may alias any object, and the compiler would then
  * reload the program's pointers, and their shadows, after every store under control. For a
  * whole scalar only: or-ing a word unites the labels of all its bytes, which an aggregate's
- * fields must keep apart (__perfcast_flow). */
+ * fields must keep apart (__perfcast_flow). The copy keeps a `volatile` of the object's type,
+ * which the cast takes off (C++ refuses `volatile T *` as `void *`). */
 #define __perfcast_flow_scalar(p, control)                                   \
   ((void)({                                                                 \
     __typeof__(*(p)) __pc_word = *(p);                                      \
-    __perfcast_or_control(&__pc_word, sizeof __pc_word, (control));         \
+    __perfcast_or_control((void *)&__pc_word, sizeof __pc_word, (control)); \
     *(p) = __pc_word;                                                       \
   }))
 

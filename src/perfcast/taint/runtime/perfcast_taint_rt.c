@@ -25,6 +25,7 @@
  */
 #define _GNU_SOURCE
 #include <sanitizer/dfsan_interface.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +102,10 @@ static char untracked[64][PC_NAME_MAX];
 static int n_untracked;
 static char missing[64][PC_NAME_MAX];
 static int n_missing;
+
+/* Per label bit, the conversion routines (atoi, sscanf, ...) that read bytes carrying it:
+ * where a parameter's label was last seen when it reaches no condition. */
+static const char *read_by[PC_MAX_LABELS][8];
 
 static const char *mpi_names[256];
 static int n_mpi_names;
@@ -336,12 +341,34 @@ void __perfcast_argv(int argc, char **argv) {
   free(copy);
 }
 
-/* libc's converters are uninstrumented: give their result the labels of the digits read. */
+/* Note that `routine` read bytes labelled `label` (see read_by). */
+static void note_read(dfsan_label label, const char *routine) {
+  for (int bit = 0; bit < PC_MAX_LABELS; bit++) {
+    if (!(label & (1u << bit))) continue;
+    for (int i = 0; i < 8; i++) {
+      if (read_by[bit][i] == routine) break;
+      if (!read_by[bit][i]) {
+        read_by[bit][i] = routine;
+        break;
+      }
+    }
+  }
+}
+
+/* The labels of the `n` bytes at `s` a converter consumed, noted as read by `routine`. */
+static dfsan_label consumed(const char *s, size_t n, const char *routine) {
+  dfsan_label label = dfsan_read_label(s, n);
+  note_read(label, routine);
+  return label;
+}
+
+/* libc's converters are uninstrumented: give their result the labels of the digits read.
+ * (strtol, strtod and their kin have DataFlowSanitizer's own wrappers.) */
 int __dfsw_atoi(const char *s, dfsan_label s_label, dfsan_label *ret_label) {
   (void)s_label;
   char *end;
   long v = strtol(s, &end, 10);
-  *ret_label = dfsan_read_label(s, (size_t)(end - s));
+  *ret_label = consumed(s, (size_t)(end - s), "atoi");
   return (int)v;
 }
 
@@ -349,7 +376,7 @@ long __dfsw_atol(const char *s, dfsan_label s_label, dfsan_label *ret_label) {
   (void)s_label;
   char *end;
   long v = strtol(s, &end, 10);
-  *ret_label = dfsan_read_label(s, (size_t)(end - s));
+  *ret_label = consumed(s, (size_t)(end - s), "atol");
   return v;
 }
 
@@ -357,7 +384,7 @@ long long __dfsw_atoll(const char *s, dfsan_label s_label, dfsan_label *ret_labe
   (void)s_label;
   char *end;
   long long v = strtoll(s, &end, 10);
-  *ret_label = dfsan_read_label(s, (size_t)(end - s));
+  *ret_label = consumed(s, (size_t)(end - s), "atoll");
   return v;
 }
 
@@ -365,8 +392,126 @@ double __dfsw_atof(const char *s, dfsan_label s_label, dfsan_label *ret_label) {
   (void)s_label;
   char *end;
   double v = strtod(s, &end);
-  *ret_label = dfsan_read_label(s, (size_t)(end - s));
+  *ret_label = consumed(s, (size_t)(end - s), "atof");
   return v;
+}
+
+/* One directive of a scanf format: the text up to and including one conversion. */
+typedef struct {
+  const char *end;  /* just past the conversion (or the format's end) */
+  int assigns;      /* the conversion stores through a pointer argument */
+  size_t size;      /* bytes it stores: 0 for strings, whose length is read after */
+  int supported;    /* 0: a form this wrapper does not label (%m, %1$d, %n) */
+} pc_directive;
+
+static pc_directive next_directive(const char *f) {
+  pc_directive d = {f, 0, 0, 1};
+  while (*f && !(f[0] == '%' && f[1] != '%')) f += (f[0] == '%') ? 2 : 1;
+  if (!*f) {
+    d.end = f;
+    return d;
+  }
+  f++;
+  int suppress = *f == '*';
+  if (suppress) f++;
+  size_t width = 0;
+  while (*f >= '0' && *f <= '9') width = 10 * width + (size_t)(*f++ - '0');
+  if (*f == '$' || *f == 'm') d.supported = 0;
+  int longs = 0, shorts = 0, big = 0;
+  for (;; f++) {
+    if (*f == 'l') longs++;
+    else if (*f == 'h') shorts++;
+    else if (*f == 'L' || *f == 'q' || *f == 'j' || *f == 'z' || *f == 't') big = 1;
+    else break;
+  }
+  char c = *f ? *f++ : 0;
+  if (c == '[') {
+    if (*f == '^') f++;
+    if (*f == ']') f++;
+    while (*f && *f != ']') f++;
+    if (*f) f++;
+  }
+  d.end = f;
+  d.assigns = !suppress && c != 0;
+  if (c == 'n') d.supported = 0; /* the program's own %n would take the replay's pointer */
+  if (c == 'd' || c == 'i' || c == 'u' || c == 'o' || c == 'x' || c == 'X')
+    d.size = big || longs ? 8 : shorts == 2 ? 1 : shorts ? 2 : 4;
+  else if (c == 'f' || c == 'e' || c == 'g' || c == 'a' || c == 'E' || c == 'G' || c == 'A')
+    d.size = big ? sizeof(long double) : longs ? 8 : 4;
+  else if (c == 'p')
+    d.size = sizeof(void *);
+  else if (c == 'c')
+    d.size = width ? width : 1;
+  else if (c != 's' && c != '[')
+    d.assigns = 0;
+  return d;
+}
+
+/* sscanf is uninstrumented, so what it stores carried no label: HPCG reads its flags with
+ * sscanf(argv[i] + 5, "%d", &n). The real call does the reading; then each conversion is
+ * replayed on its own (its directive plus %n, into scratch space) to find the bytes it
+ * consumed, whose labels the stored value gets. */
+static int scan_labelled(const char *routine, const char *str, const char *format, va_list ap) {
+  va_list args;
+  va_copy(args, ap);
+  int result = vsscanf(str, format, ap);
+  size_t length = strlen(str);
+  char *scratch = malloc(length + sizeof(long double) + 1);
+  char *piece = malloc(strlen(format) + 3);
+  const char *at = str;
+  const char *f = format;
+  int stored = 0;
+  while (scratch && piece && *f && stored < result) {
+    pc_directive d = next_directive(f);
+    if (!d.supported) break;
+    size_t n = (size_t)(d.end - f);
+    memcpy(piece, f, n);
+    strcpy(piece + n, "%n");
+    int used = -1;
+    int got = d.assigns ? sscanf(at, piece, scratch, &used) : sscanf(at, piece, &used);
+    if (used < 0 || got < (d.assigns ? 1 : 0)) break;
+    if (d.assigns) {
+      char *target = va_arg(args, char *);
+      size_t size = d.size ? d.size : strlen(target) + 1;
+      dfsan_set_label(consumed(at, (size_t)used, routine), target, size);
+      stored++;
+    }
+    at += used;
+    f = d.end;
+  }
+  free(scratch);
+  free(piece);
+  va_end(args);
+  return result;
+}
+
+int __dfsw_sscanf(const char *str, const char *format, dfsan_label str_label,
+                  dfsan_label format_label, dfsan_label *va_labels, dfsan_label *ret_label,
+                  ...) {
+  (void)str_label;
+  (void)format_label;
+  (void)va_labels;
+  va_list ap;
+  va_start(ap, ret_label);
+  int result = scan_labelled("sscanf", str, format, ap);
+  va_end(ap);
+  *ret_label = 0;
+  return result;
+}
+
+/* glibc's name for sscanf in strict C99 and later modes. */
+int __dfsw___isoc99_sscanf(const char *str, const char *format, dfsan_label str_label,
+                           dfsan_label format_label, dfsan_label *va_labels,
+                           dfsan_label *ret_label, ...) {
+  (void)str_label;
+  (void)format_label;
+  (void)va_labels;
+  va_list ap;
+  va_start(ap, ret_label);
+  int result = scan_labelled("sscanf", str, format, ap);
+  va_end(ap);
+  *ret_label = 0;
+  return result;
 }
 
 /* ---- library routines (called by the generated MPI wrappers) ------------------------------ */
@@ -421,6 +566,9 @@ static void write_records(void) {
   for (int i = 0; i < n_params; i++) fprintf(out, "param %d %s\n", i, param_names[i]);
   for (int i = 0; i < n_untracked; i++) fprintf(out, "untracked %s\n", untracked[i]);
   for (int i = 0; i < n_missing; i++) fprintf(out, "missing %s\n", missing[i]);
+  for (int bit = 0; bit < n_params; bit++)
+    for (int i = 0; i < 8 && read_by[bit][i]; i++)
+      fprintf(out, "read %s %s\n", param_names[bit], read_by[bit][i]);
   for (int i = 1; i < n_nodes; i++) {
     pc_node *n = &nodes[i];
     fprintf(out, "node %d %d %d %d %d %d\n", i, n->parent, n->fid, n->call_loop, n->call_site,
