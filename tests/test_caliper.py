@@ -1,6 +1,7 @@
 """Caliper profiles with Adiak metadata: thicket's real test data in ../shared/data/caliper
 (LULESH at 27..343 ranks, RAJAPerf at two sizes on two machines), and damaged copies."""
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -190,3 +191,20 @@ def test_speedup_and_efficiency_of_a_known_strong_scaling():
     assert views("weak", (4, 8.0), 16, 10.0) == pytest.approx((3.2, 0.8))
     with pytest.raises(InputError, match="choose one of strong, weak"):
         views("linear", (4, 8.0), 16, 10.0)
+
+
+def test_report_reads_caliper_profiles_and_draws_the_efficiency_view(tmp_path, capsys):
+    page = tmp_path / "lulesh.html"
+    argv = ["report", str(LULESH), "--parameters", "jobsize", "-o", str(page)]
+    assert main([*argv, "--ranks-parameter", "jobsize", "--efficiency", "weak"]) == 0
+    text = page.read_text()
+    start = text.index('id="perfcast-data">') + len('id="perfcast-data">')
+    efficiency = json.loads(text[start : text.index("</script>", start)])["efficiency"]
+    assert efficiency["heading"].startswith("Speedup and parallel efficiency of main along jobsize")
+    rows = efficiency["rows"]
+    assert [row["ranks"] for row in rows] == [27, 64, 125, 216, 343, 1372]
+    assert rows[1]["efficiency"] == pytest.approx(47.238297 / 55.109814, rel=1e-3)
+    assert [row["measured"] for row in rows] == [True] * 5 + [False]
+    capsys.readouterr()
+    assert main(["report", str(LULESH), "-o", str(tmp_path / "x.html")]) == 2
+    assert "name the runs' parameters" in capsys.readouterr().err

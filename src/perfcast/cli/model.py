@@ -6,24 +6,23 @@ import argparse
 import sys
 from pathlib import Path
 
+from perfcast.cli.readers import add_caliper_flags, add_efficiency_flags, caliper_options
 from perfcast.effort import EffortModeler
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import Experiment
 from perfcast.experiment.io import FORMATS
-from perfcast.experiment.io.registry import CAMPAIGN_STORE, detect_format, get_format
-from perfcast.experiment.metrics import TIME_METRIC
+from perfcast.experiment.io.registry import CAMPAIGN_STORE, detect_format
 from perfcast.experiment.names import select_callpaths
 from perfcast.experiment.points import parse_point
 from perfcast.modeling import PMNFModeler
-from perfcast.modeling.efficiency import KINDS
 from perfcast.modeling.modelset import MODEL_FILE, ModelSet
 from perfcast.modeling.options import add_flags, from_arguments
 from perfcast.modeling.scaling import SCALINGS, total_over_ranks
 from perfcast.outputs import check_target
 from perfcast.priors import PRECEDENCE
 from perfcast.report import STYLES, render_models
-from perfcast.report.efficiency import render_efficiency
+from perfcast.report.efficiency import scaling_section
 from perfcast.report.summary import (
     DEFAULT_TOP,
     TARGET_FACTOR,
@@ -74,19 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(the virtual runs, of one platform) or a platform's name (default: the real runs, "
         "or the virtual runs of a store that has only those); the others are kept apart",
     )
-    caliper = parser.add_argument_group("Caliper profiles")
-    caliper.add_argument(
-        "--parameters",
-        metavar="NAME,...",
-        help="the Adiak globals that are the runs' parameters, e.g. jobsize,problem_size",
-    )
-    caliper.add_argument(
-        "--where",
-        action="append",
-        metavar="KEY=VALUE",
-        help="keep only the runs whose Adiak global KEY is VALUE (repeatable), e.g. "
-        "compiler=intel: runs at one point must not differ in anything but the parameters",
-    )
+    add_caliper_flags(parser)
     parser.add_argument("-o", "--output", type=Path, help="write the models as JSON here")
     parser.add_argument(
         "--style",
@@ -111,19 +98,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=DEFAULT_TOP,
         help=f"call paths per ranking in the summary (default {DEFAULT_TOP})",
     )
-    parser.add_argument(
-        "--efficiency",
-        choices=KINDS,
-        help="also print the speedup and parallel efficiency along the ranks "
-        "(--ranks-parameter) of the costliest region, or of --subtree, measured and at the "
-        "target: strong (the problem fixed) or weak (the problem per rank fixed) scaling",
-    )
-    parser.add_argument(
-        "--subtree",
-        metavar="CALLPATH",
-        help="the region --efficiency looks at: its inclusive value, the sum of the call "
-        "paths at and below it (default: the costliest root)",
-    )
+    add_efficiency_flags(parser)
     parser.add_argument(
         "--metric",
         action="append",
@@ -282,15 +257,11 @@ def _efficiency(
     target: dict[str, float] | None,
     ranks: str,
 ) -> str:
-    """The scaling section, for the time metric modeled (the first metric otherwise), at
-    the summary's target."""
-    metrics = models.metrics
-    metric = TIME_METRIC if TIME_METRIC in metrics else metrics[0]
+    """The scaling section at the summary's target."""
     if target is None:
         target = {name: TARGET_FACTOR * high for name, (_, high) in experiment.ranges().items()}
-    return render_efficiency(
-        models, experiment, metric, ranks, args.efficiency, target, args.subtree
-    )
+    section = scaling_section(models, experiment, ranks, args.efficiency, target, args.subtree)
+    return section.text()
 
 
 def _style(args: argparse.Namespace) -> str:
@@ -343,14 +314,7 @@ def _read_scaled(args: argparse.Namespace, format: str, ranks: str) -> Experimen
     if strong and format == "cube":
         return read_experiment(args.input, format, scaling="strong")
     options: dict[str, object] = {}
-    if args.parameters is not None or args.where or args.more:
-        if not get_format(format).collection:
-            raise InputError(
-                f"--parameters, --where and more than one input are for Caliper profiles, "
-                f"and this is {format} input: leave them out",
-                path=args.input,
-            )
-        options.update(parameters=args.parameters, where=args.where)
+    options.update(caliper_options(args, format, args.input, more=bool(args.more)))
     if args.runs is not None:
         if format != CAMPAIGN_STORE:
             raise InputError(

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from perfcast.cli import probability
+from perfcast.cli.readers import add_caliper_flags, add_efficiency_flags, caliper_options
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.io.registry import CAMPAIGN_STORE, detect_format
@@ -40,6 +41,7 @@ from perfcast.report.compare import (
     measured_in_both,
     render_comparison,
 )
+from perfcast.report.efficiency import scaling_section
 from perfcast.report.html import REPORT_FILE, write_report
 from perfcast.report.page import ReportInputs, report_data
 from perfcast.report.simulation import read_simulations
@@ -110,6 +112,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "perfcast model --taint does, and show each model's prior, findings and black-box "
         "alternative",
     )
+    add_caliper_flags(parser)
+    add_efficiency_flags(parser, ranks=True)
     parser.set_defaults(handler=run)
 
 
@@ -138,6 +142,22 @@ def run(args: argparse.Namespace) -> int:
     target = parse_point(args.at, "--at", report.models.parameters) if args.at else None
     data = report_data(report, target=target, metrics=args.metric, level=args.level)
     data["simulations"] = [run.to_json() for run in simulations]
+    if args.efficiency:
+        if report.experiment is None:
+            raise InputError(
+                "--efficiency compares measured values along the ranks: give the "
+                "measurements (a store, a measurement file or Caliper profiles), not a model file",
+                path=args.input[-1],
+            )
+        section = scaling_section(
+            report.models,
+            report.experiment,
+            args.ranks_parameter,
+            args.efficiency,
+            data["target"],
+            args.subtree,
+        )
+        data["efficiency"] = section.to_json()
     title = f"perfcast report: {args.input[-1].name}"
     if len(reports) == 2:
         before = reports[0]
@@ -186,8 +206,9 @@ def _report_inputs(path: Path, args: argparse.Namespace) -> ReportInputs:
 def _from_measurements(path: Path, args: argparse.Namespace) -> ReportInputs:
     """Models and repetitions of a measurement file; for a store also the campaign. Models
     fitted with a prior get the black-box model of the same measurements beside them."""
-    store = detect_format(path).name == CAMPAIGN_STORE
-    experiment = read_experiment(path)
+    format = detect_format(path).name
+    store = format == CAMPAIGN_STORE
+    experiment = read_experiment(path, format, **caliper_options(args, format, path))
     alternatives = None
     if args.models is None:  # what perfcast model prints, with its default priors
         request = ModelRequest(

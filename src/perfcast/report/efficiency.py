@@ -1,16 +1,18 @@
-"""The scaling section of ``perfcast model --efficiency strong|weak``: speedup and
-parallel efficiency of a region along the ranks, measured and modeled
-(:mod:`perfcast.modeling.efficiency`)."""
+"""The scaling section: speedup and parallel efficiency of a region along the ranks,
+measured and modeled (:mod:`perfcast.modeling.efficiency`), as ``perfcast model
+--efficiency strong|weak`` prints it and as the report page's Efficiency view draws it."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from perfcast.errors import InputError
 from perfcast.experiment.calltree import SEPARATOR
 from perfcast.experiment.experiment import Experiment
+from perfcast.experiment.metrics import TIME_METRIC
 from perfcast.experiment.points import format_point
 from perfcast.modeling.efficiency import (
     ScalingPoint,
@@ -29,23 +31,73 @@ KIND_MEANING = {
 }
 
 
-def render_efficiency(
+@dataclass(frozen=True)
+class ScalingSection:
+    """One region's views along the ranks: at every measured number of ranks, then at the
+    target's from the models (with the interval of the efficiency)."""
+
+    root: str
+    metric: str
+    ranks: str
+    kind: str
+    held: dict[str, float]
+    """The other parameters' values the views are taken at."""
+    points: tuple[ScalingPoint, ...]
+
+    def heading(self) -> str:
+        where = f" at {format_point(self.held)}" if self.held else ""
+        return (
+            f"Speedup and parallel efficiency of {self.root} along {self.ranks} "
+            f"({KIND_MEANING[self.kind]}; inclusive {self.metric}{where}, against "
+            f"{self.ranks}={self.points[0].ranks:g})"
+        )
+
+    def text(self) -> str:
+        lines = [
+            self.heading() + ":",
+            f"  {self.ranks:>10}  {'value':>10}  {'speedup':>8}  {'efficiency':>10}",
+        ]
+        return "\n".join([*lines, *(_line(point) for point in self.points)])
+
+    def to_json(self) -> dict[str, Any]:
+        """What the report page draws: the heading and one row per number of ranks (nan
+        as null)."""
+        return {
+            "heading": self.heading(),
+            "ranks": self.ranks,
+            "rows": [
+                {
+                    "ranks": point.ranks,
+                    "value": _finite(point.value),
+                    "speedup": _finite(point.speedup),
+                    "efficiency": _finite(point.efficiency),
+                    "measured": point.measured,
+                    "low": _finite(point.low),
+                    "high": _finite(point.high),
+                }
+                for point in self.points
+            ],
+        }
+
+
+def scaling_section(
     models: ModelSet,
     experiment: Experiment,
-    metric: str,
     ranks: str,
     kind: str,
     target: Mapping[str, float],
     root: str | None = None,
-) -> str:
-    """The section: the region ``root`` (default: the costliest root of the call tree),
-    its inclusive ``metric`` at every measured number of ranks and at the target's, other
-    parameters at the target's values where measured there, else at their largest."""
+) -> ScalingSection:
+    """The section for the time metric modeled (the first metric otherwise) of the region
+    ``root`` (default: the costliest root of the call tree): its inclusive value at every
+    measured number of ranks and at the target's, other parameters at the target's values
+    where measured there, else at their largest."""
     if ranks not in experiment.parameters:
         raise InputError(
             f"--efficiency needs the parameter of the ranks, and there is no {ranks!r} "
             f"(parameters: {', '.join(experiment.parameters)}); name it with --ranks-parameter"
         )
+    metric = TIME_METRIC if TIME_METRIC in models.metrics else models.metrics[0]
     table = experiment.aggregate()
     table = table[table["metric"] == metric]
     held = {}
@@ -62,30 +114,23 @@ def render_efficiency(
     sums = inside.groupby(ranks)["value"].sum()
     totals = dict(zip(sums.index.astype(float), sums.to_numpy(dtype=float), strict=True))
     measured_points = scaling_from_data(totals, kind)
-    base = measured_points[0]
-    modeled = scaling_from_models(
-        models, root, metric, ranks, [target[ranks]], held, base.ranks, kind
-    )
-    where = f" at {format_point(held)}" if held else ""
-    lines = [
-        f"Speedup and parallel efficiency of {root} along {ranks} ({KIND_MEANING[kind]}; "
-        f"inclusive {metric}{where}, against {ranks}={base.ranks:g}):",
-        f"  {ranks:>10}  {'value':>10}  {'speedup':>8}  {'efficiency':>10}",
-    ]
-    lines += [_line(point) for point in [*measured_points, *modeled]]
-    return "\n".join(lines)
+    base = measured_points[0].ranks
+    modeled = scaling_from_models(models, root, metric, ranks, [target[ranks]], held, base, kind)
+    return ScalingSection(root, metric, ranks, kind, held, (*measured_points, *modeled))
 
 
 def _costliest_root(table: pd.DataFrame) -> str:
-    """The root of the call tree with the largest inclusive value at any measured point."""
+    """The root of the call tree with the largest inclusive value, summed over the points."""
     callpaths = table["callpath"]
     roots = sorted({c for c in callpaths if SEPARATOR not in c})
     if not roots:
         raise InputError("no root call path measured: name one with --subtree")
-    totals = {
-        root: table[[in_subtree(c, root) for c in callpaths]]["value"].sum() for root in roots
-    }
+    totals = {r: table[[in_subtree(c, r) for c in callpaths]]["value"].sum() for r in roots}
     return max(totals, key=lambda root: totals[root])
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
 def _line(point: ScalingPoint) -> str:

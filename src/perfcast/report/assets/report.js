@@ -95,6 +95,7 @@
   const VIEWS = [["summary", "Scalability"], ["tree", "Call tree"],
     ...(data.comparison ? [["diff", "Comparison"]] : []),
     ...(data.simulations && data.simulations.length ? [["simulation", "Simulation"]] : []),
+    ...(data.efficiency ? [["efficiency", "Efficiency"]] : []),
     ["campaign", "Campaign"], ["notes", "Notes"]];
   const tabs = {};
   const select = el("select", { id: "metric", "aria-label": "metric" });
@@ -120,7 +121,7 @@
     select.value = String(state.metric);
     clear(view);
     ({ summary: renderSummary, tree: renderTree, diff: renderComparison, simulation: renderSimulation,
-      campaign: renderCampaign, notes: renderNotes })[state.view]();
+      efficiency: renderEfficiency, campaign: renderCampaign, notes: renderNotes })[state.view]();
     renderDetail();
   }
   function choose(node) { state.selected = node; renderDetail(); detail.scrollTop = 0; }
@@ -600,6 +601,19 @@
     plot.appendChild(svg("line", { x1: left, y1: bottom, x2: W - right, y2: bottom, class: "axis" }));
     for (const t of ticks([0, largest], false)) plot.appendChild(svg("text", { x: x(t), y: bottom + 26, class: "tick", "text-anchor": "middle" }, num(t) + " s"));
     return el("figure", {}, plot, el("figcaption", {}, "Blue: compute, orange: communication" + (run.native ? "; the line: the measured native time" : "") + "."));
+  }
+
+  // -- speedup and parallel efficiency (perfcast report --efficiency) -------------------
+  function renderEfficiency() {
+    const e = data.efficiency;
+    view.appendChild(el("p", { className: "lead" }, e.heading + ". Measured at each number of ranks; the last row from the " +
+      "models, with the efficiency at the ends of the value's " + Math.round(100 * data.level) + " % prediction interval."));
+    const pct = (v) => (v === null ? "-" : (100 * v).toFixed(1) + " %");
+    view.appendChild(el("table", { className: "ranking" },
+      el("thead", {}, el("tr", {}, [e.ranks, "value", "speedup", "efficiency", "from"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, e.rows.map((r) => el("tr", {}, el("td", {}, num(r.ranks)), el("td", {}, r.value === null ? "-" : num(r.value)),
+        el("td", {}, r.speedup === null ? "-" : num(r.speedup)), el("td", {}, pct(r.efficiency)),
+        el("td", {}, r.measured ? "measured" : "model" + (r.low !== null && r.high !== null ? " [" + pct(r.low) + ", " + pct(r.high) + "]" : "")))))));
   }
 
   // -- campaign and notes ---------------------------------------------------------------
