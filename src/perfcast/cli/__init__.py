@@ -19,8 +19,9 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
-from perfcast.errors import PerfcastError
+from perfcast.errors import InputError, PerfcastError
 
 COMMANDS: dict[str, str] = {
     "build": "compile a C/C++ (MPI) program with perfcast's call-path measurement",
@@ -118,6 +119,73 @@ def probability(text: str) -> float:
             f"{text!r} is not a probability between 0 and 1 (such as 0.95)"
         )
     return level
+
+
+# -- flags several commands share: the measurements they read, the views they add --------
+# Declared once here so that perfcast model and perfcast report spell and check them alike;
+# the stages they need are imported when a parser is built, not when perfcast starts.
+
+
+def add_caliper_flags(parser: argparse.ArgumentParser) -> None:
+    caliper = parser.add_argument_group("Caliper profiles")
+    caliper.add_argument(
+        "--parameters",
+        metavar="NAME,...",
+        help="the Adiak globals that are the runs' parameters, e.g. jobsize,problem_size",
+    )
+    caliper.add_argument(
+        "--where",
+        action="append",
+        metavar="KEY=VALUE",
+        help="keep only the runs whose Adiak global KEY is VALUE (repeatable), e.g. "
+        "compiler=intel: runs at one point must not differ in anything but the parameters",
+    )
+
+
+def caliper_options(
+    args: argparse.Namespace, format: str, path: Path, *, more: bool = False
+) -> dict[str, object]:
+    """The reader's options the Caliper flags give; refused for another format, which
+    would otherwise ignore them. ``more``: more than one input was given."""
+    if args.parameters is None and not args.where and not more:
+        return {}
+    from perfcast.experiment.io.registry import get_format
+
+    if not get_format(format).collection:
+        raise InputError(
+            f"--parameters, --where and more than one input are for Caliper profiles, "
+            f"and this is {format} input: leave them out",
+            path=path,
+        )
+    return {"parameters": args.parameters, "where": args.where}
+
+
+def add_efficiency_flags(parser: argparse.ArgumentParser, *, ranks: bool = False) -> None:
+    """``ranks``: also declare ``--ranks-parameter`` (``perfcast model`` has it already,
+    from the effort modeler's options, with the same default)."""
+    from perfcast.modeling.efficiency import KINDS
+
+    if ranks:
+        from perfcast.effort import EffortModeler
+
+        parser.add_argument(
+            "--ranks-parameter",
+            default=EffortModeler().ranks,
+            help="the parameter counting MPI ranks, for --efficiency (default %(default)s)",
+        )
+    parser.add_argument(
+        "--efficiency",
+        choices=KINDS,
+        help="also show the speedup and parallel efficiency along the ranks "
+        "(--ranks-parameter) of the costliest region, or of --subtree, measured and at the "
+        "target: strong (the problem fixed) or weak (the problem per rank fixed) scaling",
+    )
+    parser.add_argument(
+        "--subtree",
+        metavar="CALLPATH",
+        help="the region --efficiency looks at: its inclusive value, the sum of the call "
+        "paths at and below it (default: the costliest root)",
+    )
 
 
 def _attach_negative_lists(argv: list[str]) -> list[str]:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfcast.cli.readers import add_caliper_flags, add_efficiency_flags, caliper_options
+from perfcast.cli import add_caliper_flags, add_efficiency_flags, caliper_options
 from perfcast.effort import EffortModeler
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment

@@ -23,8 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfcast.cli import probability
-from perfcast.cli.readers import add_caliper_flags, add_efficiency_flags, caliper_options
+from perfcast.cli import add_caliper_flags, add_efficiency_flags, caliper_options, probability
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.io.registry import CAMPAIGN_STORE, detect_format
