@@ -4,6 +4,7 @@
 import json
 import re
 import shutil
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -176,7 +177,9 @@ def test_efficiency_views_measured_and_modeled(capsys):
     assert lines[2].split()[:4] == ["27", "47.24", "1", "100.0%"]
     assert lines[3].split()[:2] == ["64", "55.11"]  # efficiency 47.24 / 55.11
     assert lines[3].split()[3] == "85.7%"
-    assert lines[-1].split()[0] == "1000" and "model, 95 % interval" in lines[-1]
+    assert lines[-2].split()[0] == "1000" and "model, 95 % interval" in lines[-2]
+    assert lines[-1].startswith("  the largest single call path under it at jobsize=1000: ")
+    assert "CalcHourglassControlForElems" in lines[-1]
     assert main([*argv, "--efficiency", "strong", "--subtree", "nowhere"]) == 2
     assert "--subtree 'nowhere'" in capsys.readouterr().err
 
@@ -208,3 +211,24 @@ def test_report_reads_caliper_profiles_and_draws_the_efficiency_view(tmp_path, c
     capsys.readouterr()
     assert main(["report", str(LULESH), "-o", str(tmp_path / "x.html")]) == 2
     assert "name the runs' parameters" in capsys.readouterr().err
+
+
+def test_subtree_sums_and_maxima_of_exclusive_models():
+    from perfcast.modeling.efficiency import subtree_largest, subtree_value
+    from perfcast.modeling.modelset import ModelSet
+    from perfcast.modeling.pmnf import Factor, Model, Term
+
+    def model(callpath: str, constant: float, slope: float) -> Model:
+        return Model(callpath, "time", constant, (Term(slope, (Factor("p", Fraction(1)),)),))
+
+    models = ModelSet(
+        ["p"],
+        [model("main", 1, 0), model("main->a", 0, 2), model("main->b", 5, 0), model("x", 9, 9)],
+    )
+    value, low, high = subtree_value(models, "main", "time", {"p": 4})
+    assert value == 1 + 8 + 5  # the inclusive value of main: its subtree, not x
+    assert low != low and high != high  # models without uncertainty: no interval (nan)
+    assert subtree_value(models, "main", "time", {"p": 4}, how="max")[0] == 8
+    assert subtree_largest(models, "main", "time", {"p": 1})[0] == "main->b"
+    with pytest.raises(InputError, match="no model of time at or below 'y'"):
+        subtree_value(models, "y", "time", {"p": 4})

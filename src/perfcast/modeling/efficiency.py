@@ -74,9 +74,30 @@ def subtree_value(
 ) -> tuple[float, float, float]:
     """The sum (an inclusive value) or maximum of the exclusive models of ``root`` and
     every call path below it at ``point``, with the 95 % prediction interval carried
-    through (bounds added for a sum; for a maximum, the bounds of the largest)."""
+    through (bounds added for a sum; for a maximum, the bounds of the largest,
+    :func:`subtree_largest`)."""
     if how not in SUBTREE_OPERATIONS:
         raise InputError(f"subtree {how!r}: choose one of {', '.join(SUBTREE_OPERATIONS)}")
+    if how == "max":
+        _, value, low, high = subtree_largest(models, root, metric, point)
+        return value, low, high
+    values, lows, highs, _ = _subtree(models, root, metric, point)
+    return float(values.sum()), float(lows.sum()), float(highs.sum())
+
+
+def subtree_largest(
+    models: ModelSet, root: str, metric: str, point: Mapping[str, float]
+) -> tuple[str, float, float, float]:
+    """The call path at or below ``root`` whose exclusive model is largest at ``point``:
+    (call path, value, and its 95 % prediction interval)."""
+    values, lows, highs, callpaths = _subtree(models, root, metric, point)
+    largest = int(np.argmax(values))
+    return callpaths[largest], float(values[largest]), float(lows[largest]), float(highs[largest])
+
+
+def _subtree(
+    models: ModelSet, root: str, metric: str, point: Mapping[str, float]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     members = [m for m in models if m.metric == metric and in_subtree(m.callpath, root)]
     if not members:
         raise InputError(f"no model of {metric} at or below {root!r}")
@@ -84,10 +105,7 @@ def subtree_value(
     bounds = [prediction_interval(m, point) for m in members]
     lows = np.array([float(low) for low, _ in bounds])
     highs = np.array([float(high) for _, high in bounds])
-    if how == "sum":
-        return float(values.sum()), float(lows.sum()), float(highs.sum())
-    largest = int(np.argmax(values))
-    return float(values[largest]), float(lows[largest]), float(highs[largest])
+    return values, lows, highs, [m.callpath for m in members]
 
 
 def scaling_from_data(totals: Mapping[float, float], kind: str) -> list[ScalingPoint]:

@@ -19,6 +19,7 @@ from perfcast.modeling.efficiency import (
     in_subtree,
     scaling_from_data,
     scaling_from_models,
+    subtree_largest,
 )
 from perfcast.modeling.modelset import ModelSet
 
@@ -43,6 +44,9 @@ class ScalingSection:
     held: dict[str, float]
     """The other parameters' values the views are taken at."""
     points: tuple[ScalingPoint, ...]
+    largest: tuple[str, float, float, float]
+    """The maximum over the subtree at the target: the call path whose exclusive model is
+    largest there, its value and 95 % prediction interval."""
 
     def heading(self) -> str:
         where = f" at {format_point(self.held)}" if self.held else ""
@@ -57,14 +61,26 @@ class ScalingSection:
             self.heading() + ":",
             f"  {self.ranks:>10}  {'value':>10}  {'speedup':>8}  {'efficiency':>10}",
         ]
-        return "\n".join([*lines, *(_line(point) for point in self.points)])
+        callpath, value, low, high = self.largest
+        costliest = (
+            f"  the largest single call path under it at {self.ranks}={self.points[-1].ranks:g}: "
+            f"{callpath}, {value:.4g} [{low:.4g}, {high:.4g}] ({value / self.points[-1].value:.0%})"
+        )
+        return "\n".join([*lines, *(_line(point) for point in self.points), costliest])
 
     def to_json(self) -> dict[str, Any]:
         """What the report page draws: the heading and one row per number of ranks (nan
         as null)."""
+        callpath, value, low, high = self.largest
         return {
             "heading": self.heading(),
             "ranks": self.ranks,
+            "largest": {
+                "callpath": callpath,
+                "value": _finite(value),
+                "low": _finite(low),
+                "high": _finite(high),
+            },
             "rows": [
                 {
                     "ranks": point.ranks,
@@ -116,7 +132,8 @@ def scaling_section(
     measured_points = scaling_from_data(totals, kind)
     base = measured_points[0].ranks
     modeled = scaling_from_models(models, root, metric, ranks, [target[ranks]], held, base, kind)
-    return ScalingSection(root, metric, ranks, kind, held, (*measured_points, *modeled))
+    largest = subtree_largest(models, root, metric, {**held, ranks: target[ranks]})
+    return ScalingSection(root, metric, ranks, kind, held, (*measured_points, *modeled), largest)
 
 
 def _costliest_root(table: pd.DataFrame) -> str:

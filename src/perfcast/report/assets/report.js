@@ -614,6 +614,9 @@
       el("tbody", {}, e.rows.map((r) => el("tr", {}, el("td", {}, num(r.ranks)), el("td", {}, r.value === null ? "-" : num(r.value)),
         el("td", {}, r.speedup === null ? "-" : num(r.speedup)), el("td", {}, pct(r.efficiency)),
         el("td", {}, r.measured ? "measured" : "model" + (r.low !== null && r.high !== null ? " [" + pct(r.low) + ", " + pct(r.high) + "]" : "")))))));
+    const top = e.largest;
+    view.appendChild(el("p", { className: "note" }, "The largest single call path under it at the target: " + top.callpath + ", " +
+      (top.value === null ? "-" : num(top.value)) + (top.low !== null && top.high !== null ? " [" + num(top.low) + ", " + num(top.high) + "]" : "") + "."));
   }
 
   // -- campaign and notes ---------------------------------------------------------------
