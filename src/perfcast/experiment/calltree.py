@@ -22,6 +22,13 @@ def join_callpath(frames: Iterable[str]) -> str:
     return SEPARATOR.join(frames)
 
 
+def recorded_callpath(names: Iterable[object]) -> str:
+    """The call path of region or frame names another tool recorded (Caliper's nesting, a
+    hatchet node's path): a name holding the separator has it replaced by ``-``, so the
+    nesting stays the one recorded; an empty name is ``(unnamed)``."""
+    return join_callpath(str(name).strip().replace(SEPARATOR, "-") or "(unnamed)" for name in names)
+
+
 @dataclass
 class CallNode:
     """One frame in the call tree; ``path`` is the full call path that ends here."""

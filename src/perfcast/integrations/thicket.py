@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfcast.errors import InputError
-from perfcast.experiment.calltree import SEPARATOR
+from perfcast.experiment.calltree import recorded_callpath
 from perfcast.experiment.experiment import Experiment, Metric, Row
 from perfcast.experiment.io.caliper import RunSettings, check_settings
 from perfcast.workflows.model import ModelRequest, model_campaign
@@ -44,8 +44,7 @@ thicket's own ``_extrap-model`` columns, so both can sit side by side."""
 
 def callpath_of(node: Any) -> str:
     """A hatchet node's call path: the names from its root, ``main->solve``."""
-    names = [str(ancestor.frame.get("name", ancestor.frame)) for ancestor in node.path()]
-    return SEPARATOR.join(name.replace(SEPARATOR, "-") for name in names)
+    return recorded_callpath(ancestor.frame.get("name", ancestor.frame) for ancestor in node.path())
 
 
 def from_thicket(

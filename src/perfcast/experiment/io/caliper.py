@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from perfcast.errors import InputError
-from perfcast.experiment.calltree import SEPARATOR
+from perfcast.experiment.calltree import SEPARATOR, recorded_callpath
 from perfcast.experiment.experiment import Experiment, Metric, Row
 from perfcast.experiment.io.registry import Format, require_regular_file
 from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, MAX_SUFFIX, TIME_METRIC
@@ -278,14 +278,11 @@ def _is_measurement(reader: Any, attribute: str) -> bool:
 
 
 def _callpath(path: Any) -> str | None:
-    """A record's region nesting as a call path (None outside every region). A region
-    name holding perfcast's separator has it replaced by ``-``, so the nesting stays the
-    one Caliper recorded."""
+    """A record's region nesting as a call path (None outside every region)."""
     if path is None:
         return None
     regions = path if isinstance(path, list) else [path]
-    names = [str(region).strip().replace(SEPARATOR, "-") or "(unnamed)" for region in regions]
-    return SEPARATOR.join(names) if names else None
+    return recorded_callpath(regions) if regions else None
 
 
 def _number(text: Any, path: Path, attribute: str) -> float:
