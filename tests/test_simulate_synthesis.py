@@ -228,7 +228,7 @@ def test_the_command_line_prints_both_models_of_a_bounded_block(
     assert bad.value.code == 2
     assert "argument --steep: invalid choice: 'clip'" in capsys.readouterr().err
     assert main(["simulate", inputs[0], "--platform", "x.xml", "--steep", "keep"]) == 2
-    assert "--steep are for --synthesize P" in capsys.readouterr().err
+    assert "--steep and --grid are for --synthesize P" in capsys.readouterr().err
 
 
 def test_growth_beyond_linear_in_p_is_named_with_its_model_when_kept(
