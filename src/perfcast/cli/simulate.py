@@ -245,8 +245,8 @@ def _grid_text(made: Synthesis) -> list[str]:
         where = sorted(set(once.values()))
         lines.append(
             f"note: {len(once)} role(s) appear only in the trace at p = "
-            f"{', '.join(map(str, where))} ({', '.join(list(once)[:3])}"
-            + (", ..." if len(once) > 3 else "")
+            f"{', '.join(map(str, where))} ({' '.join(f'({role})' for role in list(once)[:3])}"
+            + (" ..." if len(once) > 3 else "")
             + "): their message sizes and compute are that run's, constant in p; trace a "
             "larger grid to model them"
         )

@@ -242,6 +242,8 @@ class Relation:
 
     def text(self) -> str:
         if self.kind == "grid":
+            if not any(self.vector):
+                return "r"
             moved = "r" + "(" + ",".join(f"{v:+d}" if v else "0" for v in self.vector) + ")"
             return moved + " wrapped" if self.periodic else moved
         if self.kind == "offset":
@@ -422,6 +424,11 @@ def synthesize(
     if steep not in STEEP:
         raise InputError(f"steep {steep!r}: choose one of {', '.join(STEEP)}")
     target, rule = (None, "") if grid_option is None else grid.parse(grid_option, ranks)
+    if rule == "cube" and grid.cube(ranks) is None:
+        raise InputError(
+            f"--grid cube: {ranks} ranks are not a cube (8, 27, 64, 125, ...): synthesise a "
+            "cube number of ranks, or give the target's grid as --grid AxBxC"
+        )
     _check_inputs(traces, ranks, output)
     sequences = [
         [_read_actions(path, rank) for rank, path in enumerate(t.rank_files)] for t in traces
@@ -433,7 +440,9 @@ def synthesize(
             structure = _chain_structure(traces, sequences, ranks)
         except PerfcastError as refused:
             structure = _grid_structure(traces, sequences, ranks, None, "dims_create", refused)
-    quantities, counts, blocks = _model(structure.templates, structure.relations, ranks, steep)
+    quantities, counts, blocks = _model(
+        structure.templates, structure.relations, ranks, steep, structure.grid is not None
+    )
     written = _write(_Output(output, traces, ranks, noise, seed, steep), structure, counts, blocks)
     counted: dict[str, int] = {}
     for role_relations in structure.relations.values():
@@ -576,7 +585,8 @@ def _on_target(
     members: dict[str, list[int]] = {}
     for rank in range(ranks):
         members.setdefault(grid.role(rank, target), []).append(rank)
-    missing = sorted(set(members) - set(templates))
+    # the most interior first: the role whose smallest grid has all the others
+    missing = sorted(set(members) - set(templates), key=lambda r: (-r.count("mid"), r))
     if missing:
         smallest = grid.smallest_with(missing[0])
         raise PerfcastError(
@@ -592,6 +602,20 @@ def _on_target(
     seen_at = {
         role: tuple(sorted({p for p, _, _ in templates[role].observations})) for role in members
     }
+    used = sorted({p for counts in seen_at.values() for p in counts})
+    if len(used) < MIN_RANK_COUNTS:
+        unused = ", ".join(
+            f"{t.ranks} ({grid.text(dims)})"
+            for t, dims in zip(traces, grids, strict=True)
+            if t.ranks not in used
+        )
+        raise PerfcastError(
+            f"cannot synthesise: the roles of the {grid.text(target)} grid at p={ranks} are "
+            f"in the traces at p = {', '.join(map(str, used))} only; the grids at p = "
+            f"{unused} have none of them (a dimension of one rank): a model in p needs "
+            f"{MIN_RANK_COUNTS} or more rank counts, so trace another whose grid has 2 or "
+            "more ranks along every dimension"
+        )
     layout = GridLayout(target, grids, name, dict(sorted(seen_at.items())))
     return _Structure({r: templates[r] for r in members}, placed, members, layout)
 
@@ -883,11 +907,14 @@ def _model(
     relations: dict[str, dict[tuple[int, int], Relation]],
     target: int,
     steep: str,
+    per_role: bool = False,
 ) -> tuple[tuple[Quantity, ...], dict[tuple[str, int, int], int], dict[str, list[_Block]]]:
     """Fit every amount in p and evaluate it at ``target``: the quantities, the counts by
     (role, action index, field) and the compute blocks by role. Amounts whose series hold
     the same data share one model; compute blocks steeper than linear in p are bounded,
-    kept or refused as ``steep`` says (:data:`STEEP`)."""
+    kept or refused as ``steep`` says (:data:`STEEP`). ``per_role`` keys compute blocks by
+    role as well (a grid's roles: a corner packs fewer halos between the same two calls
+    than the interior does)."""
     from perfcast.experiment.experiment import Experiment
     from perfcast.modeling.modeler import PMNFModeler
     from perfcast.modeling.prior import Prior
@@ -895,11 +922,11 @@ def _model(
     amounts = _Amounts()
     # compute blocks by the pair of actions around them, every role together, as a traced
     # run's blocks are keyed by the call paths around them whichever rank ran them
-    positions: dict[tuple[str, str], dict[str, list[int]]] = {}
+    positions: dict[tuple[str, str, str], dict[str, list[int]]] = {}
     for role, template in templates.items():
         signatures = [_signature(a, relations[role], i) for i, a in enumerate(template.actions)]
         for index in range(1, len(template.actions)):
-            pair = (signatures[index - 1], signatures[index])
+            pair = (role if per_role else "", signatures[index - 1], signatures[index])
             positions.setdefault(pair, {}).setdefault(role, []).append(index)
         for index, action in enumerate(template.actions):
             for position, kind in enumerate(SCHEMAS[action.name]):
@@ -911,15 +938,17 @@ def _model(
                     name = f"{role}: {signatures[index]} (field {position + 1})"
                     amounts.slots[(role, index, position)] = amounts.add("count", name, data, 1)
     found: list[tuple[str, str, dict[str, list[int]], str, Series]] = []
-    for (opening, closing), by_role in positions.items():
+    for (group, opening, closing), by_role in positions.items():
         data = tuple(
             (p, tuple(actions[i].compute for i in indices))
             for role, indices in by_role.items()
             for p, _, actions in templates[role].observations
         )
         name = f"{opening} -> {closing}"
-        if len(by_role) < len(templates):
-            name += f" ({', '.join(by_role)} ranks)"
+        if group:
+            name = f"({group}) {name}"
+        elif len(by_role) < len(templates):
+            name += f" ({_roles_text(list(by_role))} ranks)"
         most = max(len(indices) for indices in by_role.values())
         found.append((opening, closing, by_role, amounts.add("flops", name, data, most), data))
     rows = [
@@ -977,6 +1006,16 @@ def _model(
             block = _Block(opening, closing, tuple(indices), value, ratios, shared, own)
             blocks[role].append(block)
     return tuple(ordered), counts, blocks
+
+
+def _roles_text(roles: list[str]) -> str:
+    """Roles for a block's name: a chain's by name, a grid's (``low,mid,high``) each in
+    parentheses, and more than four by their number (a 3-D grid has 27)."""
+    if not any("," in role for role in roles):
+        return ", ".join(roles)
+    if len(roles) > 4:
+        return f"{len(roles)} roles'"
+    return " ".join(f"({role})" for role in roles)
 
 
 def _value_at(model: Model, name: str, kind: str, target: int) -> int:
