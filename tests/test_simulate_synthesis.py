@@ -615,3 +615,47 @@ def test_a_structure_that_is_no_grid_either_is_refused_with_both_readings(
             tmp_path / "o",
             grid_option="dims_create",
         )
+
+
+HALO = Path(__file__).resolve().parents[1] / "benchmarks" / "synthesis_grid"
+
+
+@pytest.mark.slow
+@needs_mpi
+@needs_simgrid
+def test_a_traced_2d_halo_exchange_synthesised_at_36_ranks_matches_its_trace(
+    tmp_path: Path,
+) -> None:
+    """``benchmarks/synthesis_grid/halo.c`` (5-point, MPI_Dims_create's grid, not periodic)
+    traced at p = 4, 9, 16 on this machine's cores, synthesised at 36 (6x6, whose interior
+    ranks 3x3 had one of) and traced at 36: every rank's messages are the traced ones, and
+    SimGrid replays the synthesised trace."""
+    source = tmp_path / "halo"
+    shutil.copytree(HALO, source)
+    subprocess.run(
+        ["make", "CC=python3 -m perfcast build --trace -- mpicc"],
+        cwd=source, check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    traces = {}
+    for ranks in (4, 9, 16, 36):
+        traces[ranks] = tmp_path / f"trace-p{ranks}"
+        environment = [
+            "-x",
+            f"PERFCAST_TRACE_DIR={traces[ranks]}",
+            "-x",
+            "PERFCAST_TRACE_CLOCK=cpu",
+        ]
+        environment += ["-x", f"PERFCAST_PROFILE_DIR={tmp_path / f'profile-p{ranks}'}"]
+        subprocess.run(
+            [*MPIRUN, "-np", str(ranks), *environment, "./halo", "2", "faces", "32", "5"],
+            cwd=source, check=True, capture_output=True, timeout=300,
+        )  # fmt: skip
+    made = synthesize([read_trace(traces[p]) for p in (4, 9, 16)], 36, tmp_path / "p36")
+    assert made.grid is not None and made.grid.target == (6, 6)
+    assert made.grid.inputs == ((2, 2), (3, 3), (4, 4))
+    for rank in range(36):
+        synthesised = [x for x in lines_of(made.directory, rank) if " compute " not in x]
+        traced = [x for x in lines_of(traces[36], rank) if " compute " not in x]
+        assert synthesised == traced, rank
+    platform = PlatformSpec("cluster", nodes=36, latency=1e-5, bandwidth=1.25e9)
+    assert replay(made.directory / "index.txt", platform, 36).time > 0
