@@ -6,11 +6,13 @@ run to a family of them). ``perfcast simulate TRACE... --synthesize P -o DIR`` r
 Method. Every rank's action file is read as a sequence of MPI actions, each carrying the
 compute that precedes it (a compute block of zero length writes no line, so compute is
 attached to the action it leads to rather than aligned on its own). A rank's *role* picks
-its template: rank 0 is ``first``, rank p-1 ``last``, the others ``interior``. Then:
+its template: rank 0 is ``first``, rank p-1 ``last``, the others ``interior`` (or its place
+in a Cartesian grid: "Grids" below). Then:
 
 1. **Structure.** Every rank of a role, in every input trace, must run the same sequence of
    actions: the same operations with the same tags, datatypes and SimGrid's fixed fields.
-   Anything else (ranks of one run that differ, such as a 2-D grid's edge ranks; a sequence
+   Anything else (ranks of one role that differ, such as a 2-D grid's edge ranks read as
+   a chain's interior, which is why a grid is tried next; a sequence
    whose length grows with p, such as a hand-written recursive doubling; two different
    programs) is refused with the trace, rank, action, line and what differs: the structure
    at the target cannot be derived from such runs, and guessing it would replay another
@@ -97,14 +99,47 @@ between ranks that run the same structure (rank 0's output at the end) is spread
 and the difference between a block's first and later occurrences is averaged away (the total
 is kept). Per-rank arrays whose length is p (``allgatherv``, ``alltoallv``,
 ``reducescatter``: NAS IS) are refused: their entries cannot be aligned across rank counts.
-Structures that are not first/interior/last (2-D and 3-D decompositions, trees) are refused,
-not approximated. Extrapolation is only as good as the models' reach: p = 65536 from p <= 8
-is far beyond the data, and a trend the traced machine adds (ranks sharing 2 cores slow each
-other's caches a little more at every p) is extrapolated with the rest: trace with few ranks
-per core. Measured: in 6 of 25 sets of stencil traces at p = 3..8 (4 ranks per core at p =
-8) the block after each MPI_Allreduce, 0.4 us at p = 3 and up to 0.7 us at p = 8, was
-modeled with p log2(p)^2 up to p^3 log2(p)^2: 0.4 ms to 6 s per occurrence at p = 1024 (in 3
-more, 0.13-0.19 ms), and the synthesised run is as wrong.
+Structures that are neither a chain nor a grid (trees, a partner that changes with the step)
+are refused, not approximated. Extrapolation is only as good as the models' reach: p = 65536
+from p <= 8 is far beyond the data, and a trend the traced machine adds (ranks sharing 2
+cores slow each other's caches a little more at every p) is extrapolated with the rest:
+trace with few ranks per core. Measured: in 6 of 25 sets of stencil traces at p = 3..8 (4
+ranks per core at p = 8) the block after each MPI_Allreduce, 0.4 us at p = 3 and up to 0.7
+us at p = 8, was modeled with p log2(p)^2 up to p^3 log2(p)^2: 0.4 ms to 6 s per occurrence
+at p = 1024 (in 3 more, 0.13-0.19 ms), and the synthesised run is as wrong.
+
+Grids. Where the chain reading refuses (HPCG: rank 0 of 4 receives from rank 2, rank 0 of
+3 sends to rank 1), the ranks are read as a 2-D or 3-D Cartesian grid, row-major (the last
+dimension fastest, as MPI_Cart_create and LULESH number them), each trace's grid being
+MPI_Dims_create's factorisation of its p (:mod:`perfcast.simulate.grid`), largest factor
+first or, for programs that make the fastest dimension the largest, smallest first. The
+readings are tried in that order, 2-D before 3-D, and the first under which every traced
+rank's role (its place along every dimension: ``low``, ``mid``, ``high``, or ``only`` in a
+dimension of one rank; a corner, an edge, a face or the interior) runs one sequence in every
+trace, and every peer is one offset in grid coordinates (wrapped around where the grid is
+periodic), is taken: every traced role, not only the target's, must fit, which is what tells
+readings apart (a 3-D stencil read on 4x2 at p = 8 and 9x3 at p = 27 has rank 0's third
+peer at (2,0) and (3,0)). ``--grid`` gives the target's grid (``4x5x4``) or the rule
+(``dims_create``, ``cube``). A point-to-point peer is a grid offset even where a fixed rank
+fits too: the interior of 3x3x3 is one rank, whose neighbours are fixed ranks as well, and a
+decomposition's messages go to neighbours; a collective's root is a fixed rank. Each target
+rank runs the template of its role, its counts and compute blocks modeled in p from the
+traced ranks of that role (blocks per role here: a corner packs fewer halos between the same
+two calls than the interior). A role of the target that no trace has is refused, naming the
+smallest grid that has it (the interior of 4x4x4 needs a trace on 3x3x3 or larger: HPCG
+traced at p = 3, 4, 6, 8 has none); so is a target whose roles the traces have at fewer
+than three rank counts. A role seen at one rank count only (the interior, from 27 alone)
+gets that run's amounts as constants, which the command says. Stencils wider than one
+neighbour are refused where an offset would leave the grid: a rank one step from the end
+differs from the interior in ways these roles do not tell apart. Measured: the 2-D halo
+exchange of ``benchmarks/synthesis_grid`` (5-point) traced at p = 4, 9, 16 and synthesised
+at 36, and its 27-point 3-D version traced at 8, 12, 27 and synthesised at 64, have every
+rank's messages as the traced run at that p has them; so has LULESH (``-s 4 -i 10``,
+traced at 8, 27, 64 with the CPU clock on 2 cores) synthesised at 125 against its trace at
+125 (12.6 s to trace there). Replayed on a 125-node cluster (1 us links), the synthesised
+LULESH takes 3.9 ms under ``mean``, 5.6 ms under ``correlated`` and ``resample``, and the
+recorded trace 8.4 ms, of which 3.6 ms is communication: waits for ranks that 125
+processes on 2 cores slowed, which the traces at 8..64 had less of.
 
 Steep compute blocks. Hence a compute block whose model grows faster than linearly in p
 from the largest traced rank count to the target (:meth:`Quantity.steep`: compute per rank
