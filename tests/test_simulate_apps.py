@@ -115,6 +115,43 @@ def test_lulesh_at_8_ranks_on_2_cores_traces_with_the_cpu_clock(
     assert len(cluster["ranks"]) == 8
 
 
+def test_lulesh_synthesised_at_125_ranks_from_8_27_64_on_its_cube_grid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """LULESH's ranks are a cube exchanging with up to 26 neighbours (faces, edges,
+    corners): offsets in rank numbers fit none of them, grid offsets on 2x2x2, 3x3x3 and
+    4x4x4 do. Synthesised at 125 (5x5x5; its trace, taken by hand, has the same messages
+    in every rank), every rank exchanges with the neighbours its position has, and SimGrid
+    replays it."""
+    source = tmp_path / "lulesh"
+    shutil.copytree(APPS / "lulesh", source)
+    files = ["lulesh.cc", "lulesh-comm.cc", "lulesh-init.cc", "lulesh-util.cc", "lulesh-viz.cc"]
+    build = [*PERFCAST_BUILD.split(), "mpicxx", "-DUSE_MPI=1", "-O2", *files, "-o", "lulesh2.0"]
+    subprocess.run(build, cwd=source, check=True, capture_output=True, timeout=600)
+    inputs = []
+    for ranks in (8, 27, 64):
+        inputs.append(str(tmp_path / f"trace-p{ranks}"))
+        environment = ["-x", f"PERFCAST_TRACE_DIR={inputs[-1]}", "-x", "PERFCAST_TRACE_CLOCK=cpu"]
+        subprocess.run(
+            [*MPIRUN, "-np", str(ranks), *environment, "./lulesh2.0", "-s", "4", "-i", "5"],
+            cwd=source, check=True, capture_output=True, timeout=300,
+        )  # fmt: skip
+    output = tmp_path / "p125"
+    platform = tmp_path / "cluster.xml"
+    assert cli.main(["platform", "describe", "-o", str(platform), "--nodes", "125"]) == 0
+    argv = ["simulate", *inputs, "--synthesize", "125", "-o", str(output), "--grid", "cube"]
+    capsys.readouterr()
+    assert cli.main([*argv, "--platform", str(platform), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["synthesis"]["grid"]["target"] == [5, 5, 5]
+    assert shown["synthesis"]["grid"]["inputs"] == [[2, 2, 2], [3, 3, 3], [4, 4, 4]]
+    assert shown["platforms"][0]["time"] >= shown["platforms"][0]["compute"] > 0
+    # a corner has 7 neighbours, an edge 11, a face 17, the interior 26
+    for rank, neighbours in ((0, 7), (1, 11), (6, 17), (31, 26), (62, 26), (124, 7)):
+        lines = (output / f"rank-{rank}.trace").read_text().splitlines()
+        assert len({line.split()[2] for line in lines if " irecv " in line}) == neighbours
+
+
 def test_minife_traces_its_wildcard_receives_and_replays(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -11,6 +11,7 @@ the trace recorded at 16 ranks, and a replay on the same platform within 10 % of
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -23,6 +24,7 @@ import pytest
 
 from perfcast.cli import main
 from perfcast.errors import PerfcastError
+from perfcast.simulate import grid
 from perfcast.simulate.platform import PlatformSpec
 from perfcast.simulate.replay import replay
 from perfcast.simulate.synthesis import synthesize
@@ -228,7 +230,7 @@ def test_the_command_line_prints_both_models_of_a_bounded_block(
     assert bad.value.code == 2
     assert "argument --steep: invalid choice: 'clip'" in capsys.readouterr().err
     assert main(["simulate", inputs[0], "--platform", "x.xml", "--steep", "keep"]) == 2
-    assert "--steep are for --synthesize P" in capsys.readouterr().err
+    assert "--steep and --grid are for --synthesize P" in capsys.readouterr().err
 
 
 def test_growth_beyond_linear_in_p_is_named_with_its_model_when_kept(
@@ -494,3 +496,166 @@ def test_a_block_name_with_a_nul_is_refused_with_its_line(tmp_path: Path) -> Non
     with pytest.raises(PerfcastError, match="printable text") as refused:
         read_trace(directory)
     assert "rank-1.blocks.tsv:2" in str(refused.value)
+
+
+def halo(dimensions: int, corners: bool = False, periodic: bool = False) -> Program:
+    """A known grid program: on MPI_Dims_create's grid of ``dimensions`` dimensions, a
+    receive from and a send to every neighbour that exists (the faces; with ``corners``
+    also the edges and corners, as LULESH), 16 doubles per face dimension, then a reduce
+    to rank 0. ``periodic`` wraps the grid around, so that every rank has every neighbour."""
+
+    def program(rank: int, ranks: int) -> list[str]:
+        dims = grid.dims_create(ranks, dimensions)
+        here = grid.coordinates(rank, dims)
+        peers = []
+        for move in itertools.product((-1, 0, 1), repeat=dimensions):
+            moved = sum(1 for step in move if step)
+            there = [c + step for c, step in zip(here, move, strict=True)]
+            if periodic:
+                there = [c % size for c, size in zip(there, dims, strict=True)]
+            inside = all(0 <= c < size for c, size in zip(there, dims, strict=True))
+            if moved and inside and (corners or moved == 1):
+                peers.append((grid.rank_at(tuple(there), dims), 16 ** (dimensions - moved)))
+        actions = ["compute 5000", *(f"irecv {q} 7 {n} 0" for q, n in peers)]
+        actions += [f"compute {100 * len(peers)}", *(f"send {q} 7 {n} 0" for q, n in peers)]
+        return [*actions, *(f"wait {q} {rank} 7" for q, _ in peers), "reduce 1 0 0 0"]
+
+    return program
+
+
+@pytest.mark.parametrize(
+    ("program", "counts", "target", "dims"),
+    [
+        (halo(2), (4, 9, 16), 36, (6, 6)),
+        (halo(3), (8, 12, 27), 64, (4, 4, 4)),
+        (halo(3, corners=True), (8, 12, 27), 48, (4, 4, 3)),
+        (halo(2, periodic=True), (9, 12, 16), 30, (6, 5)),
+    ],
+    ids=["5-point", "7-point", "27-point", "periodic"],
+)
+def test_a_grid_program_is_synthesised_exactly(
+    tmp_path: Path, program: Program, counts: tuple[int, ...], target: int, dims: tuple[int, ...]
+) -> None:
+    """Offsets in rank numbers fit none of these (rank 0's second peer is rank 2 of 4 and
+    rank 3 of 9): the grid is found, and every rank of the target, corner, edge, face or
+    interior, runs what the program runs there."""
+    made = synthesize(traces_of(tmp_path, program, counts), target, tmp_path / "out")
+    assert made.grid is not None and made.grid.target == dims
+    assert made.grid.rule == "dims_create"
+    for rank in range(target):
+        expected = [f"{rank} {x}" for x in ["init", *program(rank, target), "finalize"]]
+        assert lines_of(made.directory, rank) == expected
+    assert read_trace(made.directory).ranks == target
+    # the root is rank 0 for every role, not an offset from it
+    assert made.relations["0"] == len(made.grid.roles)
+
+
+def test_a_grid_without_interior_ranks_is_refused_with_the_run_that_has_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """HPCG's case: traces at p = 3, 4, 6, 8 (3x1x1 ... 2x2x2) have no rank between the ends
+    along all three dimensions, which 4x4x4 has."""
+    inputs = [str(t.directory) for t in traces_of(tmp_path, halo(3), (3, 4, 6, 8))]
+    assert main(["simulate", *inputs, "--synthesize", "64", "-o", str(tmp_path / "x")]) == 2
+    error = capsys.readouterr().err
+    assert "no traced rank has the role (mid,mid,mid) of the 4x4x4 grid at p=64" in error
+    assert "the traces' grids are 3x1x1, 2x2x1, 3x2x1, 2x2x2 (dims_create)" in error
+    assert "3x3x3 ranks or more" in error and "\n" not in error.strip()
+    # a trace whose grid has every role of 4x4x4 is what makes it possible, at three rank
+    # counts whose grids have the target's roles
+    traces = traces_of(tmp_path / "b", halo(3), (4, 8, 27))
+    with pytest.raises(PerfcastError, match=r"p = 8, 27 only; the grids at p = 4 \(2x2x1\)"):
+        synthesize(traces, 64, tmp_path / "p64")
+    traces = traces_of(tmp_path / "c", halo(3), (8, 12, 27))
+    made = synthesize(traces, 64, tmp_path / "p64")
+    assert made.grid is not None and made.grid.roles["mid,mid,mid"] == (27,)
+
+
+def test_the_grid_option_names_the_target_or_the_rule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = halo(3, corners=True)
+    traces = traces_of(tmp_path, program, (8, 27, 64))
+    inputs = [str(t.directory) for t in traces]
+    # a target grid that MPI_Dims_create would not give: LULESH's 125 is a cube too
+    output = tmp_path / "given"
+    argv = ["simulate", *inputs, "--synthesize", "80", "-o", str(output), "--grid", "4x5x4"]
+    assert main(argv) == 0
+    shown = capsys.readouterr().out
+    assert "ranks on a Cartesian grid (dims_create, target given): 4x5x4 at p=80 from " in shown
+    assert "2x2x2, 3x3x3, 4x4x4" in shown
+    assert json.loads((output / "trace.json").read_text())["grid"] == [4, 5, 4]
+    assert lines_of(output, 0)[1:4] == ["0 compute 5000", "0 irecv 1 7 256 0", "0 irecv 4 7 256 0"]
+    for option, words in [
+        ("4x4x4", "--grid 4x4x4: 64 ranks, but --synthesize asks for 80"),
+        ("4by20", "give the target's grid as AxB or AxBxC"),
+        ("cube", "--grid cube: 80 ranks are not a cube (8, 27, 64, 125, ...)"),
+    ]:
+        code = main([*argv[:-3], str(tmp_path / option), "--grid", option])
+        error = capsys.readouterr().err
+        assert code == 2 and words in error, error
+    assert main(["simulate", inputs[0], "--platform", "x.xml", "--grid", "cube"]) == 2
+    assert "--grid are for --synthesize P" in capsys.readouterr().err
+
+
+def test_a_structure_that_is_no_grid_either_is_refused_with_both_readings(
+    tmp_path: Path,
+) -> None:
+    def scattered(rank: int, ranks: int) -> list[str]:
+        return [f"send {(rank * rank) % ranks} 0 8 0"]
+
+    with pytest.raises(PerfcastError) as refused:
+        synthesize(traces_of(tmp_path, scattered, (4, 9, 16)), 36, tmp_path / "out")
+    message = str(refused.value)
+    assert "nor do the ranks fit a 2-D or 3-D grid" in message and "--grid" in message
+    with pytest.raises(PerfcastError, match=r"read as grids 2x2, 3x3, 4x4 \(dims_create\): "):
+        synthesize(
+            traces_of(tmp_path / "b", scattered, (4, 9, 16)),
+            36,
+            tmp_path / "o",
+            grid_option="dims_create",
+        )
+
+
+HALO = Path(__file__).resolve().parents[1] / "benchmarks" / "synthesis_grid"
+
+
+@pytest.mark.slow
+@needs_mpi
+@needs_simgrid
+def test_a_traced_2d_halo_exchange_synthesised_at_36_ranks_matches_its_trace(
+    tmp_path: Path,
+) -> None:
+    """``benchmarks/synthesis_grid/halo.c`` (5-point, MPI_Dims_create's grid, not periodic)
+    traced at p = 4, 9, 16 on this machine's cores, synthesised at 36 (6x6, whose interior
+    ranks 3x3 had one of) and traced at 36: every rank's messages are the traced ones, and
+    SimGrid replays the synthesised trace."""
+    source = tmp_path / "halo"
+    shutil.copytree(HALO, source)
+    subprocess.run(
+        ["make", "CC=python3 -m perfcast build --trace -- mpicc"],
+        cwd=source, check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    traces = {}
+    for ranks in (4, 9, 16, 36):
+        traces[ranks] = tmp_path / f"trace-p{ranks}"
+        environment = [
+            "-x",
+            f"PERFCAST_TRACE_DIR={traces[ranks]}",
+            "-x",
+            "PERFCAST_TRACE_CLOCK=cpu",
+        ]
+        environment += ["-x", f"PERFCAST_PROFILE_DIR={tmp_path / f'profile-p{ranks}'}"]
+        subprocess.run(
+            [*MPIRUN, "-np", str(ranks), *environment, "./halo", "2", "faces", "32", "5"],
+            cwd=source, check=True, capture_output=True, timeout=300,
+        )  # fmt: skip
+    made = synthesize([read_trace(traces[p]) for p in (4, 9, 16)], 36, tmp_path / "p36")
+    assert made.grid is not None and made.grid.target == (6, 6)
+    assert made.grid.inputs == ((2, 2), (3, 3), (4, 4))
+    for rank in range(36):
+        synthesised = [x for x in lines_of(made.directory, rank) if " compute " not in x]
+        traced = [x for x in lines_of(traces[36], rank) if " compute " not in x]
+        assert synthesised == traced, rank
+    platform = PlatformSpec("cluster", nodes=36, latency=1e-5, bandwidth=1.25e9)
+    assert replay(made.directory / "index.txt", platform, 36).time > 0

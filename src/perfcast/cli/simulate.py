@@ -4,7 +4,8 @@
                       [--native SECONDS] [--json] [--timeout SECONDS]
     perfcast simulate trace-p4 trace-p8 trace-p16 ... --synthesize 4096 -o trace-p4096
                       [--noise mean|resample|correlated] [--seed N]
-                      [--steep bound|keep|refuse] [--platform a.xml ...]
+                      [--steep bound|keep|refuse] [--grid AxBxC|dims_create|cube]
+                      [--platform a.xml ...]
 
 The trace comes from a run of a program built with ``perfcast build --trace``; platforms
 from ``perfcast platform describe`` or ``calibrate``, or any SimGrid platform file. Per
@@ -21,7 +22,9 @@ prints what it modeled; with ``--platform`` it predicts the synthesised trace ri
 A compute block whose model grows faster than linearly in p beyond the traces (the traced
 machine's own growth, more often than the program's) is refitted with growth at most linear
 and printed with both models (``--steep bound``), written as fitted with a warning
-(``keep``), or refused (``refuse``).
+(``keep``), or refused (``refuse``). Ranks that form a 2-D or 3-D Cartesian grid (a halo
+exchange with neighbours in grid coordinates: HPCG, LULESH) are found on MPI_Dims_create's
+grid where a chain of ranks does not fit; ``--grid`` names the target's grid or the rule.
 """
 
 from __future__ import annotations
@@ -99,6 +102,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "written as fitted with a warning (keep), or refused (refuse)",
     )
     parser.add_argument(
+        "--grid",
+        metavar="AxBxC|RULE",
+        help="with --synthesize: the ranks form a Cartesian grid (row-major, the last "
+        "dimension fastest); the target's grid (4x4x4) or the rule that gives every p its "
+        "grid: dims_create (MPI_Dims_create's balanced factorisation, 2-D or 3-D, tried "
+        "where a chain of ranks does not fit) or cube (LULESH)",
+    )
+    parser.add_argument(
         "--native",
         type=positive_seconds,
         metavar="SECONDS",
@@ -117,10 +128,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.synthesize is None:
-        synthesis_only = (args.output, args.noise, args.seed, args.steep)
+        synthesis_only = (args.output, args.noise, args.seed, args.steep, args.grid)
         if len(args.trace) > 1 or any(given is not None for given in synthesis_only):
             raise InputError(
-                "several TRACE_DIRs, --output, --noise, --seed and --steep are for "
+                "several TRACE_DIRs, --output, --noise, --seed, --steep and --grid are for "
                 "--synthesize P: name one trace to simulate, or add --synthesize"
             )
         return _simulate(args, args.trace[0], [])
@@ -130,7 +141,15 @@ def run(args: argparse.Namespace) -> int:
 
     traces = [read_trace(path) for path in args.trace]
     noise, seed, steep = args.noise or "mean", args.seed or 0, args.steep or "bound"
-    made = synthesize(traces, args.synthesize, args.output, noise=noise, seed=seed, steep=steep)
+    made = synthesize(
+        traces,
+        args.synthesize,
+        args.output,
+        noise=noise,
+        seed=seed,
+        steep=steep,
+        grid_option=args.grid,
+    )
     if not args.platform:
         if args.json:
             print(json.dumps({"synthesis": _synthesis_json(made)}, indent=2))
@@ -173,6 +192,7 @@ def _synthesis_text(made: Synthesis) -> list[str]:
     lines = [
         f"synthesised {made.ranks} ranks from traces at p = {inputs} into {made.directory}: "
         f"{made.actions} action lines ({made.noise} compute, --steep {made.steep})",
+        *_grid_text(made),
         f"peers by relation to the rank: {relations or 'none'}",
         f"modeled in p: {blocks} compute block(s) and {counts} message count field(s) in "
         f"{len(made.quantities)} model(s):",
@@ -204,6 +224,33 @@ def _synthesis_text(made: Synthesis) -> list[str]:
         if q.steep(made.ranks, largest)
     ]
     return lines + aligned([header, *rows], right={1, 2}, indent="  ") + _bounded_text(made) + steep
+
+
+def _grid_text(made: Synthesis) -> list[str]:
+    """The grids the ranks were read on, and the roles whose actions rest on one traced rank
+    count: their amounts are that run's, constant in p, which the user should know."""
+    if made.grid is None:
+        return []
+    from perfcast.simulate.grid import text
+
+    layout = made.grid
+    inputs = ", ".join(text(dims) for dims in layout.inputs)
+    lines = [
+        f"ranks on a Cartesian grid ({layout.rule}): {text(layout.target)} at p={made.ranks} "
+        f"from {inputs}; {len(layout.roles)} role(s) by position (low/mid/high along each "
+        "dimension), each from the traced ranks of that role"
+    ]
+    once = {role: counts[0] for role, counts in layout.roles.items() if len(counts) == 1}
+    if once:
+        where = sorted(set(once.values()))
+        lines.append(
+            f"note: {len(once)} role(s) appear only in the trace at p = "
+            f"{', '.join(map(str, where))} ({' '.join(f'({role})' for role in list(once)[:3])}"
+            + (" ..." if len(once) > 3 else "")
+            + "): their message sizes and compute are that run's, constant in p; trace a "
+            "larger grid to model them"
+        )
+    return lines
 
 
 def _bounded_text(made: Synthesis) -> list[str]:
@@ -245,6 +292,14 @@ def _synthesis_json(made: Synthesis) -> dict[str, Any]:
         "steep": made.steep,
         "actions": made.actions,
         "relations": made.relations,
+        "grid": None
+        if made.grid is None
+        else {
+            "target": list(made.grid.target),
+            "inputs": [list(dims) for dims in made.grid.inputs],
+            "rule": made.grid.rule,
+            "roles": {role: list(counts) for role, counts in made.grid.roles.items()},
+        },
         "quantities": [
             {
                 "name": quantity.name,

@@ -6,11 +6,13 @@ run to a family of them). ``perfcast simulate TRACE... --synthesize P -o DIR`` r
 Method. Every rank's action file is read as a sequence of MPI actions, each carrying the
 compute that precedes it (a compute block of zero length writes no line, so compute is
 attached to the action it leads to rather than aligned on its own). A rank's *role* picks
-its template: rank 0 is ``first``, rank p-1 ``last``, the others ``interior``. Then:
+its template: rank 0 is ``first``, rank p-1 ``last``, the others ``interior`` (or its place
+in a Cartesian grid: "Grids" below). Then:
 
 1. **Structure.** Every rank of a role, in every input trace, must run the same sequence of
    actions: the same operations with the same tags, datatypes and SimGrid's fixed fields.
-   Anything else (ranks of one run that differ, such as a 2-D grid's edge ranks; a sequence
+   Anything else (ranks of one role that differ, such as a 2-D grid's edge ranks read as
+   a chain's interior, which is why a grid is tried next; a sequence
    whose length grows with p, such as a hand-written recursive doubling; two different
    programs) is refused with the trace, rank, action, line and what differs: the structure
    at the target cannot be derived from such runs, and guessing it would replay another
@@ -97,14 +99,47 @@ between ranks that run the same structure (rank 0's output at the end) is spread
 and the difference between a block's first and later occurrences is averaged away (the total
 is kept). Per-rank arrays whose length is p (``allgatherv``, ``alltoallv``,
 ``reducescatter``: NAS IS) are refused: their entries cannot be aligned across rank counts.
-Structures that are not first/interior/last (2-D and 3-D decompositions, trees) are refused,
-not approximated. Extrapolation is only as good as the models' reach: p = 65536 from p <= 8
-is far beyond the data, and a trend the traced machine adds (ranks sharing 2 cores slow each
-other's caches a little more at every p) is extrapolated with the rest: trace with few ranks
-per core. Measured: in 6 of 25 sets of stencil traces at p = 3..8 (4 ranks per core at p =
-8) the block after each MPI_Allreduce, 0.4 us at p = 3 and up to 0.7 us at p = 8, was
-modeled with p log2(p)^2 up to p^3 log2(p)^2: 0.4 ms to 6 s per occurrence at p = 1024 (in 3
-more, 0.13-0.19 ms), and the synthesised run is as wrong.
+Structures that are neither a chain nor a grid (trees, a partner that changes with the step)
+are refused, not approximated. Extrapolation is only as good as the models' reach: p = 65536
+from p <= 8 is far beyond the data, and a trend the traced machine adds (ranks sharing 2
+cores slow each other's caches a little more at every p) is extrapolated with the rest:
+trace with few ranks per core. Measured: in 6 of 25 sets of stencil traces at p = 3..8 (4
+ranks per core at p = 8) the block after each MPI_Allreduce, 0.4 us at p = 3 and up to 0.7
+us at p = 8, was modeled with p log2(p)^2 up to p^3 log2(p)^2: 0.4 ms to 6 s per occurrence
+at p = 1024 (in 3 more, 0.13-0.19 ms), and the synthesised run is as wrong.
+
+Grids. Where the chain reading refuses (HPCG: rank 0 of 4 receives from rank 2, rank 0 of
+3 sends to rank 1), the ranks are read as a 2-D or 3-D Cartesian grid, row-major (the last
+dimension fastest, as MPI_Cart_create and LULESH number them), each trace's grid being
+MPI_Dims_create's factorisation of its p (:mod:`perfcast.simulate.grid`), largest factor
+first or, for programs that make the fastest dimension the largest, smallest first. The
+readings are tried in that order, 2-D before 3-D, and the first under which every traced
+rank's role (its place along every dimension: ``low``, ``mid``, ``high``, or ``only`` in a
+dimension of one rank; a corner, an edge, a face or the interior) runs one sequence in every
+trace, and every peer is one offset in grid coordinates (wrapped around where the grid is
+periodic), is taken: every traced role, not only the target's, must fit, which is what tells
+readings apart (a 3-D stencil read on 4x2 at p = 8 and 9x3 at p = 27 has rank 0's third
+peer at (2,0) and (3,0)). ``--grid`` gives the target's grid (``4x5x4``) or the rule
+(``dims_create``, ``cube``). A point-to-point peer is a grid offset even where a fixed rank
+fits too: the interior of 3x3x3 is one rank, whose neighbours are fixed ranks as well, and a
+decomposition's messages go to neighbours; a collective's root is a fixed rank. Each target
+rank runs the template of its role, its counts and compute blocks modeled in p from the
+traced ranks of that role (blocks per role here: a corner packs fewer halos between the same
+two calls than the interior). A role of the target that no trace has is refused, naming the
+smallest grid that has it (the interior of 4x4x4 needs a trace on 3x3x3 or larger: HPCG
+traced at p = 3, 4, 6, 8 has none); so is a target whose roles the traces have at fewer
+than three rank counts. A role seen at one rank count only (the interior, from 27 alone)
+gets that run's amounts as constants, which the command says. Stencils wider than one
+neighbour are refused where an offset would leave the grid: a rank one step from the end
+differs from the interior in ways these roles do not tell apart. Measured: the 2-D halo
+exchange of ``benchmarks/synthesis_grid`` (5-point) traced at p = 4, 9, 16 and synthesised
+at 36, and its 27-point 3-D version traced at 8, 12, 27 and synthesised at 64, have every
+rank's messages as the traced run at that p has them; so has LULESH (``-s 4 -i 10``,
+traced at 8, 27, 64 with the CPU clock on 2 cores) synthesised at 125 against its trace at
+125 (12.6 s to trace there). Replayed on a 125-node cluster (1 us links), the synthesised
+LULESH takes 3.9 ms under ``mean``, 5.6 ms under ``correlated`` and ``resample``, and the
+recorded trace 8.4 ms, of which 3.6 ms is communication: waits for ranks that 125
+processes on 2 cores slowed, which the traces at 8..64 had less of.
 
 Steep compute blocks. Hence a compute block whose model grows faster than linearly in p
 from the largest traced rank count to the target (:meth:`Quantity.steep`: compute per rank
@@ -137,15 +172,17 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from dataclasses import field as dataclass_field
 from fractions import Fraction
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfcast.errors import InputError, PerfcastError
 from perfcast.inputs import read_text
+from perfcast.simulate import grid
 from perfcast.simulate.trace import (
     BLOCKS_FORMAT,
     FORMAT,
@@ -219,15 +256,31 @@ class Relation:
     """How a peer field follows from the rank ``r`` of a run of ``p`` ranks."""
 
     kind: str
-    """``offset``: (r + value) mod p; ``first``: value; ``last``: p - 1 - value."""
-    value: int
+    """``offset``: (r + value) mod p; ``first``: value; ``last``: p - 1 - value; ``grid``:
+    the rank at r's grid coordinates plus ``vector`` in the target's grid ``dims``
+    (wrapped around where ``periodic``)."""
+    value: int = 0
+    vector: tuple[int, ...] = ()
+    dims: tuple[int, ...] = ()
+    periodic: bool = False
 
     def peer(self, rank: int, ranks: int) -> int:
+        if self.kind == "grid":
+            position = grid.coordinates(rank, self.dims)
+            moved = tuple(c + v for c, v in zip(position, self.vector, strict=True))
+            if self.periodic:
+                moved = tuple(c % size for c, size in zip(moved, self.dims, strict=True))
+            return grid.rank_at(moved, self.dims)
         if self.kind == "offset":
             return (rank + self.value) % ranks
         return self.value if self.kind == "first" else ranks - 1 - self.value
 
     def text(self) -> str:
+        if self.kind == "grid":
+            if not any(self.vector):
+                return "r"
+            moved = "r" + "(" + ",".join(f"{v:+d}" if v else "0" for v in self.vector) + ")"
+            return moved + " wrapped" if self.periodic else moved
         if self.kind == "offset":
             return "r" if self.value == 0 else f"r{self.value:+d}"
         if self.kind == "first":
@@ -332,6 +385,36 @@ class Synthesis:
     quantities: tuple[Quantity, ...]
     """Modeled amounts, largest contribution at the target first (compute blocks by
     flops per rank, then counts by elements per rank)."""
+    grid: GridLayout | None = None
+    """The Cartesian grids the ranks were read on, where not a chain."""
+
+
+@dataclass(frozen=True)
+class GridLayout:
+    """The grids of a synthesis from a 2-D or 3-D decomposition."""
+
+    target: tuple[int, ...]
+    inputs: tuple[tuple[int, ...], ...]
+    """Each input trace's grid, in the order given."""
+    rule: str
+    """How the grids were found: ``dims_create`` (MPI_Dims_create's factorisation, largest
+    first), ``dims_create ascending`` (smallest first), ``cube``; a target given as
+    ``--grid AxBxC`` adds ``, target given``."""
+    roles: dict[str, tuple[int, ...]]
+    """The target's roles, each with the rank counts whose traces have it: a role seen at
+    one rank count gets its amounts from that run alone (a constant in p) and its peers as
+    grid offsets, which one run cannot tell from fixed ranks."""
+
+
+@dataclass(frozen=True)
+class _Structure:
+    """The ranks' communication structure: templates and peer relations by role, and which
+    target ranks run each role."""
+
+    templates: dict[str, _Template]
+    relations: dict[str, dict[tuple[int, int], Relation]]
+    members: Mapping[str, Sequence[int]]
+    grid: GridLayout | None = None
 
 
 @dataclass(frozen=True)
@@ -359,28 +442,45 @@ def synthesize(
     noise: str = "mean",
     seed: int = 0,
     steep: str = "bound",
+    grid_option: str | None = None,
 ) -> Synthesis:
     """Write the trace of ``ranks`` ranks derived from ``traces`` (complete traces of one
     program at several rank counts) into ``output``, which must not exist or be empty.
     ``noise`` is one of :data:`NOISE` (``seed`` seeds the resampling), ``steep`` one of
     :data:`STEEP`: ``bound`` by default, since a block extrapolated from the traced
-    machine's own growth makes the whole synthesised run as wrong as it is."""
+    machine's own growth makes the whole synthesised run as wrong as it is.
+
+    ``grid_option`` (``--grid``) reads the ranks as a Cartesian grid: the target's
+    (``4x4x4``) or a rule (:data:`grid.RULES`). Without it the ranks are read as a chain
+    (first, interior, last) and, where a chain does not fit, as a 2-D or 3-D grid of
+    MPI_Dims_create's factorisation."""
     if noise not in NOISE:
         raise InputError(f"noise {noise!r}: choose one of {', '.join(NOISE)}")
     if steep not in STEEP:
         raise InputError(f"steep {steep!r}: choose one of {', '.join(STEEP)}")
+    target, rule = (None, "") if grid_option is None else grid.parse(grid_option, ranks)
+    if rule == "cube" and grid.cube(ranks) is None:
+        raise InputError(
+            f"--grid cube: {ranks} ranks are not a cube (8, 27, 64, 125, ...): synthesise a "
+            "cube number of ranks, or give the target's grid as --grid AxBxC"
+        )
     _check_inputs(traces, ranks, output)
     sequences = [
         [_read_actions(path, rank) for rank, path in enumerate(t.rank_files)] for t in traces
     ]
-    templates = {role: _template(role, traces, sequences) for role in ROLES}
-    relations = {role: _relations(templates[role], ranks) for role in ROLES}
-    quantities, counts, blocks = _model(templates, relations, ranks, steep)
-    written = _write(
-        _Output(output, traces, ranks, noise, seed, steep), templates, relations, counts, blocks
+    if grid_option is not None:
+        structure = _grid_structure(traces, sequences, ranks, target, rule)
+    else:
+        try:
+            structure = _chain_structure(traces, sequences, ranks)
+        except PerfcastError as refused:
+            structure = _grid_structure(traces, sequences, ranks, None, "dims_create", refused)
+    quantities, counts, blocks = _model(
+        structure.templates, structure.relations, ranks, steep, structure.grid is not None
     )
+    written = _write(_Output(output, traces, ranks, noise, seed, steep), structure, counts, blocks)
     counted: dict[str, int] = {}
-    for role_relations in relations.values():
+    for role_relations in structure.relations.values():
         for relation in role_relations.values():
             counted[relation.text()] = counted.get(relation.text(), 0) + 1
     return Synthesis(
@@ -392,7 +492,192 @@ def synthesize(
         actions=written,
         relations=counted,
         quantities=quantities,
+        grid=structure.grid,
     )
+
+
+def _chain_structure(
+    traces: Sequence[Trace], sequences: list[list[tuple[Action, ...]]], ranks: int
+) -> _Structure:
+    """The ranks as a chain: rank 0, the ranks between, rank p-1 (:func:`role_of`)."""
+    roles = [[role_of(rank, t.ranks) for rank in range(t.ranks)] for t in traces]
+    templates = {role: _template(role, traces, sequences, roles) for role in ROLES}
+    relations = {}
+    for role in ROLES:
+        sample = [r for r in (0, 1, 2, ranks - 1) if r < ranks and role_of(r, ranks) == role]
+        relate = partial(_relation, role=role, target=ranks, sample=sample[:2])
+        relations[role] = _relations(templates[role], relate)
+    members = {"first": [0], "interior": range(1, ranks - 1), "last": [ranks - 1]}
+    return _Structure(templates, relations, members)
+
+
+_Reading = tuple[str, tuple[grid.Dims, ...], grid.Dims | None]
+"""A reading of the ranks as grids: its rule, each trace's grid, the target's (if any)."""
+
+
+def _grid_candidates(
+    traces: Sequence[Trace], target: grid.Dims | None, rule: str, ranks: int
+) -> list[_Reading]:
+    """The readings to try, in order: (rule text, each trace's grid, the target's grid or
+    None where the rule gives it none). Two dimensions before three, MPI_Dims_create's
+    order (largest first) before the reverse: the simplest grid that fits is taken."""
+    dimensions = (len(target),) if target else (3,) if rule == "cube" else (2, 3)
+    found: list[_Reading] = []
+    for count in dimensions:
+        for ascending in (False, True) if rule != "cube" else (False,):
+            grids = [grid.by_rule(rule, t.ranks, count, ascending) for t in traces]
+            known = tuple(g for g in grids if g is not None)
+            if len(known) < len(grids) or known in [other[1] for other in found]:
+                continue
+            name = rule + (" ascending" if ascending else "")
+            at_target = target or grid.by_rule(rule, ranks, count, ascending)
+            found.append((name + (", target given" if target else ""), known, at_target))
+    return found
+
+
+def _grid_structure(
+    traces: Sequence[Trace],
+    sequences: list[list[tuple[Action, ...]]],
+    ranks: int,
+    target: tuple[int, ...] | None,
+    rule: str,
+    chain_refusal: PerfcastError | None = None,
+) -> _Structure:
+    """The ranks as a Cartesian grid: the first reading of :func:`_grid_candidates` under
+    which every role's ranks run one sequence and every peer is a grid offset (or a fixed
+    rank) in every trace. ``chain_refusal``, where the grid was not asked for, is what the
+    chain reading said: it is the refusal where no grid fits either."""
+    candidates = _grid_candidates(traces, target, rule, ranks)
+    if not candidates:
+        if rule == "cube":
+            uneven = ", ".join(str(t.ranks) for t in traces if grid.cube(t.ranks) is None)
+            raise InputError(
+                f"--grid cube: the traces at p = {uneven} are not cubes: trace cube numbers "
+                "of ranks (8, 27, 64, ...) or give --grid dims_create"
+            )
+        assert chain_refusal is not None
+        raise chain_refusal
+    refusals: list[tuple[str, tuple[grid.Dims, ...], PerfcastError]] = []
+    for name, grids, at_target in candidates:
+        try:
+            fitted = _fit_grid(traces, sequences, grids)
+        except PerfcastError as unfit:
+            refusals.append((name, grids, unfit))
+            continue
+        return _on_target(traces, fitted, ranks, name, grids, at_target)
+    if chain_refusal is not None:
+        raise PerfcastError(
+            f"{chain_refusal}; nor do the ranks fit a 2-D or 3-D grid of MPI_Dims_create's "
+            "factorisation of each p (perfcast simulate ... --grid dims_create says where "
+            "that grid fails)"
+        ) from None
+    name, grids, refused = refusals[0]
+    shown = ", ".join(grid.text(g) for g in grids)
+    raise PerfcastError(f"read as grids {shown} ({name}): {refused}") from None
+
+
+_Fitted = tuple[dict[str, "_Template"], dict[str, dict[tuple[int, int], Relation]]]
+
+
+def _fit_grid(
+    traces: Sequence[Trace],
+    sequences: list[list[tuple[Action, ...]]],
+    grids: tuple[tuple[int, ...], ...],
+) -> _Fitted:
+    """Templates and relations of every role the traces have, with every trace's ranks on
+    its grid in ``grids``; refused where a role's ranks differ or a peer is no grid offset.
+    Every traced role must fit, not only the target's: that is what tells grids apart."""
+    roles = [
+        [grid.role(rank, dims) for rank in range(t.ranks)]
+        for t, dims in zip(traces, grids, strict=True)
+    ]
+    seen = sorted({role for row in roles for role in row})
+    templates = {role: _template(role, traces, sequences, roles) for role in seen}
+    at = {t.ranks: dims for t, dims in zip(traces, grids, strict=True)}
+    relations = {
+        role: _relations(template, partial(_grid_relation, role=role, grids=at))
+        for role, template in templates.items()
+    }
+    return templates, relations
+
+
+def _on_target(
+    traces: Sequence[Trace],
+    fitted: _Fitted,
+    ranks: int,
+    name: str,
+    grids: tuple[tuple[int, ...], ...],
+    target: tuple[int, ...] | None,
+) -> _Structure:
+    """The fitted roles placed on the target's grid; a role of the target that no trace
+    has is refused with the smallest grid that has it."""
+    templates, relations = fitted
+    if target is None:
+        raise PerfcastError(
+            f"the traces fit grids {', '.join(map(grid.text, grids))} ({name}), which gives "
+            f"no grid for p={ranks}: give the target's grid with --grid AxBxC"
+        )
+    members: dict[str, list[int]] = {}
+    for rank in range(ranks):
+        members.setdefault(grid.role(rank, target), []).append(rank)
+    # the most interior first: the role whose smallest grid has all the others
+    missing = sorted(set(members) - set(templates), key=lambda r: (-r.count("mid"), r))
+    if missing:
+        smallest = grid.smallest_with(missing[0])
+        raise PerfcastError(
+            f"cannot synthesise: no traced rank has the role ({missing[0]}) of the "
+            f"{grid.text(target)} grid at p={ranks}"
+            + (f" (nor {len(missing) - 1} more role(s))" if len(missing) > 1 else "")
+            + f"; the traces' grids are {', '.join(map(grid.text, grids))} ({name}), and a "
+            "role's actions come only from traced ranks of that role: trace a run whose grid "
+            f"has a rank of every role, {grid.text(smallest)} ranks or more along the "
+            "dimensions (3 where a rank lies between the ends)"
+        )
+    placed = {role: _placed(relations[role], role, target) for role in members}
+    seen_at = {
+        role: tuple(sorted({p for p, _, _ in templates[role].observations})) for role in members
+    }
+    used = sorted({p for counts in seen_at.values() for p in counts})
+    if len(used) < MIN_RANK_COUNTS:
+        unused = ", ".join(
+            f"{t.ranks} ({grid.text(dims)})"
+            for t, dims in zip(traces, grids, strict=True)
+            if t.ranks not in used
+        )
+        raise PerfcastError(
+            f"cannot synthesise: the roles of the {grid.text(target)} grid at p={ranks} are "
+            f"in the traces at p = {', '.join(map(str, used))} only; the grids at p = "
+            f"{unused} have none of them (a dimension of one rank): a model in p needs "
+            f"{MIN_RANK_COUNTS} or more rank counts, so trace another whose grid has 2 or "
+            "more ranks along every dimension"
+        )
+    layout = GridLayout(target, grids, name, dict(sorted(seen_at.items())))
+    return _Structure({r: templates[r] for r in members}, placed, members, layout)
+
+
+def _placed(
+    relations: dict[tuple[int, int], Relation], role: str, target: tuple[int, ...]
+) -> dict[tuple[int, int], Relation]:
+    """The role's relations on the target's grid; an offset that leaves the grid from a rank
+    of the role is refused (a stencil wider than one neighbour, whose ranks near the ends
+    differ in ways the roles do not tell apart)."""
+    placed = {}
+    for key, relation in relations.items():
+        if relation.kind == "grid":
+            places = role.split(",")
+            if not relation.periodic and not all(
+                grid.offset_fits(v, place, size)
+                for v, place, size in zip(relation.vector, places, target, strict=True)
+            ):
+                raise PerfcastError(
+                    f"cannot synthesise: the ({role}) ranks' peer {relation.text()} leaves "
+                    f"the {grid.text(target)} grid from some of them: neighbours further "
+                    "than the next rank along a dimension need roles this synthesis does "
+                    "not have"
+                )
+            relation = replace(relation, dims=target)
+        placed[key] = relation
+    return placed
 
 
 def _check_inputs(traces: Sequence[Trace], ranks: int, output: Path) -> None:
@@ -477,15 +762,19 @@ def _read_actions(path: Path, rank: int) -> tuple[Action, ...]:
 
 
 def _template(
-    role: str, traces: Sequence[Trace], sequences: list[list[tuple[Action, ...]]]
+    role: str,
+    traces: Sequence[Trace],
+    sequences: list[list[tuple[Action, ...]]],
+    roles: list[list[str]],
 ) -> _Template:
-    """The role's sequence, after checking that every rank of the role in every trace runs
-    it; the first difference is refused with both ranks' lines."""
+    """The role's sequence, after checking that every rank of the role (``roles``: per
+    trace, each rank's) in every trace runs it; the first difference is refused with both
+    ranks' lines."""
     observations = [
         (trace.ranks, rank, trace.directory, actions)
-        for trace, ranks_actions in zip(traces, sequences, strict=True)
+        for trace, ranks_actions, ranks_roles in zip(traces, sequences, roles, strict=True)
         for rank, actions in enumerate(ranks_actions)
-        if role_of(rank, trace.ranks) == role
+        if ranks_roles[rank] == role
     ]
     _, first_rank, first_directory, reference = observations[0]
     shapes = [action.shape() for action in reference]
@@ -516,8 +805,11 @@ def _template(
     return _Template(role, reference, tuple((p, r, a) for p, r, _, a in observations))
 
 
-def _relations(template: _Template, target: int) -> dict[tuple[int, int], Relation]:
-    """Per (action index, field index) of a peer field, its relation to the rank."""
+def _relations(
+    template: _Template, relate: Callable[[list[tuple[int, int, int]], Action], Relation]
+) -> dict[tuple[int, int], Relation]:
+    """Per (action index, field index) of a peer field, its relation to the rank, as
+    ``relate`` finds it from the (p, rank, peer) observations."""
     found: dict[tuple[int, int], Relation] = {}
     for index, action in enumerate(template.actions):
         for position, kind in enumerate(SCHEMAS[action.name]):
@@ -526,15 +818,19 @@ def _relations(template: _Template, target: int) -> dict[tuple[int, int], Relati
                     (p, r, actions[index].fields[position])
                     for p, r, actions in template.observations
                 ]
-                found[(index, position)] = _relation(peers, template.role, action, target)
+                found[(index, position)] = relate(peers, action)
     return found
 
 
 def _relation(
-    peers: list[tuple[int, int, int]], role: str, action: Action, target: int
+    peers: list[tuple[int, int, int]],
+    action: Action,
+    role: str,
+    target: int,
+    sample: Sequence[int],
 ) -> Relation:
     """The relation every (p, rank, peer) observation satisfies; refused where none does or
-    where the ones that do disagree at ``target``."""
+    where the ones that do disagree at ``target`` for the ranks of ``sample``."""
     candidates: list[Relation] = []
     residues: dict[int, set[int]] = {}
     for p, r, q in peers:
@@ -565,7 +861,6 @@ def _relation(
             f"in every trace (an offset modulo p, or a fixed rank from the first or the last): "
             f"{seen}"
         )
-    sample = [r for r in (0, 1, 2, target - 1) if r < target and role_of(r, target) == role][:2]
     chosen = candidates[0]
     for other in candidates[1:]:
         if any(other.peer(r, target) != chosen.peer(r, target) for r in sample):
@@ -575,6 +870,57 @@ def _relation(
                 "add a trace with more ranks, where they differ"
             )
     return chosen
+
+
+def _grid_relation(
+    peers: list[tuple[int, int, int]],
+    action: Action,
+    role: str,
+    grids: dict[int, tuple[int, ...]],
+) -> Relation:
+    """The relation of a peer field of the ranks at ``role`` whose traces ran on ``grids``
+    (by rank count): a collective's root is a fixed rank where one fits; any other peer is
+    the same offset in grid coordinates in every observation (without wrapping, else
+    wrapped around the grid with the smallest offset that fits). A point-to-point peer is
+    a neighbour even where a fixed rank fits too: a role seen in one run (the interior of
+    3x3x3) cannot tell them apart, and a decomposition's messages go to neighbours."""
+    if action.name in ROOTED:
+        for kind in ("first", "last"):
+            values = {q if kind == "first" else p - 1 - q for p, _, q in peers}
+            if len(values) == 1:
+                return Relation(kind, values.pop())
+    moves = set()
+    residues: list[dict[int, set[int]]] = []
+    for p, r, q in peers:
+        dims = grids[p]
+        here, there = grid.coordinates(r, dims), grid.coordinates(q, dims)
+        moves.add(tuple(b - a for a, b in zip(here, there, strict=True)))
+        if not residues:
+            residues = [{} for _ in dims]
+        for found, a, b, size in zip(residues, here, there, dims, strict=True):
+            found.setdefault(size, set()).add((b - a) % size)
+    if len(moves) == 1:
+        return Relation("grid", vector=moves.pop())
+    vector = [_smallest_offset(found) for found in residues]
+    if all(v is not None for v in vector):
+        return Relation("grid", vector=tuple(v for v in vector if v is not None), periodic=True)
+    seen = ", ".join(f"rank {r} of {p} ({grid.text(grids[p])}) -> {q}" for p, r, q in peers[:6])
+    raise PerfcastError(
+        f"cannot synthesise: the peer of the ({role}) ranks' '{action.text()}' (line "
+        f"{action.line} of the first such rank) is no fixed offset in grid coordinates: {seen}"
+    )
+
+
+def _smallest_offset(residues: dict[int, set[int]]) -> int | None:
+    """The offset of smallest size that is every observed residue modulo its dimension's
+    size, or None where the residues differ within one size or no offset fits them all."""
+    if any(len(found) != 1 for found in residues.values()):
+        return None
+    for distance in range(max(residues)):
+        for offset in (-distance, distance):
+            if all(offset % size in found for size, found in residues.items()):
+                return offset
+    return None
 
 
 def _signature(action: Action, relations: dict[tuple[int, int], Relation], index: int) -> str:
@@ -596,11 +942,14 @@ def _model(
     relations: dict[str, dict[tuple[int, int], Relation]],
     target: int,
     steep: str,
+    per_role: bool = False,
 ) -> tuple[tuple[Quantity, ...], dict[tuple[str, int, int], int], dict[str, list[_Block]]]:
     """Fit every amount in p and evaluate it at ``target``: the quantities, the counts by
     (role, action index, field) and the compute blocks by role. Amounts whose series hold
     the same data share one model; compute blocks steeper than linear in p are bounded,
-    kept or refused as ``steep`` says (:data:`STEEP`)."""
+    kept or refused as ``steep`` says (:data:`STEEP`). ``per_role`` keys compute blocks by
+    role as well (a grid's roles: a corner packs fewer halos between the same two calls
+    than the interior does)."""
     from perfcast.experiment.experiment import Experiment
     from perfcast.modeling.modeler import PMNFModeler
     from perfcast.modeling.prior import Prior
@@ -608,11 +957,11 @@ def _model(
     amounts = _Amounts()
     # compute blocks by the pair of actions around them, every role together, as a traced
     # run's blocks are keyed by the call paths around them whichever rank ran them
-    positions: dict[tuple[str, str], dict[str, list[int]]] = {}
+    positions: dict[tuple[str, str, str], dict[str, list[int]]] = {}
     for role, template in templates.items():
         signatures = [_signature(a, relations[role], i) for i, a in enumerate(template.actions)]
         for index in range(1, len(template.actions)):
-            pair = (signatures[index - 1], signatures[index])
+            pair = (role if per_role else "", signatures[index - 1], signatures[index])
             positions.setdefault(pair, {}).setdefault(role, []).append(index)
         for index, action in enumerate(template.actions):
             for position, kind in enumerate(SCHEMAS[action.name]):
@@ -624,15 +973,17 @@ def _model(
                     name = f"{role}: {signatures[index]} (field {position + 1})"
                     amounts.slots[(role, index, position)] = amounts.add("count", name, data, 1)
     found: list[tuple[str, str, dict[str, list[int]], str, Series]] = []
-    for (opening, closing), by_role in positions.items():
+    for (group, opening, closing), by_role in positions.items():
         data = tuple(
             (p, tuple(actions[i].compute for i in indices))
             for role, indices in by_role.items()
             for p, _, actions in templates[role].observations
         )
         name = f"{opening} -> {closing}"
-        if len(by_role) < len(ROLES):
-            name += f" ({', '.join(by_role)} ranks)"
+        if group:
+            name = f"({group}) {name}"
+        elif len(by_role) < len(templates):
+            name += f" ({_roles_text(list(by_role))} ranks)"
         most = max(len(indices) for indices in by_role.values())
         found.append((opening, closing, by_role, amounts.add("flops", name, data, most), data))
     rows = [
@@ -682,7 +1033,7 @@ def _model(
         quantities.values(), key=lambda q: (q.kind != "flops", -q.value * q.occurrences, q.name)
     )
     counts = {slot: quantities[key].value for slot, key in amounts.slots.items()}
-    blocks: dict[str, list[_Block]] = {role: [] for role in ROLES}
+    blocks: dict[str, list[_Block]] = {role: [] for role in templates}
     for opening, closing, by_role, key, data in found:
         ratios, (shared, own) = _ratios(data), _split(data)
         for role, indices in by_role.items():
@@ -690,6 +1041,16 @@ def _model(
             block = _Block(opening, closing, tuple(indices), value, ratios, shared, own)
             blocks[role].append(block)
     return tuple(ordered), counts, blocks
+
+
+def _roles_text(roles: list[str]) -> str:
+    """Roles for a block's name: a chain's by name, a grid's (``low,mid,high``) each in
+    parentheses, and more than four by their number (a 3-D grid has 27)."""
+    if not any("," in role for role in roles):
+        return ", ".join(roles)
+    if len(roles) > 4:
+        return f"{len(roles)} roles'"
+    return " ".join(f"({role})" for role in roles)
 
 
 def _value_at(model: Model, name: str, kind: str, target: int) -> int:
@@ -870,8 +1231,7 @@ class _Output:
 
 def _write(
     output: _Output,
-    templates: dict[str, _Template],
-    relations: dict[str, dict[tuple[int, int], Relation]],
+    structure: _Structure,
     counts: dict[tuple[str, int, int], int],
     blocks: dict[str, list[_Block]],
 ) -> int:
@@ -881,13 +1241,13 @@ def _write(
     output.directory.mkdir(parents=True, exist_ok=True)
     base = output.directory.resolve()
     random = np.random.default_rng(output.seed)
-    members = {"first": [0], "interior": range(1, output.ranks - 1), "last": [output.ranks - 1]}
     shared = _shared(blocks, random) if output.noise == "correlated" else {}
     written = 0
-    for role, template in templates.items():
-        lines = _role_lines(role, template, relations[role], counts)
-        for start in range(0, len(members[role]), CHUNK):
-            chunk = members[role][start : start + CHUNK]
+    for role, template in structure.templates.items():
+        lines = _role_lines(role, template, structure.relations[role], counts)
+        members = structure.members[role]
+        for start in range(0, len(members), CHUNK):
+            chunk = members[start : start + CHUNK]
             compute = _draw(blocks[role], len(chunk), len(lines), output.noise, random, shared)
             for row, rank in enumerate(chunk):
                 written += _write_rank(base, output, rank, lines, compute[row], blocks[role])
@@ -914,6 +1274,8 @@ def _write(
         "seed": output.seed,
         "steep": output.steep,
     }
+    if structure.grid is not None:
+        summary["grid"] = list(structure.grid.target)
     (base / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     return written
 
@@ -926,8 +1288,8 @@ def _shared(
     import numpy as np
 
     drawn: dict[tuple[str, str], np.ndarray] = {}
-    for role in ROLES:
-        for block in blocks[role]:
+    for role_blocks in blocks.values():
+        for block in role_blocks:
             key, most = (block.opening, block.closing), len(block.positions)
             if len(drawn.get(key, ())) < most:
                 drawn[key] = random.choice(np.array(block.shared), size=most)
