@@ -370,3 +370,18 @@ def test_static_formula_becomes_a_fixed_prior():
     )
     with pytest.raises(InputError, match="no function"):
         prior_from_summary(model, "other")
+
+
+def test_a_byte_that_is_not_utf8_in_a_comment_is_read_and_said(tmp_path):
+    """Old codes carry Latin-1 comments; libclang's binding decodes tokens as UTF-8."""
+    source = tmp_path / "latin1.c"
+    source.write_bytes(
+        b"int kernel(int n) {\n  /* \xe9t\xe9 \xff */\n  int s = 0;\n"
+        b"  for (int i = 0; i < n; i++) s += i;\n  return s;\n}\n"
+    )
+    program = parse_source(source)
+    (kernel,) = program.functions
+    assert kernel.name == "kernel"
+    assert any(
+        "latin1.c:2: bytes that are not UTF-8 (the first 0xe9)" in w for w in program.warnings
+    )

@@ -202,8 +202,9 @@ def parse_source(path: str | Path, flags: Sequence[str] = ()) -> SourceProgram:
     if include:
         args += ["-isystem", include]
     args += list(flags)
+    unsaved, repaired = _as_utf8(path)
     try:
-        unit = cindex.Index.create().parse(str(path), args=args)
+        unit = cindex.Index.create().parse(str(path), args=args, unsaved_files=unsaved)
     except cindex.TranslationUnitLoadError as exc:
         raise InputError(f"libclang could not parse the file ({exc})", path=path) from exc
     errors = [d for d in unit.diagnostics if d.severity >= cindex.Diagnostic.Error]
@@ -216,9 +217,32 @@ def parse_source(path: str | Path, flags: Sequence[str] = ()) -> SourceProgram:
             line=where.line or None,
         )
     builder = _Builder(cindex, str(path))
+    if repaired:
+        builder.warnings.append(repaired)
     builder.collect(unit.cursor)
     builder.attach_annotations(unit)
     return SourceProgram(builder.functions, builder.warnings)
+
+
+def _as_utf8(path: Path) -> tuple[list[tuple[str, str]] | None, str]:
+    """The source as libclang is given it, and what was repaired. libclang's Python
+    binding decodes every token's text as UTF-8, so one Latin-1 byte in a comment (common
+    in old codes) stopped the analysis with a UnicodeDecodeError; such bytes are read as
+    U+FFFD instead, which changes no line number and no code that compiles."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read the source file: {exc.strerror}", path=path) from None
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        text = raw.decode("utf-8", errors="replace")
+        return [(str(path), text)], (
+            f"{path.name}:{line}: bytes that are not UTF-8 (the first {raw[exc.start]:#04x}) "
+            "were read as U+FFFD; save the file as UTF-8 to silence this"
+        )
+    return None, ""
 
 
 class _Builder:
