@@ -25,9 +25,9 @@ from typing import IO
 from perfcast.appspec import BUILD_PLACEHOLDER, AppSpec, expand
 from perfcast.errors import InputError, PerfcastError
 from perfcast.experiment.metrics import CPU_TIME_METRIC
+from perfcast.measure import copies
 from perfcast.measure.binary import ElfFile
 from perfcast.measure.counting import (
-    copy_app,
     cost_note,
     counting_directory,
     counting_plan,
@@ -333,7 +333,8 @@ def measure(
             file=stream,
             flush=True,
         )
-    result = _campaign(spec, backend, plan, store_path, resume, retry_failed, build, stream)
+    timed = _in_smpi_copy(spec, store_path, build, stream) if backend.smpi else spec
+    result = _campaign(timed, backend, plan, store_path, resume, retry_failed, build, stream)
     if skipped:
         return replace(result, notes=(f"no counting pass: {skipped}",))
     if skipped is not None:
@@ -351,7 +352,7 @@ def measure(
     spec_of_counts = counting_spec(spec, store_path)
     try:
         if build:
-            copy_app(spec, store_path)
+            copies.copy_app(spec, store_path, copies.COUNTING)
         counted = _campaign(
             spec_of_counts,
             backend,
@@ -374,6 +375,29 @@ def measure(
         )
     cost = cost_note(store_path, counts_path)
     return replace(result, counting=counted, notes=(cost,) if cost else ())
+
+
+def _in_smpi_copy(spec: AppSpec, store: Path, build: bool, stream: IO[str] | None) -> AppSpec:
+    """``spec`` built and run in ``app.smpi/`` (:mod:`~perfcast.measure.copies`): the SMPI
+    build is a shared object for smpirun, and in the app directory it would replace the
+    user's program (or find it up to date and fail). With ``--no-build``, the copy of an
+    earlier virtual campaign where there is one, else the program the user built in the app
+    directory (``perfcast build --smpi``)."""
+    if spec.build is None:
+        return spec
+    directory = copies.copy_directory(store, copies.SMPI)
+    if build:
+        copies.copy_app(spec, store, copies.SMPI)
+    elif not directory.is_dir():
+        return spec
+    if stream is not None:
+        print(
+            f"build: the virtual cluster's program is built and run in {directory}, a copy "
+            f"of the app directory: the program in {spec.directory} stays as it is",
+            file=stream,
+            flush=True,
+        )
+    return replace(spec, directory=directory)
 
 
 def _refuse_stored_runs(stores: Sequence[Path]) -> None:
