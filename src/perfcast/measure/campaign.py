@@ -11,12 +11,14 @@ stops the campaign with a message naming it, before anything is stored half.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,6 +29,7 @@ from perfcast.errors import InputError, PerfcastError
 from perfcast.experiment.metrics import CPU_TIME_METRIC
 from perfcast.measure import copies
 from perfcast.measure.binary import ElfFile
+from perfcast.measure.build import BUILD_RECORD_VARIABLE, compiler_note
 from perfcast.measure.counting import (
     cost_note,
     counting_directory,
@@ -47,6 +50,7 @@ from perfcast.measure.runner import (
 )
 from perfcast.measure.store import (
     FAILED,
+    BuildRecord,
     CampaignStore,
     DiskFullError,
     StoredRun,
@@ -149,12 +153,20 @@ def perfcast_build_prefix(spec: AppSpec, *, smpi: bool = False) -> list[str]:
     return [*prefix, "--"]
 
 
-def build_program(spec: AppSpec, stream: IO[str] | None = None, *, smpi: bool = False) -> None:
+def build_program(
+    spec: AppSpec, stream: IO[str] | None = None, *, smpi: bool = False
+) -> list[BuildRecord]:
     """Build the program through ``perfcast build`` as ``[build]`` says; with ``smpi``, for
-    SimGrid SMPI (``perfcast build --smpi``, the MPI wrapper replaced by SimGrid's)."""
+    SimGrid SMPI (``perfcast build --smpi``, the MPI wrapper replaced by SimGrid's).
+
+    Returns what each link reported of its compilers (:data:`BUILD_RECORD_VARIABLE`; a
+    make may link several programs), and says on ``stream`` where the program measured is
+    not built by the user's own compiler (:func:`~perfcast.measure.build.compiler_note`):
+    the build's output is shown only when it fails.
+    """
     build = spec.build
     if build is None:
-        return
+        return []
     prefix = perfcast_build_prefix(spec, smpi=smpi)
     if build.command is not None:
         template = build.command
@@ -173,23 +185,32 @@ def build_program(spec: AppSpec, stream: IO[str] | None = None, *, smpi: bool = 
         shown = shlex.join(command)
     if stream is not None:
         print(f"build: {shown}", file=stream, flush=True)
-    try:
-        result = subprocess.run(
-            command,
-            shell=isinstance(command, str),
-            cwd=spec.directory,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-        )
-    except OSError as exc:
-        raise PerfcastError(f"cannot run the build in {spec.directory}: {exc}") from None
-    if result.returncode != 0:
-        output = (result.stdout + result.stderr).strip().splitlines()[-BUILD_LOG_LINES:]
-        raise PerfcastError(
-            f"the build failed (exit status {result.returncode}) in {spec.directory}:\n"
-            f"  {shown}\n" + "\n".join("  | " + line for line in output)
-        )
+    with tempfile.TemporaryDirectory(prefix="perfcast-build-") as scratch:
+        records = Path(scratch) / "builds.jsonl"
+        try:
+            result = subprocess.run(
+                command,
+                shell=isinstance(command, str),
+                cwd=spec.directory,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                env={**os.environ, BUILD_RECORD_VARIABLE: str(records)},
+            )
+        except OSError as exc:
+            raise PerfcastError(f"cannot run the build in {spec.directory}: {exc}") from None
+        if result.returncode != 0:
+            output = (result.stdout + result.stderr).strip().splitlines()[-BUILD_LOG_LINES:]
+            raise PerfcastError(
+                f"the build failed (exit status {result.returncode}) in {spec.directory}:\n"
+                f"  {shown}\n" + "\n".join("  | " + line for line in output)
+            )
+        lines = records.read_text(encoding="utf-8").splitlines() if records.is_file() else []
+    built = [BuildRecord(**json.loads(line)) for line in lines]
+    notes = dict.fromkeys(note for note in map(compiler_note, built) if note is not None)
+    for note in notes if stream is not None else ():
+        print(f"build: note: {note}", file=stream, flush=True)
+    return built
 
 
 def make_jobs(spec: AppSpec, plan: ExperimentPlan, scratch: Path, skip: set[str]) -> list[Job]:
@@ -439,7 +460,7 @@ def _campaign(
             print(f"store: {store.recovery.summary()}", file=stream, flush=True)
         check_space(store_path)
         if build:
-            build_program(spec, stream, smpi=backend.smpi)
+            store.record_builds(build_program(spec, stream, smpi=backend.smpi))
         skip = store.finished_keys()
         if retry_failed:
             skip -= store.finished_keys(FAILED)
