@@ -1,8 +1,8 @@
 """What perfcast's measurement costs: run time of instrumented builds as ratios to native.
 
-Two examples, built with clang-16 -O2 unless the build's name starts with gcc (``examples/getters``: LULESH-shaped C++ with
-tiny getters and per-element functions in another file; ``examples/stencil``: the Jacobi
-stencil). Builds compared:
+Two examples, built with clang-16 -O2 unless the build's name starts with gcc
+(``examples/getters``: LULESH-shaped C++ with tiny getters and per-element functions in
+another file; ``examples/stencil``: the Jacobi stencil). Builds compared:
 
     native            no instrumentation
     hooks (empty)     -finstrument-functions-after-inlining with hooks that return at once:

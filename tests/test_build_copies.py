@@ -158,9 +158,10 @@ def test_a_virtual_campaign_builds_beside_the_users_program_not_over_it(tmp_path
     assert digests(app) == {**before, **_stores(app, "virtual")}
     # the SMPI build is a shared object smpirun loads, the user's is still the executable
     simulated = app / "virtual.smpi" / "bin" / "app"
-    assert "libsimgrid" in subprocess.run(
-        ["ldd", str(simulated)], capture_output=True, text=True
-    ).stdout
+    assert (
+        "libsimgrid"
+        in subprocess.run(["ldd", str(simulated)], capture_output=True, text=True).stdout
+    )
     assert simulated.read_bytes() != (app / "bin" / "app").read_bytes()
     # --no-build runs the copy again; the user's executable never goes to smpirun
     assert main([*argv, "--store", str(app / "virtual.sqlite"), "--resume", "--no-build"]) == 0

@@ -25,9 +25,9 @@ from perfcast.measure.oversubscription import (
     oversubscription_of,
     shared_core_models,
 )
+from perfcast.measure.store import open_store
 from perfcast.measure.virtual import selection
 from perfcast.modeling.modelset import ModelSet
-from perfcast.measure.store import open_store
 from perfcast.modeling.provenance import Compilers, Provenance, SimulatedPlatform
 
 
