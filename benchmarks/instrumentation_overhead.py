@@ -1,8 +1,8 @@
 """What perfcast's measurement costs: run time of instrumented builds as ratios to native.
 
-Two examples, both built with clang-16 -O2 (``examples/getters``: LULESH-shaped C++ with
-tiny getters and per-element functions in another file; ``examples/stencil``: the Jacobi
-stencil). Builds compared:
+Two examples, built with clang-16 -O2 unless the build's name starts with gcc
+(``examples/getters``: LULESH-shaped C++ with tiny getters and per-element functions in
+another file; ``examples/stencil``: the Jacobi stencil). Builds compared:
 
     native            no instrumentation
     hooks (empty)     -finstrument-functions-after-inlining with hooks that return at once:
@@ -11,6 +11,10 @@ stencil). Builds compared:
     filtered          perfcast build --filter: only the time-step kernels (and main)
     counters          perfcast build --counters: every function, plus basic-block counts
     counters,filtered perfcast build --counters --filter
+    gcc native        the same wrapper with its own compiler (gcc): the program the user runs
+    gcc hooks (empty) gcc -finstrument-functions with hooks that return at once: the floor
+                      of measuring the gcc build itself (issue 25); gcc inserts the hooks
+                      before inlining, so inlined getters keep theirs
     full +cpu         the full build run with PERFCAST_CPU_TIME=1 (the thread's CPU clock
                       read at every entry and exit, next to wall time)
     filtered +cpu     the filtered build run with PERFCAST_CPU_TIME=1
@@ -77,7 +81,18 @@ PROGRAMS = (
     ),
 )
 
-BUILDS = ("native", "hooks (empty)", "full", "filtered", "counters", "counters,filtered")
+BUILDS = (
+    "native",
+    "hooks (empty)",
+    "full",
+    "filtered",
+    "counters",
+    "counters,filtered",
+    "gcc native",
+    "gcc hooks (empty)",
+)
+GCC = "gcc"
+"""Prefix of the builds compiled by the MPI wrapper's own compiler instead of clang-16."""
 CPU_TIME = {"PERFCAST_CPU_TIME": "1"}
 VARIANTS = {
     **{kind: (kind, {}) for kind in BUILDS},
@@ -91,11 +106,14 @@ def sh(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> None
     subprocess.run(command, cwd=cwd, env={**os.environ, **(env or {})}, check=True)
 
 
-def compile_step(command: list[str], cwd: Path, options: BuildOptions | None) -> None:
+def compile_step(
+    command: list[str], cwd: Path, options: BuildOptions | None, *, gcc: bool = False
+) -> None:
     """Run one compile command, through perfcast build's wrapper unless ``options`` is None
-    (the same :func:`wrap` the ``perfcast build`` command runs)."""
+    (the same :func:`wrap` the ``perfcast build`` command runs); ``gcc``: with the MPI
+    wrapper's own compiler."""
     if options is None:
-        sh(command, cwd, {"OMPI_CC": CLANG_CC, "OMPI_CXX": CLANG_CXX})
+        sh(command, cwd, {} if gcc else {"OMPI_CC": CLANG_CC, "OMPI_CXX": CLANG_CXX})
     else:
         wrapped = wrap(command, options)
         sh(wrapped.argv, cwd, wrapped.env)
@@ -108,12 +126,13 @@ def build(program: Program, kind: str, directory: Path) -> Path:
     options: BuildOptions | None = None
     extra: list[str] = []
     link_extra: list[str] = []
-    if kind == "hooks (empty)":
+    gcc = kind.startswith(GCC)
+    if kind.endswith("hooks (empty)"):
         (work / "hooks.c").write_text(EMPTY_HOOKS)
-        sh([CLANG_CC, "-O2", "-c", "hooks.c", "-o", "hooks.o"], work)
-        extra = ["-finstrument-functions-after-inlining"]
+        sh([GCC if gcc else CLANG_CC, "-O2", "-c", "hooks.c", "-o", "hooks.o"], work)
+        extra = ["-finstrument-functions" if gcc else "-finstrument-functions-after-inlining"]
         link_extra = ["hooks.o"]
-    elif kind != "native":
+    elif kind not in ("native", "gcc native"):
         filter_file = None
         if "filtered" in kind:
             filter_file = work / "filter.txt"
@@ -123,10 +142,10 @@ def build(program: Program, kind: str, directory: Path) -> Path:
     for source in program.sources:
         obj = Path(source).with_suffix(".o").name
         command = [program.wrapper, *FLAGS, *extra, "-c", str(EXAMPLES / source), "-o", obj]
-        compile_step(command, work, options)
+        compile_step(command, work, options, gcc=gcc)
         objects.append(obj)
     link = [program.wrapper, *FLAGS, *objects, *link_extra, "-o", "app", "-lm"]
-    compile_step(link, work, options)
+    compile_step(link, work, options, gcc=gcc)
     return work / "app"
 
 

@@ -13,13 +13,8 @@ from campaign_helpers import copy_stencil, write_spec
 from perfcast.appspec import load_spec
 from perfcast.cli import main
 from perfcast.experiment import read_experiment
-from perfcast.measure.counting import (
-    MAX_COPY_BYTES,
-    copy_app,
-    counting_directory,
-    counting_spec,
-    skip_reason,
-)
+from perfcast.measure.copies import COUNTING, MAX_COPY_BYTES, copy_app
+from perfcast.measure.counting import counting_directory, counting_spec, skip_reason
 from perfcast.modeling.modelset import ModelSet
 from perfcast.workflows.model import ModelRequest, model_campaign
 
@@ -159,7 +154,7 @@ def test_the_copy_leaves_out_objects_the_program_and_the_campaigns_own_files(tmp
     (app / "stencil.sqlite.runs").mkdir()
     (app / ".git").mkdir()
     spec = load_spec(_spec(app))
-    copy = copy_app(spec, spec.store)
+    copy = copy_app(spec, spec.store, COUNTING)
     assert copy == app / "stencil.counting"
     copied = {path.name for path in copy.iterdir()}
     assert {"jacobi.c", "Makefile", "stencil.h", "perfcast.toml"} <= copied
@@ -167,7 +162,7 @@ def test_the_copy_leaves_out_objects_the_program_and_the_campaigns_own_files(tmp
     assert not any(name.startswith("stencil.sqlite") or "counts" in name for name in copied)
     # a second copy starts afresh
     (copy / "stale.o").write_text("")
-    assert not (copy_app(spec, spec.store) / "stale.o").exists()
+    assert not (copy_app(spec, spec.store, COUNTING) / "stale.o").exists()
     shutil.rmtree(copy)
 
 

@@ -232,6 +232,8 @@ def _notes(
                 "(a virtual cluster, SimGrid SMPI): the predictions describe that platform's "
                 "machine, not one that was measured",
             )
+        if provenance.compilers is not None:
+            notes.insert(0, provenance.compilers.describe("the program the models rest on"))
         shared = provenance.shared_cores
         if shared is not None and shared.models & selected:
             # Imported here: the measure stage's module reads experiments (pandas), and

@@ -65,6 +65,7 @@ still inlines ``static inline`` kernels, and clang-16 has no per-function inlini
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -83,6 +84,8 @@ from perfcast.clang import CLANG_VERSION
 from perfcast.errors import InputError, PerfcastError
 from perfcast.inputs import read_text
 from perfcast.measure import binary, toolchain
+from perfcast.measure.store import BuildRecord
+from perfcast.modeling.provenance import Compilers
 
 XRAY_COMPILE_FLAGS = (
     "-fxray-instrument",
@@ -170,8 +173,11 @@ class WrappedCommand:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     program: Path | None = None
-    """The program a filtered link writes, checked afterwards for the filter's functions."""
+    """The program a link writes: checked afterwards for the filter's functions, named in
+    the build record (:func:`note_compiler`)."""
     filter_names: tuple[str, ...] = ()
+    user_compiler: toolchain.Compiler | None = None
+    """A link's: the compiler the user's command runs without perfcast (:func:`note_compiler`)."""
 
     def __str__(self) -> str:
         prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
@@ -364,25 +370,25 @@ def wrap(command: Sequence[str], options: BuildOptions = BuildOptions()) -> Wrap
         objects = toolchain.smpi_runtime_objects(
             trace=options.trace, threshold=options.threshold_profile is not None
         )
-        if names is not None:
-            objects.append(toolchain.filter_object(names))
-        argv += [str(path) for path in objects] + ["-lstdc++", *smpi_after]
-        if names is None:
-            return WrappedCommand(argv, env)
-        return WrappedCommand(
-            argv, env, program=output_of(invocation.argv), filter_names=tuple(names)
-        )
-    argv += XRAY_LINK_FLAGS
-    objects = toolchain.runtime_objects(mpi=invocation.mpi, trace=options.trace)
-    if options.threshold_profile is not None:
-        from perfcast.measure.threshold import threshold_object
+        after = ["-lstdc++", *smpi_after]
+    else:
+        argv += XRAY_LINK_FLAGS
+        objects = toolchain.runtime_objects(mpi=invocation.mpi, trace=options.trace)
+        if options.threshold_profile is not None:
+            from perfcast.measure.threshold import threshold_object
 
-        objects.append(threshold_object())
-    argv += [str(path) for path in objects]
-    if names is None:
-        return WrappedCommand(argv, env)
-    argv.append(str(toolchain.filter_object(names)))
-    return WrappedCommand(argv, env, program=output_of(invocation.argv), filter_names=tuple(names))
+            objects.append(threshold_object())
+        after = []
+    if names is not None:
+        objects.append(toolchain.filter_object(names))
+    argv += [str(path) for path in objects] + after
+    return WrappedCommand(
+        argv,
+        env,
+        program=output_of(invocation.argv),
+        filter_names=tuple(names or ()),
+        user_compiler=toolchain.user_compiler(invocation.argv[0], invocation.language),
+    )
 
 
 def _is_smpi_wrapper(invocation: Invocation) -> bool:
@@ -537,7 +543,7 @@ def absent_functions(program: Path, names: Sequence[str]) -> list[str] | None:
 
 def _note_absent(wrapped: WrappedCommand, options: BuildOptions) -> None:
     """Say once, after a filtered link, which of the filter's functions the program lacks."""
-    if wrapped.program is None or not wrapped.program.is_file():
+    if not wrapped.filter_names or wrapped.program is None or not wrapped.program.is_file():
         return
     try:
         absent = absent_functions(wrapped.program, wrapped.filter_names)
@@ -564,6 +570,55 @@ def _note_absent(wrapped: WrappedCommand, options: BuildOptions) -> None:
     )
 
 
+BUILD_RECORD_VARIABLE = "PERFCAST_BUILD_RECORD"
+"""Where set, each successful link appends its :class:`~perfcast.measure.store.BuildRecord`
+as a JSON line to the file it names: how ``perfcast measure`` learns, through any make,
+which compilers built the program it runs."""
+
+
+def compiler_note(record: BuildRecord) -> str | None:
+    """What the user must hear when the measured program was built by another compiler than
+    their own build's (None: their build runs clang too), with what to do about it.
+
+    Why it matters: XRay and the counters need clang, so ``perfcast build`` builds with
+    clang-16 whatever the wrapper runs; most HPC codes are built with gcc, whose code can be
+    much faster or slower (issue 25: a heat solver ran 1.61 s built by gcc, 1.02 s by
+    clang, and a prediction from the clang build was 39 % off the gcc one).
+    """
+    compilers = Compilers(record.measured, record.user)
+    if not compilers.differ:
+        return None
+    return (
+        f"{compilers.describe(record.program)}. To run what perfcast measures, build with "
+        f"clang-{CLANG_VERSION} yourself (OMPI_CC=clang-{CLANG_VERSION} "
+        f"OMPI_CXX=clang++-{CLANG_VERSION} for mpicc and mpicxx)"
+    )
+
+
+def note_compiler(wrapped: WrappedCommand) -> None:
+    """After a successful link: say which compiler built the program if it is not the
+    user's (:func:`compiler_note`), and append the build record where
+    :data:`BUILD_RECORD_VARIABLE` asks for it."""
+    if wrapped.user_compiler is None or wrapped.program is None:
+        return
+    record = BuildRecord(
+        str(wrapped.program), toolchain.find_xray_clang().version, wrapped.user_compiler.version
+    )
+    note = compiler_note(record)
+    if note is not None:
+        print(f"perfcast build: note: {note}", file=sys.stderr)
+    destination = os.environ.get(BUILD_RECORD_VARIABLE)
+    if destination:
+        try:
+            with open(destination, "a", encoding="utf-8") as file:
+                file.write(json.dumps(dataclasses.asdict(record)) + "\n")
+        except OSError as exc:
+            raise PerfcastError(
+                f"cannot append the build record to {destination} "
+                f"({BUILD_RECORD_VARIABLE}): {exc.strerror}"
+            ) from None
+
+
 def run(
     command: Sequence[str], options: BuildOptions = BuildOptions(), *, verbose: bool = False
 ) -> int:
@@ -579,4 +634,5 @@ def run(
         raise PerfcastError(f"cannot run {wrapped.argv[0]}: {exc.strerror}") from None
     if done.returncode == 0:
         _note_absent(wrapped, options)
+        note_compiler(wrapped)
     return done.returncode

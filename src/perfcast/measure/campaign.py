@@ -11,12 +11,14 @@ stops the campaign with a message naming it, before anything is stored half.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,9 +27,10 @@ from typing import IO
 from perfcast.appspec import BUILD_PLACEHOLDER, AppSpec, expand
 from perfcast.errors import InputError, PerfcastError
 from perfcast.experiment.metrics import CPU_TIME_METRIC
+from perfcast.measure import copies
 from perfcast.measure.binary import ElfFile
+from perfcast.measure.build import BUILD_RECORD_VARIABLE, compiler_note
 from perfcast.measure.counting import (
-    copy_app,
     cost_note,
     counting_directory,
     counting_plan,
@@ -47,6 +50,7 @@ from perfcast.measure.runner import (
 )
 from perfcast.measure.store import (
     FAILED,
+    BuildRecord,
     CampaignStore,
     DiskFullError,
     StoredRun,
@@ -149,12 +153,20 @@ def perfcast_build_prefix(spec: AppSpec, *, smpi: bool = False) -> list[str]:
     return [*prefix, "--"]
 
 
-def build_program(spec: AppSpec, stream: IO[str] | None = None, *, smpi: bool = False) -> None:
+def build_program(
+    spec: AppSpec, stream: IO[str] | None = None, *, smpi: bool = False
+) -> list[BuildRecord]:
     """Build the program through ``perfcast build`` as ``[build]`` says; with ``smpi``, for
-    SimGrid SMPI (``perfcast build --smpi``, the MPI wrapper replaced by SimGrid's)."""
+    SimGrid SMPI (``perfcast build --smpi``, the MPI wrapper replaced by SimGrid's).
+
+    Returns what each link reported of its compilers (:data:`BUILD_RECORD_VARIABLE`; a
+    make may link several programs), and says on ``stream`` where the program measured is
+    not built by the user's own compiler (:func:`~perfcast.measure.build.compiler_note`):
+    the build's output is shown only when it fails.
+    """
     build = spec.build
     if build is None:
-        return
+        return []
     prefix = perfcast_build_prefix(spec, smpi=smpi)
     if build.command is not None:
         template = build.command
@@ -173,23 +185,32 @@ def build_program(spec: AppSpec, stream: IO[str] | None = None, *, smpi: bool = 
         shown = shlex.join(command)
     if stream is not None:
         print(f"build: {shown}", file=stream, flush=True)
-    try:
-        result = subprocess.run(
-            command,
-            shell=isinstance(command, str),
-            cwd=spec.directory,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-        )
-    except OSError as exc:
-        raise PerfcastError(f"cannot run the build in {spec.directory}: {exc}") from None
-    if result.returncode != 0:
-        output = (result.stdout + result.stderr).strip().splitlines()[-BUILD_LOG_LINES:]
-        raise PerfcastError(
-            f"the build failed (exit status {result.returncode}) in {spec.directory}:\n"
-            f"  {shown}\n" + "\n".join("  | " + line for line in output)
-        )
+    with tempfile.TemporaryDirectory(prefix="perfcast-build-") as scratch:
+        records = Path(scratch) / "builds.jsonl"
+        try:
+            result = subprocess.run(
+                command,
+                shell=isinstance(command, str),
+                cwd=spec.directory,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                env={**os.environ, BUILD_RECORD_VARIABLE: str(records)},
+            )
+        except OSError as exc:
+            raise PerfcastError(f"cannot run the build in {spec.directory}: {exc}") from None
+        if result.returncode != 0:
+            output = (result.stdout + result.stderr).strip().splitlines()[-BUILD_LOG_LINES:]
+            raise PerfcastError(
+                f"the build failed (exit status {result.returncode}) in {spec.directory}:\n"
+                f"  {shown}\n" + "\n".join("  | " + line for line in output)
+            )
+        lines = records.read_text(encoding="utf-8").splitlines() if records.is_file() else []
+    built = [BuildRecord(**json.loads(line)) for line in lines]
+    notes = dict.fromkeys(note for note in map(compiler_note, built) if note is not None)
+    for note in notes if stream is not None else ():
+        print(f"build: note: {note}", file=stream, flush=True)
+    return built
 
 
 def make_jobs(spec: AppSpec, plan: ExperimentPlan, scratch: Path, skip: set[str]) -> list[Job]:
@@ -333,7 +354,8 @@ def measure(
             file=stream,
             flush=True,
         )
-    result = _campaign(spec, backend, plan, store_path, resume, retry_failed, build, stream)
+    timed = _in_smpi_copy(spec, store_path, build, stream) if backend.smpi else spec
+    result = _campaign(timed, backend, plan, store_path, resume, retry_failed, build, stream)
     if skipped:
         return replace(result, notes=(f"no counting pass: {skipped}",))
     if skipped is not None:
@@ -351,7 +373,7 @@ def measure(
     spec_of_counts = counting_spec(spec, store_path)
     try:
         if build:
-            copy_app(spec, store_path)
+            copies.copy_app(spec, store_path, copies.COUNTING)
         counted = _campaign(
             spec_of_counts,
             backend,
@@ -374,6 +396,29 @@ def measure(
         )
     cost = cost_note(store_path, counts_path)
     return replace(result, counting=counted, notes=(cost,) if cost else ())
+
+
+def _in_smpi_copy(spec: AppSpec, store: Path, build: bool, stream: IO[str] | None) -> AppSpec:
+    """``spec`` built and run in ``app.smpi/`` (:mod:`~perfcast.measure.copies`): the SMPI
+    build is a shared object for smpirun, and in the app directory it would replace the
+    user's program (or find it up to date and fail). With ``--no-build``, the copy of an
+    earlier virtual campaign where there is one, else the program the user built in the app
+    directory (``perfcast build --smpi``)."""
+    if spec.build is None:
+        return spec
+    directory = copies.copy_directory(store, copies.SMPI)
+    if build:
+        copies.copy_app(spec, store, copies.SMPI)
+    elif not directory.is_dir():
+        return spec
+    if stream is not None:
+        print(
+            f"build: the virtual cluster's program is built and run in {directory}, a copy "
+            f"of the app directory: the program in {spec.directory} stays as it is",
+            file=stream,
+            flush=True,
+        )
+    return replace(spec, directory=directory)
 
 
 def _refuse_stored_runs(stores: Sequence[Path]) -> None:
@@ -415,7 +460,7 @@ def _campaign(
             print(f"store: {store.recovery.summary()}", file=stream, flush=True)
         check_space(store_path)
         if build:
-            build_program(spec, stream, smpi=backend.smpi)
+            store.record_builds(build_program(spec, stream, smpi=backend.smpi))
         skip = store.finished_keys()
         if retry_failed:
             skip -= store.finished_keys(FAILED)

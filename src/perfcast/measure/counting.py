@@ -9,48 +9,29 @@ are deterministic; a second repetition repeats them). :func:`perfcast.measure.ca
 runs the second after the first, into ``app.counts.sqlite`` beside the store
 (:data:`~perfcast.appspec.COUNTS_SUFFIX`), where ``perfcast model`` finds it without a flag.
 
-**Where the counting build goes.** A make project writes its objects and program into its
-own tree: a second build there finds them up to date (every count missing) or replaces the
-user's program with the counting one. The counting build runs in ``app.counting/`` beside
-the store (:data:`COPY_SUFFIX`), a copy of the app directory without version-control
-data, the campaign's own files, object files and the program; its runs start there, so
-the run command's relative paths (``./app``, input files) find the copy's.
+**Where the counting build goes.** In ``app.counting/`` beside the store, a copy of the app
+directory that perfcast owns (:mod:`~perfcast.measure.copies`): a make project's second
+build in its own tree finds its objects and program up to date (every count missing) or
+replaces the user's program with the counting one. Its runs start in the copy.
 
 **When there is none.** The spec's build already counts (``counters = true``: one campaign
 has both), ``[build] counting_pass = false``, perfcast does not build the program (no
 ``[build]``), the campaign runs on a virtual cluster (``--backend smpi``), the app
-directory holds more than :data:`MAX_COPY_BYTES`, or the store is itself a counting store.
-Each case but the first two says so, with the way to count by hand.
+directory holds more than :data:`~perfcast.measure.copies.MAX_COPY_BYTES`, or the store
+is itself a counting store. Each case but the first two says so, with the way to count by
+hand.
 """
 
 from __future__ import annotations
 
-import os
-import shlex
-import shutil
-from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from perfcast.appspec import COUNTS_SUFFIX, AppSpec, beside, expand
-from perfcast.errors import PerfcastError
+from perfcast.appspec import COUNTS_SUFFIX, AppSpec, beside
 from perfcast.experiment.metrics import COUNTER_METRICS, VISITS_METRIC
+from perfcast.measure import copies
 from perfcast.measure.design import ExperimentPlan
 from perfcast.measure.store import OK, CampaignStore
-
-COPY_SUFFIX = ".counting"
-"""The copy of the app directory the counting build writes into: ``app.counting/``."""
-
-MAX_COPY_BYTES = 1 << 30
-"""Largest app directory the counting pass copies (1 GiB): sources and build files are far
-smaller; a directory this large holds input data, and copying it for every campaign would
-cost more disk than the counts are worth."""
-
-UNCOPIED = frozenset({".git", ".hg", ".svn", "__pycache__"})
-"""Directory entries never copied: version control and Python caches."""
-
-OBJECT_SUFFIXES = (".o", ".obj")
-"""Objects of the light build, removed from the copy so that make rebuilds them counting."""
 
 BY_HAND = (
     "to count by hand, measure a copy of the spec with [build] counters = true and "
@@ -65,7 +46,7 @@ def counting_store(store: Path) -> Path:
 
 def counting_directory(store: Path) -> Path:
     """``app.counting/`` beside the campaign store: where the counting build and runs go."""
-    return store.absolute().with_name(store.stem + COPY_SUFFIX)
+    return copies.copy_directory(store, copies.COUNTING)
 
 
 def skip_reason(spec: AppSpec, store: Path, *, virtual: bool) -> str | None:
@@ -85,11 +66,11 @@ def skip_reason(spec: AppSpec, store: Path, *, virtual: bool) -> str | None:
             "a virtual cluster's runs are simulated, and counts of the program are the same "
             f"on any machine: {hand} on the local backend"
         )
-    size = _copied_bytes(spec.directory, _own_files(store))
-    if size > MAX_COPY_BYTES:
+    size = copies.copied_bytes(spec.directory, store)
+    if size > copies.MAX_COPY_BYTES:
         return (
             f"the app directory {spec.directory} holds {size / 2**30:.1f} GiB, more than the "
-            f"{MAX_COPY_BYTES / 2**30:.0f} GiB the counting build copies; {hand}"
+            f"{copies.MAX_COPY_BYTES / 2**30:.0f} GiB the counting build copies; {hand}"
         )
     return None
 
@@ -115,30 +96,6 @@ def counting_spec(spec: AppSpec, store: Path) -> AppSpec:
 def counting_plan(plan: ExperimentPlan) -> ExperimentPlan:
     """The campaign's points, once each."""
     return replace(plan, repetitions=1)
-
-
-def copy_app(spec: AppSpec, store: Path) -> Path:
-    """A fresh copy of the app directory for the counting build (module docstring): the
-    light build's objects and program left out, so that the counting build makes its own."""
-    target = counting_directory(store)
-    if target.exists():
-        shutil.rmtree(target)
-    own = _own_files(store)
-
-    def ignored(directory: str, names: list[str]) -> set[str]:
-        return {name for name in names if _left_out(Path(directory, name), own)}
-
-    try:
-        shutil.copytree(spec.directory, target, symlinks=True, ignore=ignored)
-    except (OSError, shutil.Error) as exc:
-        raise PerfcastError(
-            f"cannot copy {spec.directory} to {target} for the counting build: {exc}"
-        ) from None
-    for program in _programs(spec):
-        built = target / program
-        if built.is_file() and not built.is_symlink():
-            built.unlink()
-    return target
 
 
 def cost_note(light: Path, counts: Path) -> str | None:
@@ -167,56 +124,3 @@ def _seconds_per_point(store: Path) -> dict[tuple[tuple[str, float], ...], float
         if run.seconds is not None:
             by_point.setdefault(tuple(sorted(run.point.items())), []).append(run.seconds)
     return {point: sorted(s)[len(s) // 2] for point, s in by_point.items()}
-
-
-STORE_COMPANIONS = ("", ".lock", ".runs", "-journal", "-wal", "-shm")
-"""What a store ``app.sqlite`` has beside it: its lock, its runs' scratch directory and
-SQLite's journal files."""
-
-
-def _own_files(store: Path) -> set[Path]:
-    """The campaign's files that may lie in the app directory: both stores with their
-    companions, and the copy itself."""
-    own = {counting_directory(store)}
-    for base in (store.absolute(), counting_store(store).absolute()):
-        own |= {base.with_name(base.name + suffix) for suffix in STORE_COMPANIONS}
-    return own
-
-
-def _programs(spec: AppSpec) -> Iterator[str]:
-    """Relative paths of the program the build writes and the run command starts."""
-    assert spec.build is not None
-    if spec.build.output:
-        yield spec.build.output
-    example = {p.name: p.values[0] for p in spec.parameters}
-    try:
-        argv = shlex.split(expand(spec.run.command, example))
-    except ValueError:
-        return
-    if argv and not os.path.isabs(argv[0]) and "/" in argv[0]:
-        yield argv[0]
-
-
-def _left_out(path: Path, own: set[Path]) -> bool:
-    """Is ``path`` left out of the copy: version control and caches (:data:`UNCOPIED`),
-    the light build's objects, or one of the campaign's own files (``own``)?"""
-    return path.name in UNCOPIED or path.name.endswith(OBJECT_SUFFIXES) or path.absolute() in own
-
-
-def _copied_bytes(directory: Path, own: Iterable[Path]) -> int:
-    """Bytes :func:`copy_app` would copy (stops counting past :data:`MAX_COPY_BYTES`)."""
-    skipped = set(own)
-    total = 0
-    for root, directories, files in os.walk(directory):
-        directories[:] = [d for d in directories if not _left_out(Path(root, d), skipped)]
-        for name in files:
-            path = Path(root, name)
-            if _left_out(path, skipped):
-                continue
-            try:
-                total += path.lstat().st_size
-            except OSError:
-                continue
-            if total > MAX_COPY_BYTES:
-                return total
-    return total

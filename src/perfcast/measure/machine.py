@@ -8,6 +8,10 @@ them into the model set's provenance for ``perfcast predict``:
   waiting for a core;
 - runs on a virtual cluster (:mod:`.virtual`): their times describe a platform file's
   machine, and real and virtual runs of one store are kept apart.
+
+A third fact says which program was measured: the compiler that built it (clang-16, for
+XRay) and the one the user's own build runs (the store's ``builds`` table), so that a
+model of a clang build is never taken for one of the user's gcc build unawares.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ from perfcast.measure.oversubscription import (
     oversubscription_of,
     shared_core_models,
 )
+from perfcast.measure.store import open_store
 from perfcast.measure.virtual import selection
 from perfcast.modeling.modelset import ModelSet
-from perfcast.modeling.provenance import Provenance, SimulatedPlatform
+from perfcast.modeling.provenance import Compilers, Provenance, SimulatedPlatform
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,8 @@ class Machine:
     """The simulated platform (None: real runs)."""
     notes: tuple[str, ...]
     """What to tell the user, one sentence each."""
+    compilers: Compilers | None = None
+    """The compilers of the campaign's latest build (None: the store recorded none)."""
 
     def provenance(self, experiment: Experiment, models: ModelSet) -> Provenance:
         """What ``perfcast predict`` needs to know of the measurements: each parameter's
@@ -43,11 +50,11 @@ class Machine:
         than cores, and the simulated platform."""
         ranges = experiment.ranges()
         if self.shared is None:
-            return Provenance(ranges, platform=self.platform)
+            return Provenance(ranges, platform=self.platform, compilers=self.compilers)
         on_shared_cores = shared_core_models(experiment, self.shared)
         fitted = {(model.callpath, model.metric) for model in models}
         shared = replace(on_shared_cores, models=on_shared_cores.models & fitted)
-        return Provenance(ranges, shared, self.platform)
+        return Provenance(ranges, shared, self.platform, self.compilers)
 
 
 def machine_of(store: Path, which: str | None = None, *, effort_priors: bool = False) -> Machine:
@@ -65,4 +72,12 @@ def machine_of(store: Path, which: str | None = None, *, effort_priors: bool = F
     platform = None
     if chosen.platform is not None:
         platform = SimulatedPlatform(chosen.platform.name, chosen.platform.file)
-    return Machine(shared, platform, tuple(notes))
+    with open_store(store) as opened:
+        builds = opened.builds()
+    compilers = None
+    if builds:
+        latest = builds[-1]
+        compilers = Compilers(latest.measured, latest.user)
+        if compilers.differ:
+            notes.append(f"{store}: {compilers.describe(latest.program)}")
+    return Machine(shared, platform, tuple(notes), compilers)

@@ -4,8 +4,9 @@ On a machine with a few cores every run above that many ranks measures ranks wai
 core; SimGrid SMPI runs all ranks of a program in one process on a simulated platform, each
 rank on a core of its own (docs/smpi-backend.md). The campaign builds the program with
 ``perfcast build --smpi`` and SimGrid's wrapper (``mpicc`` in ``[build]`` becomes
-``smpicc``, see :func:`~perfcast.measure.campaign.build_program`), and this backend runs
-each point as::
+``smpicc``, see :func:`~perfcast.measure.campaign.build_program`) in ``app.smpi/``, a copy
+of the app directory (:mod:`~perfcast.measure.copies`: the user's program stays as it is),
+and this backend runs each point as::
 
     smpirun -np P -platform cluster.xml -hostfile <the platform's first P cores>
         --cfg=smpi/host-speed:1Gf <the platform's SMPI factors> ./app ARGS
@@ -188,9 +189,9 @@ _PROGRAM_HEADERS = struct.Struct("<32xQ14xHH")
 
 def check_smpi_program(program: Path) -> None:
     """Refuse an ELF executable before it runs: smpirun loads programs as shared objects,
-    and a build that ``make`` found up to date from an earlier build for ``mpirun`` leaves
-    an executable that every run would abort on (``dlopen failed``). Anything else
-    (a shared object, a script, a missing file) is left to smpirun."""
+    and the user's own build for ``mpirun`` (run with ``--no-build``), or one a build in the
+    copy left as it was, is an executable that every run would abort on (``dlopen failed``).
+    Anything else (a shared object, a script, a missing file) is left to smpirun."""
     try:
         with open(program, "rb") as file:
             header = file.read(64)
@@ -205,6 +206,7 @@ def check_smpi_program(program: Path) -> None:
     if PT_INTERP in types:
         raise PerfcastError(
             f"{program} is an executable for mpirun, not a program built for SimGrid SMPI "
-            "(smpirun loads a shared object built by perfcast build --smpi -- smpicc): the "
-            "build found it up to date; clean the build (e.g. make clean) and measure again"
+            "(smpirun loads a shared object built by perfcast build --smpi -- smpicc): leave "
+            "out --no-build, so that perfcast builds it for SMPI in a copy of the app "
+            "directory; if a build left it, it found the program up to date: remove it there"
         )

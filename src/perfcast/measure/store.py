@@ -34,6 +34,10 @@ Tables::
     attempts  failed attempts that were retried: run key, attempt, exit_code, reason,
               stderr_tail, seconds, finished
     inflight  key, attempt, backend, handle (JSON), started
+    builds    each build of the program the campaign ran: program, the compiler that built
+              it (``measured``), the compiler the user's build command names
+              (``user_compiler``), recorded; both as their ``--version`` line (issue 25:
+              perfcast measures a clang build, the user may run a gcc one)
 
 Schema versions: 2 added ``runs.ranks`` and ``runs.cores`` (the cores the run's ranks had:
 fewer cores than ranks means ranks waited for a core, see
@@ -108,6 +112,13 @@ CREATE TABLE IF NOT EXISTS attempts (
     stderr_tail TEXT,
     seconds REAL,
     finished REAL
+);
+CREATE TABLE IF NOT EXISTS builds (
+    id INTEGER PRIMARY KEY,
+    program TEXT NOT NULL,
+    measured TEXT NOT NULL,
+    user_compiler TEXT NOT NULL,
+    recorded REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS inflight (
     key TEXT PRIMARY KEY,
@@ -195,6 +206,17 @@ class InflightRun:
     backend: str
     handle: dict[str, Any]
     started: float
+
+
+@dataclass(frozen=True)
+class BuildRecord:
+    """One program a campaign's build wrote, and which compilers were involved."""
+
+    program: str
+    measured: str
+    """The compiler that built what the runs measured (``--version``'s first line)."""
+    user: str
+    """The compiler the user's build command runs without perfcast."""
 
 
 @dataclass(frozen=True)
@@ -619,6 +641,33 @@ class CampaignStore:
     def inflight(self) -> list[InflightRun]:
         rows = self._db.execute("SELECT key, attempt, backend, handle, started FROM inflight")
         return [InflightRun(k, a, b, json.loads(h), s) for k, a, b, h, s in rows]
+
+    def record_builds(self, records: list[BuildRecord]) -> None:
+        """Keep what a build of the campaign's program reported (:class:`BuildRecord`)."""
+        with self._writing():
+            self._db.executemany(
+                "INSERT INTO builds (program, measured, user_compiler, recorded) "
+                "VALUES (?, ?, ?, ?)",
+                [(r.program, r.measured, r.user, time.time()) for r in records],
+            )
+
+    def builds(self) -> list[BuildRecord]:
+        """Every build recorded, oldest first (none in a store written before perfcast
+        kept them, whose file has no ``builds`` table: it is read, never written)."""
+        with self._reading():
+            found = self._db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'builds'"
+            ).fetchone()
+            if found is None:
+                return []
+            rows = self._db.execute(
+                "SELECT program, measured, user_compiler FROM builds ORDER BY id"
+            ).fetchall()
+        return [
+            BuildRecord(program, measured, user)
+            for program, measured, user in rows
+            if all(isinstance(value, str) for value in (program, measured, user))
+        ]
 
     def counts(self) -> dict[str, int]:
         with self._reading():

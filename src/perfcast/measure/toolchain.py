@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from perfcast.clang import Clang, command_output, find_clang
@@ -42,6 +43,57 @@ def find_xray_clang() -> Clang:
     clang = find_clang()
     clang.require_runtime("xray", "XRay")
     return clang
+
+
+@dataclass(frozen=True)
+class Compiler:
+    """A compiler as ``--version`` names it: what a build ran, for the user and the store."""
+
+    command: str
+    """What runs (``gcc``, ``/usr/bin/clang-16``)."""
+    version: str
+    """The first line of its ``--version`` (``gcc (Debian 12.2.0-14) 12.2.0``), or the
+    command where it does not answer."""
+
+    @property
+    def is_clang(self) -> bool:
+        return "clang" in self.version.lower()
+
+
+@functools.cache
+def identify(command: str) -> Compiler:
+    """The compiler ``command`` runs, named by its ``--version``."""
+    try:
+        lines = command_output([command, "--version"]).splitlines()
+    except (subprocess.CalledProcessError, OSError):
+        lines = []
+    return Compiler(command, lines[0].strip() if lines else command)
+
+
+@functools.cache
+def user_compiler(command: str, language: str) -> Compiler:
+    """The compiler the user's own build runs for ``command``: behind an MPI wrapper, the
+    one ``OMPI_CC``/``MPICH_CC`` (``..._CXX`` for C++) names in the user's environment, else
+    the wrapper's own (Open MPI's ``--showme:command``, MPICH's and SimGrid's ``-show``);
+    any other command is its own compiler.
+
+    Why: ``perfcast build`` replaces it by clang-16 (XRay), and a gcc build can run at a
+    very different speed than the clang build perfcast measures (issue 25: 1.61 s against
+    1.02 s); what was measured must say which compiler made it.
+    """
+    if not Path(command).name.startswith(("mpi", "smpi")):
+        return identify(command)
+    for variable in MPI_COMPILER_VARIABLES[language]:
+        if os.environ.get(variable):
+            return identify(os.environ[variable])
+    for flag in ("--showme:command", "-show"):
+        try:
+            words = command_output([command, flag]).split()
+        except (subprocess.CalledProcessError, OSError):
+            continue
+        if words:
+            return identify(words[0])
+    return identify(command)
 
 
 def find_mpicc() -> str:

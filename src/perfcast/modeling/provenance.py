@@ -12,7 +12,11 @@ change how far a prediction can be trusted, so the model file carries them:
   a core, and extrapolating it predicts the scheduler of a small machine;
 - the simulated platform, when the runs ran on a virtual cluster
   (:mod:`perfcast.measure.virtual`): every number then describes the machine of a platform
-  file, not one anybody measured, and a prediction must say which.
+  file, not one anybody measured, and a prediction must say which;
+- the compiler that built the measured program, and the one the user's own build runs:
+  perfcast measures a clang-16 build (XRay), and a gcc build of the same code can run at a
+  very different speed (issue 25: 1.61 s against 1.02 s), so every prediction names the
+  compiler it describes.
 
 In the model file this is the optional ``"provenance"`` object with its own ``"version"``
 (:data:`VERSION`); files without it (written before it existed) stay readable, and a file
@@ -60,6 +64,32 @@ class SimulatedPlatform:
 
 
 @dataclass(frozen=True)
+class Compilers:
+    """Which compiler built the measured program, and which one the user's build runs
+    (each as its ``--version`` line)."""
+
+    measured: str
+    user: str
+
+    @property
+    def differ(self) -> bool:
+        """The user's build runs another compiler than the one measured (only clang can
+        instrument with XRay, so any user compiler that is not clang differs)."""
+        return "clang" not in self.user.lower()
+
+    def describe(self, program: str = "the measured program") -> str:
+        """The compiler of ``program``, and what a different user compiler means."""
+        if not self.differ:
+            return f"{program} was built by {self.measured}"
+        return (
+            f"{program} was built by {self.measured}, not by the compiler the user's own "
+            f"build runs ({self.user}): perfcast instruments with clang's XRay. What was "
+            "measured, and every model and prediction from it, describes the clang build, "
+            "which can run at another speed than the build the user runs"
+        )
+
+
+@dataclass(frozen=True)
 class Provenance:
     """The measured range per parameter, the models that rest on shared cores, and the
     platform of simulated runs."""
@@ -69,6 +99,9 @@ class Provenance:
     shared_cores: SharedCores | None = None
     platform: SimulatedPlatform | None = None
     """None: the runs were real."""
+    compilers: Compilers | None = None
+    """None: the store did not record the build (not built by perfcast measure, or by an
+    older perfcast)."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -84,6 +117,8 @@ class Provenance:
             }
         if self.platform is not None:
             data["platform"] = {"name": self.platform.name, "file": self.platform.file}
+        if self.compilers is not None:
+            data["compilers"] = {"measured": self.compilers.measured, "user": self.compilers.user}
         return data
 
     @classmethod
@@ -116,6 +151,7 @@ class Provenance:
                     ),
                 )
             platform = _platform(data.get("platform"))
+            compilers = _compilers(data.get("compilers"))
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise InputError(f"malformed '{KEY}' object ({exc})", path=path) from None
         for name, (low, high) in ranges.items():
@@ -125,7 +161,7 @@ class Provenance:
                     "the file again with `perfcast model FILE -o FILE`",
                     path=path,
                 )
-        return cls(ranges, shared_cores, platform)
+        return cls(ranges, shared_cores, platform, compilers)
 
 
 def _platform(data: object) -> SimulatedPlatform | None:
@@ -139,3 +175,15 @@ def _platform(data: object) -> SimulatedPlatform | None:
     if not isinstance(name, str) or not (file is None or isinstance(file, str)):
         raise TypeError("'platform' needs a string 'name' and a string or null 'file'")
     return SimulatedPlatform(name, file)
+
+
+def _compilers(data: object) -> Compilers | None:
+    """The ``compilers`` object (absent in files written before perfcast recorded it)."""
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        raise TypeError("'compilers' must be an object")
+    measured, user = data.get("measured"), data.get("user")
+    if not isinstance(measured, str) or not isinstance(user, str):
+        raise TypeError("'compilers' needs a string 'measured' and a string 'user'")
+    return Compilers(measured, user)
