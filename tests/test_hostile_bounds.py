@@ -402,3 +402,11 @@ def test_outputs_that_are_no_file_name_are_refused(text, tmp_path, capsys):
         argv = ["static", "app.c", "--binary", "app", "-o", directory]
         status, error = _run(argv, capsys)
         assert status == 2 and "is a directory" in error and "Traceback" not in error
+
+
+def test_a_native_time_too_small_to_measure_is_refused_not_an_infinite_slowdown():
+    from perfcast.simulate.simulation import Simulation
+
+    result = Simulation.__new__(Simulation)  # the bound is checked before anything is read
+    with pytest.raises(InputError, match=r"--native 5e-324: a native run time must be at least"):
+        result.slowdown(5e-324)

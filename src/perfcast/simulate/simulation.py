@@ -38,6 +38,10 @@ from perfcast.simulate.platform import PlatformFile
 from perfcast.simulate.replay import Replay, replay
 from perfcast.simulate.trace import Block, Trace
 
+MIN_NATIVE_SECONDS = 1e-6
+"""The shortest native run time a slowdown is taken over: ``--native 5e-324`` made it
+infinite, and ``perfcast simulate --json`` printed ``Infinity``, which is not JSON."""
+
 
 @dataclass(frozen=True)
 class PlatformPrediction:
@@ -88,8 +92,12 @@ class Simulation:
         plus every replay) over the program's native run time ``native``. With one
         platform it is the paper's ``(t_trace + t_simulate) / t_native``; further
         platforms reuse the trace and add only their replay."""
-        if not native > 0:
-            raise InputError(f"native run time must be > 0 seconds, not {native!r}")
+        if not native >= MIN_NATIVE_SECONDS:
+            raise InputError(
+                f"--native {native!r}: a native run time must be at least "
+                f"{MIN_NATIVE_SECONDS:g} s (a run shorter than MPI_Init cannot be measured, "
+                "and the slowdown over it is no number); give the program's measured seconds"
+            )
         return (self.trace_seconds + self.simulation_seconds) / native
 
 
