@@ -155,3 +155,33 @@ def test_the_caliper_example_runs_as_a_script(tmp_path):
     assert "CalcHourglassControlForElems" in done.stdout
     assert "models set apart" in done.stdout
     assert (tmp_path / "caliper_lulesh.png").stat().st_size > 1000
+
+
+def test_perfcast_measurements_become_a_thicket_and_come_back_the_same():
+    from perfcast.experiment.experiment import Experiment
+    from perfcast.integrations.thicket import thicket_literals, to_thicket
+
+    rows = []
+    for p in (2, 4, 8):
+        for n in (16, 32, 64):
+            for repetition in range(3):
+                noise = 1 + 0.01 * repetition
+                rows.append(("main", "time", (p, n), 0.5 * noise))
+                rows.append(("main->solve", "time", (p, n), 1e-6 * n**3 / p * noise))
+                rows.append(("main->solve", "time:max", (p, n), 1.2e-6 * n**3 / p * noise))
+    experiment = Experiment.from_rows(["p", "n"], rows)
+    literals = thicket_literals(experiment)
+    assert len(literals) == 9 and literals[0][1] == {"p": 2.0, "n": 16.0}
+    (main,) = literals[0][0]
+    solve = main["children"][0]["metrics"]
+    # the inclusive value adds the subtree; a maximum over ranks does not add up
+    assert main["metrics"]["time (inc)"] == pytest.approx(0.5 * 1.01 + solve["time"])
+    assert "time:max (inc)" not in main["metrics"]
+    tk = to_thicket(experiment, metrics=["time"])
+    assert sorted(tk.metadata.columns) == ["n", "p"] and len(tk.metadata) == 9
+    back = from_thicket(tk, ["p", "n"], metrics=["time"])
+    medians = experiment.aggregate().query("metric == 'time'").set_index(["callpath", "p", "n"])
+    returned = back.data.set_index(["callpath", "p", "n"]).value
+    assert returned.sort_index().to_numpy() == pytest.approx(
+        medians.value.loc[returned.index].sort_index().to_numpy()
+    )

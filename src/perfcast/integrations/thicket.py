@@ -9,7 +9,9 @@ Adiak globals among its columns). :func:`from_thicket` makes it one
 ``thicket.model_extrap`` models one. :func:`model_columns` gives the models back as columns
 indexed like the thicket's statsframe (formula, SMAPE, adjusted R^2, the value at a target
 with its interval, the growth there), and :func:`add_model_columns` joins them in.
-:func:`from_graphframes` does the same for hatchet GraphFrames, each with its parameters.
+:func:`from_graphframes` does the same for hatchet GraphFrames, each with its parameters,
+and :func:`to_thicket` goes the other way: perfcast's own measurements (a campaign store)
+as a Thicket a thicket user explores.
 
 Profiles that differ in a metadata column not chosen as a parameter are refused at a
 shared point, as the Caliper reader refuses them (:mod:`perfcast.experiment.io.caliper`):
@@ -27,9 +29,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from perfcast.errors import InputError
-from perfcast.experiment.calltree import recorded_callpath
+from perfcast.experiment.calltree import SEPARATOR, recorded_callpath
 from perfcast.experiment.experiment import Experiment, Metric, Row
 from perfcast.experiment.io.caliper import RunSettings, check_settings
+from perfcast.experiment.metrics import MAX_SUFFIX
 from perfcast.workflows.model import ModelRequest, model_campaign
 
 if TYPE_CHECKING:
@@ -121,16 +124,108 @@ def from_graphframes(
     return Experiment.from_rows(parameters, rows, [Metric(n) for n in names], source="hatchet")
 
 
+def thicket_literals(
+    experiment: Experiment, metrics: Sequence[str] | None = None, aggregation: str = "median"
+) -> list[tuple[list[dict[str, Any]], dict[str, float]]]:
+    """perfcast's measurements the other way: one hatchet literal (the nested-dict tree
+    ``GraphFrame.from_literal`` and ``Thicket.from_literal`` read) per measured point, with
+    the point as metadata. Each node carries the exclusive value of every metric
+    (aggregated over repetitions) and, for metrics that add up over the call tree (not the
+    ``:max`` over ranks), the inclusive value as hatchet names it, ``<metric> (inc)``; a
+    call path not measured at a point is 0 there. Plain data: it travels as JSON to an
+    interpreter that has thicket but not perfcast."""
+    names = list(metrics) if metrics is not None else list(experiment.metrics)
+    missing = [name for name in names if name not in experiment.metrics]
+    if missing:
+        raise InputError(
+            f"no metric {', '.join(map(repr, missing))}; metrics: {', '.join(experiment.metrics)}"
+        )
+    table = experiment.restricted(metrics=names).aggregate(aggregation)
+    parameters = experiment.parameters
+    points = table[parameters].to_numpy(dtype=float)
+    by_point: dict[tuple[float, ...], dict[tuple[str, str], float]] = {}
+    for point, callpath, metric, value in zip(
+        map(tuple, points),
+        table["callpath"].astype(str),
+        table["metric"].astype(str),
+        table["value"].to_numpy(dtype=float),
+        strict=True,
+    ):
+        by_point.setdefault(point, {})[(callpath, metric)] = float(value)
+    callpaths = experiment.callpaths
+    literals = [
+        (_literal(callpaths, names, values), dict(zip(parameters, point, strict=True)))
+        for point, values in sorted(by_point.items())
+    ]
+    return literals
+
+
+def to_thicket(
+    experiment: Experiment, metrics: Sequence[str] | None = None, aggregation: str = "median"
+) -> Any:
+    """perfcast's measurements as a Thicket: one profile per measured point
+    (:func:`thicket_literals`), the parameters as metadata columns."""
+    import pandas as pd
+    import thicket
+
+    profiles = []
+    for literal, point in thicket_literals(experiment, metrics, aggregation):
+        profile = thicket.Thicket.from_literal(literal)
+        index = pd.Index(profile.profile, name="profile")
+        profile.metadata = pd.DataFrame({k: [v] for k, v in point.items()}, index=index)
+        profiles.append(profile)
+    ids = [p for profile in profiles for p in profile.profile]
+    if len(set(ids)) != len(ids):
+        raise InputError(
+            "two points have the same measurements, so thicket gives them one profile id; "
+            "leave out the metrics that do not change (counts) or model them with perfcast"
+        )
+    return thicket.Thicket.concat_thickets(profiles, disable_tqdm=True)
+
+
+def _literal(
+    callpaths: Sequence[str], metrics: Sequence[str], values: Mapping[tuple[str, str], float]
+) -> list[dict[str, Any]]:
+    nodes: dict[str, dict[str, Any]] = {}
+    roots: list[dict[str, Any]] = []
+    for callpath in sorted(callpaths, key=lambda c: c.count(SEPARATOR)):
+        parent, _, name = callpath.rpartition(SEPARATOR)
+        node = {
+            "frame": {"name": name, "type": "function"},
+            "metrics": {m: values.get((callpath, m), 0.0) for m in metrics},
+            "children": [],
+        }
+        nodes[callpath] = node
+        (nodes[parent]["children"] if parent in nodes else roots).append(node)
+    additive = [m for m in metrics if not m.endswith(MAX_SUFFIX)]
+
+    def inclusive(node: dict[str, Any]) -> dict[str, float]:
+        below = [inclusive(child) for child in node["children"]]
+        totals = {m: node["metrics"][m] + sum(b[m] for b in below) for m in additive}
+        node["metrics"].update({f"{m} (inc)": v for m, v in totals.items()})
+        return totals
+
+    for root in roots:
+        inclusive(root)
+    return roots
+
+
 def model_thicket(
     thicket: Any,
     parameters: Sequence[str] | str,
     metrics: Sequence[str] | None = None,
     where: Mapping[str, Any] | None = None,
+    priors: Sequence[str] | None = None,
 ) -> ModelSet:
-    """The models ``perfcast model`` would fit to the thicket's profiles (no priors:
-    a thicket carries no counters or taint profile)."""
+    """The models ``perfcast model`` would fit to the thicket's profiles. ``priors``
+    as ``--priors``: by default chosen as ``perfcast model`` chooses them, which for a
+    thicket means effort priors where its profiles carry perfcast's counters
+    (``basic_blocks``, a Thicket made by :func:`to_thicket`) and black-box models
+    otherwise (Caliper's profiles carry no exact counts)."""
     experiment = from_thicket(thicket, parameters, metrics, where)
-    return model_campaign(ModelRequest(experiment, priors=())).models
+    chosen = None if priors is None else tuple(priors)
+    asked = tuple(metrics) if metrics is not None else None  # the time metric effort fixes
+    return model_campaign(ModelRequest(experiment, priors=chosen, metrics=asked)).models
 
 
 def model_columns(
