@@ -73,12 +73,20 @@ class ProfileBuilder:
     def _switch_labels(function: Function, record: ContextRecord, sites: Iterable[int]) -> Term:
         """Labels of the algorithm switches among the branch ``sites`` in this context:
         what the work under them is control-dependent on. Only branches that select work
-        count (``if (seed == 0) seed = 1;`` changes a value, not a cost), and not those the
-        rank's position decides (they tell ranks apart, not runs)."""
+        count (``if (seed == 0) seed = 1;`` changes a value, not a cost), with one outcome
+        in the run (LULESH's ``if (... && cycle() != 0)`` around an ``MPI_Allreduce``
+        carries ``iterations`` but tells the first step from the others: progress, not the
+        parameter's value, chose), and not those the rank's position decides (they tell
+        ranks apart, not runs)."""
         found: set[str] = set()
         for index in sites:
             observed = record.sites.get(index)
-            if function.sites[index].work and observed is not None and not observed.positional:
+            if (
+                function.sites[index].work
+                and observed is not None
+                and not observed.positional
+                and not 0 < observed.taken < observed.count
+            ):
                 found |= observed.labels
         return frozenset(found)
 

@@ -204,9 +204,10 @@ class Branch:
 
     @property
     def switches_work(self) -> bool:
-        """Its parameters switch algorithms: it selects work and every run takes the same
-        side on all ranks (a position-decided branch differs between ranks, not runs)."""
-        return self.selects_work and not self.position
+        """Its parameters switch algorithms: it selects work, took one side in the taint
+        run (mixed outcomes split work by progress or data, as C2 reads them) and is not
+        decided by the rank's position (that differs between ranks, not runs)."""
+        return self.selects_work and self.uniform and not self.position
 
     @property
     def uniform(self) -> bool:
