@@ -229,7 +229,10 @@ def test_branches_decided_by_the_ranks_position_are_no_algorithm_switch(tmp_path
     experiment = Experiment.from_rows(["p", "size"], rows)
     warnings = algorithm_switch_warnings(typed, experiment, match_profile(typed, experiment))
     assert [w for w in warnings["main->boundary"] if "possible algorithm switch" in w] == [
-        "possible algorithm switch on size: the branch at position.c:7 is decided by size"
+        "possible algorithm switch on size: the branch at position.c:7 is decided by size; it "
+        "selects loops or calls of different cost, so the cost switches with size: one PMNF "
+        "over size may fit poorly: model each value of size apart, or read a break along size "
+        "as a regime change"
     ]
 
 

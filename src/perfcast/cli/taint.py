@@ -44,7 +44,7 @@ from perfcast.taint.campaign import (
     default_profile_path,
     taint_campaign,
 )
-from perfcast.taint.profile_model import PROFILE_FILE, TaintProfile, symbol_name
+from perfcast.taint.profile_model import PROFILE_FILE, TaintProfile, switch_advice, symbol_name
 
 SPEC_SUFFIX = ".toml"
 IMPORT_WORD = "import"
@@ -270,5 +270,21 @@ def _summary(profile: TaintProfile) -> None:
         f"\n{len(relevant)} relevant, {len(profile.constant)} constant, "
         f"{len(profile.pruned)} pruned statically"
     )
+    for parameter, places in _switches(profile).items():
+        print(
+            f"algorithm switch: {parameter} switches algorithms in {places}: the cost of the "
+            f"work it selects depends on {parameter}, so {parameter} stays in the model and "
+            f"perfcast design keeps all its values; {switch_advice(parameter)}"
+        )
     for warning in profile.warnings:
         print(f"warning: {warning}")
+
+
+def _switches(profile: TaintProfile) -> dict[str, str]:
+    """Per parameter that switches algorithms, where: ``work (branch at app.c:12)``."""
+    places: dict[str, list[str]] = {}
+    for switch in profile.algorithm_switches():
+        places.setdefault(switch.parameter, []).append(
+            f"{symbol_name(switch.function)} (branch at {switch.where})"
+        )
+    return {parameter: ", ".join(found) for parameter, found in places.items()}

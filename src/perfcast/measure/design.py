@@ -302,7 +302,10 @@ def reduce_with_taint(
     A point is kept when the parameters it moves away from ``base`` (default: each
     parameter's smallest value) lie within one product of some function's dependency and
     none is held. Held: varied parameters no function depends on although their label
-    reached a branch. A varied parameter the taint run did not mark, or whose label reached
+    reached a branch (one that selects no work: a parameter deciding a branch between loops
+    of different cost is in the dependency of the function that branches, so it is varied
+    at all its values with the parameters of that work, and the note says it switches
+    algorithms). A varied parameter the taint run did not mark, or whose label reached
     nothing at all (probably lost), may multiply anything, so it joins every product: a
     parameter the user varies is never dropped on the evidence of a label that went nowhere
     (giving it one value in ``[parameters]`` drops it explicitly).
@@ -325,13 +328,21 @@ def reduce_with_taint(
     if held:
         why.append(
             "held at the base value, no function depends on them (their labels reached "
-            "branches, no loop): " + ", ".join(f"{n}={format_value(centre[n])}" for n in held)
+            "only branches that select no loop): "
+            + ", ".join(f"{n}={format_value(centre[n])}" for n in held)
         )
     products = [g for g in joint if len(g) > 1]
     if products:
         why.append(
             "joint grids for the products "
             + ", ".join(_product_text(sorted(g), found) for g in products)
+        )
+    switching = [n for n in active if n in found.switches]
+    if switching:
+        why.append(
+            "kept at all their values, they switch algorithms (a branch on them selects "
+            "loops of different cost, varied with the parameters of that work): "
+            + "; ".join(f"{n} in {', '.join(found.switches[n])}" for n in switching)
         )
     alone = sorted(n for n in active if not any(n in g for g in products))
     if alone and len(active) > 1:

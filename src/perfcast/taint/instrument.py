@@ -240,12 +240,17 @@ class Instrumenter:
             assert body is not None
             rewriter.run(body)
             for site in rewriter.sites:
+                called = rewriter.branch_calls.get(site.index, ())
                 site.calls = sorted(
                     {
                         name_of.get(usr, spelling)
-                        for usr, spelling in rewriter.branch_calls.get(site.index, ())
+                        for usr, spelling in called
                         if usr in name_of or spelling in self.library_routines
                     }
+                )
+                site.work = site.kind == "branch" and (
+                    any(site.index in loop.branches for loop in rewriter.loops)
+                    or any(u in relevant or n in self.library_routines for u, n in called)
                 )
             edits.setdefault(d.path, []).extend(rewriter.edits)
             functions.append(
@@ -258,6 +263,7 @@ class Instrumenter:
                     loops=rewriter.loops,
                     sites=rewriter.sites if record else [],
                     library_calls=sorted(d.library_calls),
+                    call_branches=rewriter.call_branches,
                 )
             )
         rewritten = {}

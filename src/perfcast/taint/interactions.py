@@ -12,7 +12,7 @@ model of its own.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 
 from perfcast.taint.profile_model import CONSTANT, TaintProfile
@@ -33,6 +33,9 @@ class Interactions:
             treats them as unknown, not as unused.
         terms: the products of all functions, none contained in another.
         products: each interacting pair -> the functions with a product naming both.
+        switches: parameters that switch algorithms -> where (``work (app.c:12)``): their
+            cost enters through a branch that selects work, so they are in ``used`` and
+            multiply the parameters of that work; the design says why it keeps them.
     """
 
     marked: frozenset[str]
@@ -40,6 +43,7 @@ class Interactions:
     unreached: frozenset[str]
     terms: frozenset[frozenset[str]]
     products: Mapping[Pair, tuple[str, ...]]
+    switches: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def interact(self, first: str, second: str) -> bool:
         return frozenset((first, second)) in self.products
@@ -59,6 +63,9 @@ def interactions(profile: TaintProfile) -> Interactions:
             terms.add(term)
             for pair in combinations(sorted(term), 2):
                 products.setdefault(frozenset(pair), []).append(name)
+    switches: dict[str, list[str]] = {}
+    for switch in profile.algorithm_switches():
+        switches.setdefault(switch.parameter, []).append(f"{switch.function} ({switch.where})")
     return Interactions(
         marked=frozenset(profile.parameters),
         used=frozenset(used),
@@ -69,4 +76,5 @@ def interactions(profile: TaintProfile) -> Interactions:
         ),
         terms=frozenset(t for t in terms if not any(t < other for other in terms)),
         products={pair: tuple(sorted(names)) for pair, names in products.items()},
+        switches={name: tuple(places) for name, places in switches.items()},
     )

@@ -69,24 +69,63 @@ class ProfileBuilder:
     def _call_params(self, routine: str, labels: set[str]) -> Term:
         return frozenset(self.database.routine_parameters(routine, labels))
 
+    @staticmethod
+    def _switch_labels(function: Function, record: ContextRecord, sites: Iterable[int]) -> Term:
+        """Labels of the algorithm switches among the branch ``sites`` in this context:
+        what the work under them is control-dependent on. Only branches that select work
+        count (``if (seed == 0) seed = 1;`` changes a value, not a cost), with one outcome
+        in the run (LULESH's ``if (... && cycle() != 0)`` around an ``MPI_Allreduce``
+        carries ``iterations`` but tells the first step from the others: progress, not the
+        parameter's value, chose), and not those the rank's position decides (they tell
+        ranks apart, not runs)."""
+        found: set[str] = set()
+        for index in sites:
+            observed = record.sites.get(index)
+            if (
+                function.sites[index].work
+                and observed is not None
+                and not observed.positional
+                and not 0 < observed.taken < observed.count
+            ):
+                found |= observed.labels
+        return frozenset(found)
+
     def _dependency(self, node: _Node, *, inclusive: bool) -> Dependency:
+        """A loop multiplies its exit labels, and those of the algorithm switches whose arms
+        hold it, with what runs inside it; a call under such a switch is multiplied by its
+        labels; and each switch adds its own labels as a term, whichever side ran: the
+        cost depends on the parameters that choose which code runs (``if (mode > 2)``
+        picking an O(n) or an O(n^2) loop gives ``mode*n``)."""
         function, record = node.function, node.record
         loop_labels = self._loop_labels(function, record)
+
+        def switched(sites: Iterable[int], dependency: Dependency) -> Dependency:
+            return multiply(self._switch_labels(function, record, sites), dependency)
+
+        def call_switches(site: int) -> list[int]:
+            return function.call_branches[site] if 0 <= site < len(function.call_branches) else []
 
         def scope(loop: int | None) -> Dependency:
             parts: list[Dependency] = [CONSTANT]
             for child_loop in function.loops:
                 if child_loop.parent == loop and child_loop.index in loop_labels:
                     inner = scope(child_loop.index)
-                    parts.append(multiply(frozenset(loop_labels[child_loop.index]), inner))
+                    bound = multiply(frozenset(loop_labels[child_loop.index]), inner)
+                    parts.append(switched(child_loop.branches, bound))
+            for site in function.sites:
+                if site.kind == "branch" and site.loop == loop:
+                    parts.append(switched([site.index, *site.branches], CONSTANT))
             if inclusive:
                 key = -1 if loop is None else loop
                 for child in node.children:
-                    if child.context[-1][1] == key:
-                        parts.append(self._dependency(child, inclusive=True))
-                for (routine, call_loop, _), call in record.calls.items():
+                    _, call_loop, call_site = child.context[-1]
                     if call_loop == key:
-                        parts.append(frozenset({self._call_params(routine, call.labels)}))
+                        callee = self._dependency(child, inclusive=True)
+                        parts.append(switched(call_switches(call_site), callee))
+                for (routine, call_loop, call_site), call in record.calls.items():
+                    if call_loop == key:
+                        params = frozenset({self._call_params(routine, call.labels)})
+                        parts.append(switched(call_switches(call_site), params))
             return add(*parts)
 
         return scope(None)
@@ -127,6 +166,7 @@ class ProfileBuilder:
                     taken=observed.taken,
                     calls=tuple(site.calls),
                     position=observed.positional,
+                    selects_work=site.work,
                 )
             )
         return out
@@ -190,7 +230,9 @@ class ProfileBuilder:
         for routine, routine_state in sorted(library.items()):
             functions[routine] = self._routine(routine_state)
         parameters = self._coverage(functions, batches, sources)
-        unused = sorted(n for n, c in parameters.items() if not c.loops and not c.mpi)
+        unused = sorted(
+            n for n, c in parameters.items() if not c.loops and not c.mpi and not c.switches
+        )
         unmarked = (
             []
             if parameters
@@ -235,9 +277,10 @@ class ProfileBuilder:
         parameter the user put in the run command changing nothing, so it is not dropped."""
         if coverage.branches:
             return (
-                f"parameter {name} decides {coverage.branches} branch(es) but bounds no loop "
-                "and enters no MPI call in this run: it changes no function's cost, so "
-                "perfcast design holds it at its base value"
+                f"parameter {name} decides {coverage.branches} branch(es), none of which "
+                "selects a loop or a call of a function with loops, and bounds no loop and "
+                "enters no MPI call in this run: it changes no function's cost, so perfcast "
+                "design holds it at its base value"
             )
         routines = sorted(self.records.reads.get(name, ()))
         if routines:
@@ -356,6 +399,7 @@ class ProfileBuilder:
         loops: dict[str, int] = dict.fromkeys(names, 0)
         owners: dict[str, int] = dict.fromkeys(names, 0)
         branches: dict[str, int] = dict.fromkeys(names, 0)
+        switches: dict[str, int] = dict.fromkeys(names, 0)
         mpi: dict[str, list[str]] = {n: [] for n in names}
         for name, entry in functions.items():
             if entry.is_library:
@@ -372,6 +416,7 @@ class ProfileBuilder:
             for branch in entry.branches:
                 for param in branch.params:
                     branches[param] += 1
+                    switches[param] += branch.switches_work
         return {
             n: ParameterCoverage(
                 source=sources.get(n, "perfcast_register"),
@@ -379,6 +424,7 @@ class ProfileBuilder:
                 functions=owners[n],
                 branches=branches[n],
                 mpi=tuple(mpi[n]),
+                switches=switches[n],
             )
             for n in names
         }

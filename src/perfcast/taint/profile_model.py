@@ -135,6 +135,9 @@ class ParameterCoverage:
     """Tainted branches it decides."""
     mpi: tuple[str, ...] = ()
     """Library routines whose cost it enters."""
+    switches: int = 0
+    """Branches it decides that select work (:attr:`Branch.switches_work`): algorithm
+    switches, through which a function's cost depends on it without bounding a loop."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -143,6 +146,7 @@ class ParameterCoverage:
             "functions": self.functions,
             "branches": self.branches,
             "mpi": list(self.mpi),
+            **({"switches": self.switches} if self.switches else {}),
         }
 
 
@@ -193,6 +197,17 @@ class Branch:
     position: bool = False
     """Also decided by the process's position (``rank``): it tells ranks of one run apart
     (boundary from interior), so it is no algorithm switch between runs."""
+    selects_work: bool = False
+    """A loop, or a call of a function that may depend on a parameter, lies in its arms
+    (statically): it decides how much work runs, not only a value (``if (seed == 0) seed =
+    1;`` selects no work)."""
+
+    @property
+    def switches_work(self) -> bool:
+        """Its parameters switch algorithms: it selects work, took one side in the taint
+        run (mixed outcomes split work by progress or data, as C2 reads them) and is not
+        decided by the rank's position (that differs between ranks, not runs)."""
+        return self.selects_work and self.uniform and not self.position
 
     @property
     def uniform(self) -> bool:
@@ -210,6 +225,7 @@ class Branch:
             "taken": self.taken,
             "calls": list(self.calls),
             **({"position": True} if self.position else {}),
+            **({"selects_work": True} if self.selects_work else {}),
         }
 
 
@@ -343,6 +359,27 @@ class TaintRun:
         return data
 
 
+@dataclass(frozen=True, order=True)
+class AlgorithmSwitch:
+    """A parameter that decides a branch selecting work (an algorithm switch): the
+    function's cost follows a different law on each side of the branch."""
+
+    parameter: str
+    function: str
+    where: str
+    """``file:line`` of the branch (the function's name where the file is unknown)."""
+
+
+def switch_advice(parameter: str) -> str:
+    """How to read models over an algorithm switch: said alike by ``perfcast taint``'s
+    summary and the modeler's findings. The taint prior allows the parameter (the cost
+    depends on it), but a PMNF term in it cannot express a different law per side."""
+    return (
+        f"one PMNF over {parameter} may fit poorly: model each value of {parameter} apart, "
+        f"or read a break along {parameter} as a regime change"
+    )
+
+
 @dataclass(frozen=True)
 class TaintProfile:
     """Which parameters drive each function's cost, from one taint run."""
@@ -366,6 +403,21 @@ class TaintProfile:
     """Processes whose records were merged."""
     run: TaintRun | None = None
     warnings: tuple[str, ...] = ()
+
+    def algorithm_switches(self) -> tuple[AlgorithmSwitch, ...]:
+        """Every parameter that switches algorithms, where (:attr:`Branch.switches_work`):
+        one source for the summary, the design and the modeler's findings."""
+        return tuple(
+            sorted(
+                {
+                    AlgorithmSwitch(parameter, name, f"{function.file or name}:{branch.line}")
+                    for name, function in self.functions.items()
+                    for branch in function.branches
+                    if branch.switches_work
+                    for parameter in branch.params
+                }
+            )
+        )
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -482,7 +534,7 @@ class _Reader(JsonChecker):
         entry = self.table(entry, where)
         counts = {
             key: self.integer(entry[key], f"{where}.{key}", "a count")
-            for key in ("loops", "functions", "branches")
+            for key in ("loops", "functions", "branches", "switches")
             if key in entry
         }
         source = entry.get("source")
@@ -592,6 +644,7 @@ class _Reader(JsonChecker):
             taken=self.integer(entry.get("taken", 0), f"{where}.taken", "a count"),
             calls=self.names(entry.get("calls", []), f"{where}.calls"),
             position=self.flag(entry.get("position", False), f"{where}.position"),
+            selects_work=self.flag(entry.get("selects_work", False), f"{where}.selects_work"),
         )
 
     def run(self, entry: Any, where: str) -> TaintRun:

@@ -232,6 +232,7 @@ class FunctionRewriter:
         self._loop_stack: list[int] = []
         self._breakables: list[int | None] = []  # loop index, or None for a switch
         self.branch_calls: dict[int, set[tuple[str, str]]] = {}  # site -> (USR, name)
+        self.call_branches: list[list[int]] = []  # call site -> branch sites around it
         self._depth = 0
 
     # ---- edits --------------------------------------------------------------------------
@@ -362,9 +363,20 @@ class FunctionRewriter:
         self._close(end, f"), &__pc_s{slot}, {_site_record(site)})")
 
     def _new_site(self, kind: str, line: int, loop: int | None) -> Site:
-        site = Site(index=len(self.sites), kind=kind, line=line, loop=loop)
+        site = Site(
+            index=len(self.sites),
+            kind=kind,
+            line=line,
+            loop=loop,
+            branches=self._enclosing_branches() if kind == "branch" else [],
+        )
         self.sites.append(site)
         return site
+
+    def _enclosing_branches(self) -> list[int]:
+        """Branch sites whose arms hold the statement being rewritten: a loop, branch or
+        call under them runs or not as their conditions decide (control dependence)."""
+        return [scope.site.index for scope in self._scopes if scope.site is not None]
 
     # ---- loops --------------------------------------------------------------------------
     def _loop(self, cursor: Cursor) -> None:
@@ -412,6 +424,7 @@ class FunctionRewriter:
             parent=parent,
             condition=site.index if site is not None else None,
             constant=cursor.extent.start.offset in self.constant_loops,
+            branches=self._enclosing_branches(),
         )
         self.loops.append(loop)
         if site is not None:
@@ -826,6 +839,7 @@ class FunctionRewriter:
         if self.record and fid is not None:
             site = self.call_sites
             self.call_sites += 1
+            self.call_branches.append(self._enclosing_branches())
         control = self._control(None)
         self._inherits = True
         self.edits.append(

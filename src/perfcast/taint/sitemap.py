@@ -32,6 +32,7 @@ class Loop:
     parent: int | None
     condition: int | None
     constant: bool
+    branches: list[int] = field(default_factory=list)  # branch sites whose arms hold it
 
 
 @dataclass
@@ -44,6 +45,10 @@ class Site:
     loop: int | None  # the loop it controls ("loop") or the innermost loop around it
     exits: list[int] = field(default_factory=list)  # loops a branch can leave early
     calls: list[str] = field(default_factory=list)  # functions called in a branch's arms
+    branches: list[int] = field(default_factory=list)  # branch sites whose arms hold it
+    work: bool = False
+    """A branch with a loop in its arms, or a call of a function that may depend on a
+    parameter (loops, library routines): it decides how much work runs, not just a value."""
 
 
 @dataclass
@@ -58,6 +63,8 @@ class Function:
     loops: list[Loop] = field(default_factory=list)
     sites: list[Site] = field(default_factory=list)
     library_calls: list[str] = field(default_factory=list)
+    call_branches: list[list[int]] = field(default_factory=list)
+    """Per numbered call site, the branch sites whose arms hold the call."""
 
     def loop_labels_sites(self, loop: int) -> list[int]:
         """All sites whose labels bound the trip count of ``loop``."""

@@ -41,6 +41,7 @@ from perfcast.taint.profile_model import (
     TaintProfile,
     add,
     measured_callpath,
+    switch_advice,
     symbol_name,
 )
 
@@ -384,9 +385,9 @@ def algorithm_switch_warnings(
             callpath,
             (
                 f"possible algorithm switch on {parameter}: the branch at {where} "
-                f"is decided by {parameter}"
+                f"is decided by {parameter}" + _selected_work(branch, parameter)
                 for name in owners
-                for _, where, parameters in switches[name]
+                for branch, where, parameters in switches[name]
                 for parameter in parameters
             ),
         )
@@ -397,6 +398,7 @@ def algorithm_switch_warnings(
             (
                 f"possible algorithm switch on {parameter}: the branch at {where} "
                 f"in {caller}, decided by {parameter}, selects whether {callee} runs"
+                + _selected_work(branch, parameter)
                 for caller, callee in itertools.pairwise(frames)
                 for name in by_name.get(caller, [])
                 for branch, where, parameters in switches[name]
@@ -405,6 +407,18 @@ def algorithm_switch_warnings(
             ),
         )
     return {callpath: texts for callpath, texts in warnings.items() if texts}
+
+
+def _selected_work(branch: Branch, parameter: str) -> str:
+    """What a C2 warning adds for a branch that selects work (:attr:`Branch.selects_work`):
+    the cost law itself may differ per side, which the prior allows but one PMNF cannot
+    express."""
+    if not branch.selects_work:
+        return ""
+    return (
+        f"; it selects loops or calls of different cost, so the cost switches with "
+        f"{parameter}: {switch_advice(parameter)}"
+    )
 
 
 def _possible_switches(
