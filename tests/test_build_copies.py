@@ -154,10 +154,12 @@ def test_a_virtual_campaign_builds_beside_the_users_program_not_over_it(tmp_path
     argv = ["measure", str(app / "perfcast.toml"), "--backend", "smpi", "--platform", str(platform)]
     assert main([*argv, "--store", str(app / "virtual.sqlite")]) == 0
     err = capsys.readouterr().err
-    assert f"built and run in {app / 'virtual.smpi'}" in err
+    # the copy goes beside the spec's own store, whatever --store names
+    copy = copy_directory(load_spec(app / "perfcast.toml").store, SMPI)
+    assert f"built and run in {copy}" in err
     assert digests(app) == {**before, **_stores(app, "virtual")}
     # the SMPI build is a shared object smpirun loads, the user's is still the executable
-    simulated = app / "virtual.smpi" / "bin" / "app"
+    simulated = copy / "bin" / "app"
     assert (
         "libsimgrid"
         in subprocess.run(["ldd", str(simulated)], capture_output=True, text=True).stdout

@@ -354,7 +354,7 @@ def measure(
             file=stream,
             flush=True,
         )
-    timed = _in_smpi_copy(spec, store_path, build, stream) if backend.smpi else spec
+    timed = _in_smpi_copy(spec, build, stream) if backend.smpi else spec
     result = _campaign(timed, backend, plan, store_path, resume, retry_failed, build, stream)
     if skipped:
         return replace(result, notes=(f"no counting pass: {skipped}",))
@@ -398,17 +398,19 @@ def measure(
     return replace(result, counting=counted, notes=(cost,) if cost else ())
 
 
-def _in_smpi_copy(spec: AppSpec, store: Path, build: bool, stream: IO[str] | None) -> AppSpec:
+def _in_smpi_copy(spec: AppSpec, build: bool, stream: IO[str] | None) -> AppSpec:
     """``spec`` built and run in ``app.smpi/`` (:mod:`~perfcast.measure.copies`): the SMPI
     build is a shared object for smpirun, and in the app directory it would replace the
-    user's program (or find it up to date and fail). With ``--no-build``, the copy of an
-    earlier virtual campaign where there is one, else the program the user built in the app
-    directory (``perfcast build --smpi``)."""
+    user's program (or find it up to date and fail). The copy goes beside the spec's own
+    store whatever ``--store`` says: the program depends on the app, not on the store, so
+    a second virtual campaign into another store finds it with ``--no-build``. With
+    ``--no-build``, that copy where there is one, else the program the user built in the
+    app directory (``perfcast build --smpi``)."""
     if spec.build is None:
         return spec
-    directory = copies.copy_directory(store, copies.SMPI)
+    directory = copies.copy_directory(spec.store, copies.SMPI)
     if build:
-        copies.copy_app(spec, store, copies.SMPI)
+        copies.copy_app(spec, spec.store, copies.SMPI)
     elif not directory.is_dir():
         return spec
     if stream is not None:
