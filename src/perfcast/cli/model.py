@@ -20,7 +20,7 @@ from perfcast.modeling.modelset import MODEL_FILE, ModelSet
 from perfcast.modeling.options import add_flags, from_arguments
 from perfcast.modeling.scaling import SCALINGS, total_over_ranks
 from perfcast.outputs import check_target
-from perfcast.priors import PRECEDENCE
+from perfcast.priors import precedence
 from perfcast.report import STYLES, render_models
 from perfcast.report.efficiency import scaling_section
 from perfcast.report.summary import (
@@ -31,11 +31,11 @@ from perfcast.report.summary import (
 )
 from perfcast.workflows.model import (
     NO_PRIORS,
-    PRIOR_CHOICES,
     ModelRequest,
     PriorInputs,
     check_counts,
     model_campaign,
+    prior_choices,
 )
 
 TAINT_MODES = ("prior", "check")
@@ -146,7 +146,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     priors.add_argument(
         "--priors",
         type=_prior_names,
-        metavar=",".join(PRIOR_CHOICES),
+        metavar=",".join(prior_choices()),
         help="the prior sources, comma-separated, in any combination (default: every source "
         "the input has evidence for: effort where it has counters, taint where --taint is "
         "given or app.taint.json lies beside the store app.sqlite, static with --static; "
@@ -330,10 +330,10 @@ def _read_scaled(args: argparse.Namespace, format: str, ranks: str) -> Experimen
 def _prior_names(text: str) -> tuple[str, ...]:
     """``--priors taint,effort`` as names; an unknown one is a usage error naming it."""
     names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
-    unknown = [n for n in names if n not in PRIOR_CHOICES]
+    unknown = [n for n in names if n not in prior_choices()]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
             f"{', '.join(unknown) or 'nothing'}: give prior sources from "
-            f"{', '.join(PRECEDENCE)}, comma-separated, or {NO_PRIORS}"
+            f"{', '.join(precedence())}, comma-separated, or {NO_PRIORS}"
         )
     return names

@@ -5,16 +5,21 @@ This package sits above the sources (taint, effort, static) and the modeler; not
 it imports it.
 """
 
-from perfcast.priors.compose import PRECEDENCE, Composition, compose, intersect
+from perfcast.priors.compose import Composition, compose, intersect
 from perfcast.priors.pipeline import CheckingSource, PriorFit, PriorSource, fit_with_priors
+from perfcast.priors.registry import PriorInputs, SourceEntry, precedence, register, sources
 
 __all__ = [
-    "PRECEDENCE",
     "CheckingSource",
     "Composition",
     "PriorFit",
+    "PriorInputs",
     "PriorSource",
+    "SourceEntry",
     "compose",
     "fit_with_priors",
     "intersect",
+    "precedence",
+    "register",
+    "sources",
 ]

@@ -16,9 +16,9 @@ are fitted. The composition, per (call path, metric):
    direction -- a restriction allows a parameter the structure does not use -- is no
    finding: a restriction bounds what *may* matter.)
 3. **Two fixed structures that differ** are a finding (kind ``"fixed-conflict"``): the
-   source first in :data:`PRECEDENCE` wins -- measured counts of this very program run
-   (effort) before counts derived from source code (static: inlining, annotations and
-   paths not taken can make it differ).
+   source registered first wins (:func:`perfcast.priors.registry.precedence`) -- measured
+   counts of this very program run (effort) before counts derived from source code
+   (static: inlining, annotations and paths not taken can make it differ).
 
 Nothing is resolved silently: every rule that drops a source's statement says so. An
 advisory source (:attr:`~perfcast.modeling.prior.DerivedPriors.advisory`: taint analysis
@@ -32,10 +32,7 @@ from dataclasses import dataclass, field
 
 from perfcast.modeling.findings import Finding
 from perfcast.modeling.prior import DerivedPriors, Prior, PriorKey
-
-PRECEDENCE = ("effort", "static", "taint")
-"""Which fixed structure wins when two differ: the earlier source. Sources not named here
-come after, in the order given."""
+from perfcast.priors.registry import precedence
 
 RULED_OUT, FIXED_CONFLICT = "ruled-out", "fixed-conflict"
 STAGE = "priors"
@@ -61,9 +58,9 @@ class Composition:
 def compose(derived: Sequence[DerivedPriors]) -> Composition:
     """The composed prior of every (call path, metric) any source constrains
     (module docstring), with the findings of the rules that overrode a source."""
+    order = precedence()
     ranked = sorted(
-        derived,
-        key=lambda d: PRECEDENCE.index(d.source) if d.source in PRECEDENCE else len(PRECEDENCE),
+        derived, key=lambda d: order.index(d.source) if d.source in order else len(order)
     )
     keys = dict.fromkeys(key for d in ranked for key in d.priors)
     composed: dict[PriorKey, Prior] = {}
@@ -135,7 +132,7 @@ def _fixed_conflict(
         FIXED_CONFLICT,
         f"{winner.source} and {loser.source} priors fix different terms: "
         f"{prior.describe()} against {other.describe()}; the {winner.source} prior wins "
-        f"(precedence {' > '.join(PRECEDENCE)})",
+        f"(precedence {' > '.join(precedence())})",
         {"winner": winner.source, "loser": loser.source},
     )
 
@@ -155,4 +152,4 @@ def _ruled_out(key: PriorKey, winner: DerivedPriors, restriction: Prior, paramet
     )
 
 
-__all__ = ["FIXED_CONFLICT", "PRECEDENCE", "RULED_OUT", "Composition", "compose", "intersect"]
+__all__ = ["FIXED_CONFLICT", "RULED_OUT", "Composition", "compose", "intersect"]

@@ -31,7 +31,6 @@ from pathlib import Path
 
 from perfcast.appspec import COUNTS_SUFFIX, TAINT_PROFILE_SUFFIX, beside
 from perfcast.effort.priors import EffortModeler
-from perfcast.effort.source import EffortSource
 from perfcast.effort.sources import combine_sources
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
@@ -45,29 +44,26 @@ from perfcast.experiment.metrics import (
 from perfcast.experiment.names import name_list
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.provenance import Provenance
-from perfcast.priors import PRECEDENCE, PriorFit, PriorSource, fit_with_priors
+from perfcast.priors import (
+    PriorFit,
+    PriorInputs,
+    PriorSource,
+    fit_with_priors,
+    precedence,
+    sources,
+)
 from perfcast.priors.report import render_priors
 
 NO_PRIORS = "none"
 """The prior name that asks for the black-box models alone."""
 
-PRIOR_CHOICES = (*PRECEDENCE, NO_PRIORS)
+
+def prior_choices() -> tuple[str, ...]:
+    """The ``--priors`` words: every registered source, in precedence order, and ``none``."""
+    return (*precedence(), NO_PRIORS)
 
 
 TIME_METRICS = (TIME_METRIC, CPU_TIME_METRIC)
-
-
-@dataclass(frozen=True)
-class PriorInputs:
-    """The files the prior sources read, as the user named them (``None``: not given)."""
-
-    taint: Path | None = None
-    static: Path | None = None
-    static_rename: str | None = None
-    exclusive: bool = False
-    """The metrics cover each function's own code only (exclusive taint dependencies)."""
-    taint_check_only: bool = False
-    """Compare the taint profile with the models instead of restricting them."""
 
 
 @dataclass(frozen=True)
@@ -128,30 +124,17 @@ def choose_priors(
         return (), []
     names = set(requested or ())
     notes: list[str] = []
-    given = {
-        "taint": (inputs.taint, "--taint PROFILE"),
-        "static": (inputs.static, "--static MODELFILE"),
-    }
-    for name, (path, flag) in given.items():
-        if path is not None:
-            names.add(name)  # the input alone implies its source
-        elif name in names:
-            raise InputError(f"--priors {name} needs its input: add {flag}")
-    if requested is None:
-        counters = [m for m in COUNTER_METRICS if m in experiment.columns.metrics]
-        if counters:
-            names.add("effort")
-            notes.append(
-                f"priors: effort, from the input's exact {' and '.join(counters)} counts: they "
-                "fix each time model's lead term, the time data its coefficients "
-                "(--priors none for black-box models)"
-            )
-        if inputs.taint is not None:
-            notes.append(
-                f"priors: taint, from {inputs.taint}: each call path uses only the parameters "
-                "its code depends on"
-            )
-    return tuple(n for n in PRECEDENCE if n in names), notes
+    for entry in sources():
+        if entry.given(inputs) is not None:
+            names.add(entry.name)  # the input alone implies its source
+        elif entry.name in names and entry.flag is not None:
+            raise InputError(f"--priors {entry.name} needs its input: add {entry.flag}")
+        if requested is None:
+            note = entry.unasked(experiment, inputs)
+            if note is not None:
+                names.add(entry.name)
+                notes.append(note)
+    return tuple(entry.name for entry in sources() if entry.name in names), notes
 
 
 def effort_for(effort: EffortModeler, metrics: Sequence[str] | None) -> EffortModeler:
@@ -167,33 +150,8 @@ def effort_for(effort: EffortModeler, metrics: Sequence[str] | None) -> EffortMo
 def prior_sources(
     names: Sequence[str], inputs: PriorInputs, effort: EffortModeler
 ) -> list[PriorSource]:
-    """The prior sources ``names`` lists, each with its input read."""
-    sources: list[PriorSource] = []
-    for name in names:
-        if name == "effort":
-            sources.append(EffortSource(effort))
-        elif name == "static":
-            from perfcast.static.prior import StaticSource, parse_rename  # the static extra
-
-            assert inputs.static is not None
-            rename = parse_rename(inputs.static_rename or "", "--static-rename")
-            sources.append(
-                StaticSource.read(inputs.static, metric=effort.time_metric, rename=rename)
-            )
-        else:
-            from perfcast.taint.profile_model import read_profile
-            from perfcast.taint.source import TaintSource
-
-            assert inputs.taint is not None
-            sources.append(
-                TaintSource(
-                    read_profile(inputs.taint),
-                    inclusive=not inputs.exclusive,
-                    apply=not inputs.taint_check_only,
-                    path=inputs.taint,
-                )
-            )
-    return sources
+    """The prior sources ``names`` lists, each with its input read, in precedence order."""
+    return [entry.build(inputs, effort) for entry in sources() if entry.name in names]
 
 
 def fit_models(
