@@ -232,3 +232,82 @@ def test_subtree_sums_and_maxima_of_exclusive_models():
     assert subtree_largest(models, "main", "time", {"p": 1})[0] == "main->b"
     with pytest.raises(InputError, match="no model of time at or below 'y'"):
         subtree_value(models, "y", "time", {"p": 4})
+
+
+def split_profile(jobsize: int, scale: float) -> dict:
+    """A profile in Caliper's json-split form, two ranks, as cali-query writes it for the
+    hatchet-region-profile configuration (the layout of hatchet's own test data): exclusive
+    time per rank and region, the region tree in nodes, the globals at the top level."""
+    rows = []
+    for rank in (0, 1):
+        for node, base in ((0, 0.5), (1, 2.0), (2, 3.0)):
+            rows.append([node, rank, base * scale * (1 + rank), node])
+    return {
+        "data": [*rows, [9, 0, 0.01, None]],
+        "columns": ["Node order", "mpi.rank", "time", "path"],
+        "column_metadata": [
+            {"is_value": True, "attribute.alias": "Node order"},
+            {"is_value": True},
+            {"is_value": True, "attribute.alias": "time", "attribute.unit": "sec"},
+            {"is_value": False},
+        ],
+        "nodes": [
+            {"label": "main", "column": "path"},
+            {"label": "solve", "column": "path", "parent": 0},
+            {"label": "exchange", "column": "path", "parent": 1},
+        ],
+        "jobsize": str(jobsize),
+        "elapsed_time": f"{scale * 5.5:.6f}",
+        "cluster": "quartz",
+        "cali.channel": "hatchet-region-profile",
+    }
+
+
+def test_json_split_profiles_are_read_with_format_caliper(tmp_path, capsys):
+    files = []
+    for jobsize in (1, 2, 4, 8, 16):
+        for repetition in (0, 1):
+            file = tmp_path / f"run-{jobsize}-{repetition}.json"
+            file.write_text(json.dumps(split_profile(jobsize, jobsize * (1 + 0.01 * repetition))))
+            files.append(file)
+    experiment = read_experiment(files, "caliper", parameters="jobsize")
+    assert sorted(experiment.callpaths) == ["main", "main->solve", "main->solve->exchange"]
+    data = experiment.data.query("jobsize == 4 and repetition == 0").set_index(
+        ["callpath", "metric"]
+    )
+    # the mean over the two ranks, and the slowest rank as time:max
+    assert data.value[("main->solve", "time")] == pytest.approx(2.0 * 4 * 1.5)
+    assert data.value[("main->solve", "time:max")] == pytest.approx(2.0 * 4 * 2)
+    assert experiment.metrics["time"].unit == "s"
+    # elapsed_time differs between repetitions: a measured result, not a setting
+    assert main(["model", *map(str, files), "--format", "caliper", "--parameters", "jobsize"]) == 0
+    assert "main->solve" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.pop("nodes"), "the lists data, columns, column_metadata and nodes"),
+        (lambda d: d["nodes"][1].update(parent=2), "parent 2 is not an earlier node's index"),
+        (lambda d: d["data"][0].__setitem__(3, 7), "path 7 is no node's index"),
+        (lambda d: d["data"][0].__setitem__(2, "fast"), "'time' holds 'fast', not a number"),
+        (lambda d: d["data"].append([1]), "does not have 4 values"),
+    ],
+)
+def test_damaged_json_split_profiles_are_named(tmp_path, edit, message):
+    document = split_profile(1, 1.0)
+    edit(document)
+    file = tmp_path / "damaged.json"
+    file.write_text(json.dumps(document))
+    with pytest.raises(InputError) as caught:
+        read_experiment([file], "caliper", parameters="jobsize")
+    assert "damaged.json" in str(caught.value) and message in str(caught.value)
+
+
+def test_a_json_split_profile_read_as_extrap_json_says_which_format_it_is(tmp_path, capsys):
+    file = tmp_path / "run.json"
+    file.write_text(json.dumps(split_profile(1, 1.0)))
+    assert main(["model", str(file)]) == 2
+    assert "json-split form, not Extra-P's JSON: read it with --format caliper" in (
+        capsys.readouterr().err
+    )

@@ -1,5 +1,5 @@
-"""Caliper profiles (``.cali``) with Adiak metadata: one file per run, the run's
-parameters among its globals.
+"""Caliper profiles (``.cali``, or Caliper-JSON in cali-query's json-split form) with
+Adiak metadata: one file per run, the run's parameters among its globals.
 
 Caliper writes one profile per run (usually aggregated over the ranks by its SPOT or
 ``hatchet-region-profile`` configurations); Adiak records what the run was (``jobsize``,
@@ -31,8 +31,10 @@ Globals that describe a run rather than configure it are not compared
 (:data:`RUN_RECORD_GLOBALS`, Adiak dates, measured doubles, Caliper's own ``cali.*`` and
 ``spot.*``).
 
-The files are parsed by ``caliper-reader`` (LLNL's pure-Python reader, the one hatchet
-and thicket use), imported only when a Caliper file is read.
+``.cali`` files are parsed by ``caliper-reader`` (LLNL's pure-Python reader, the one
+hatchet and thicket use), imported only when a Caliper file is read. A file that is JSON is
+read as json-split (:func:`_read_split_json`): named explicitly (``--format caliper``, since
+Extra-P's JSON shares the extension), never found in a directory, which holds ``.cali``.
 """
 
 from __future__ import annotations
@@ -74,6 +76,11 @@ TIME_NAMES = {
 
 BOOKKEEPING_VALUES = ("aggregate.slot",)
 """Value attributes that are Caliper's own record keeping (node order), not measurements."""
+BOOKKEEPING_COLUMNS = ("Node order",)
+"""The same in json-split, where columns may carry their aliases."""
+RANK_COLUMN = "mpi.rank"
+SPLIT_TIME_NAMES = {"time (inc)": TIME_INCLUSIVE, "sum#avg#sum#time.duration": TIME_METRIC}
+"""hatchet's spellings of Caliper's time in json-split (``time`` is already perfcast's)."""
 
 RUN_RECORD_GLOBALS = frozenset({"user", "cmdline", "launchdate", "launchday", "libraries"})
 """Globals that say who ran and when, not what: never compared between runs."""
@@ -206,6 +213,8 @@ def _read_run(path: Path) -> _Run:
     import caliperreader
 
     require_regular_file(path)
+    if path.suffix.lower() != SUFFIX and _starts_with_brace(path):
+        return _read_split_json(path)
     reader = caliperreader.CaliperReader()
     try:
         reader.read(str(path))
@@ -233,7 +242,6 @@ def _read_run(path: Path) -> _Run:
     for attribute in values:
         unit = str(reader.attribute(attribute).get("attribute.unit") or "")
         run.units[TIME_NAMES.get(attribute, attribute)] = UNITS.get(unit, unit)
-    inclusive: dict[str, float] = {}
     for record in reader.records:
         callpath = _callpath(record.get("path"))
         if callpath is None:
@@ -241,21 +249,123 @@ def _read_run(path: Path) -> _Run:
         for attribute in values:
             if attribute in record:
                 value = _number(record[attribute], path, attribute)
-                name = TIME_NAMES.get(attribute, attribute)
-                run.rows.append((callpath, name, value))
-                if name == TIME_INCLUSIVE:
-                    inclusive[callpath] = value
+                run.rows.append((callpath, TIME_NAMES.get(attribute, attribute), value))
+    return _completed(run)
+
+
+def _completed(run: _Run) -> _Run:
+    """``run`` with the exclusive time derived where it has only inclusive time; a run
+    without any measured region is an InputError."""
+    inclusive = {c: v for c, metric, v in run.rows if metric == TIME_INCLUSIVE}
     if inclusive and not any(metric == TIME_METRIC for _, metric, _ in run.rows):
         run.rows.extend((c, TIME_METRIC, v) for c, v in _exclusive(inclusive).items())
-        run.units[TIME_METRIC] = run.units[TIME_INCLUSIVE]
+        run.units[TIME_METRIC] = run.units.get(TIME_INCLUSIVE, "s")
     if not run.rows:
         raise InputError(
             "this Caliper profile has no region with a measured value; profile with a "
             "configuration that aggregates by region (CALI_CONFIG=spot or "
             "hatchet-region-profile)",
-            path=path,
+            path=run.path,
         )
     return run
+
+
+def _read_split_json(path: Path) -> _Run:
+    """One profile in Caliper's json-split form (``cali-query -q "... format json-split"``,
+    what hatchet's ``from_caliper`` reads): ``columns`` and their ``column_metadata``,
+    ``data`` rows, ``nodes`` (a region's label, its column and its parent's index; a row's
+    ``path`` is the index of its innermost region), and every other top-level key a global.
+    Rows per rank (an ``mpi.rank`` column) give each region's mean over ranks and, as
+    ``NAME:max``, the slowest rank's value, as perfcast's own runtime reports them."""
+    from perfcast.experiment.io.jsontext import decode
+    from perfcast.experiment.io.registry import read_utf8
+
+    document = decode(read_utf8(path), path=path, what="a Caliper json-split profile")
+    sections = ("data", "columns", "column_metadata", "nodes")
+    if not isinstance(document, dict) or any(
+        not isinstance(document.get(k), list) for k in sections
+    ):
+        raise InputError(
+            "not a Caliper profile: a JSON one is Caliper's json-split form, an object with "
+            "the lists data, columns, column_metadata and nodes",
+            path=path,
+        )
+    columns = [str(name) for name in document["columns"]]
+    metadata = document["column_metadata"]
+    if "path" not in columns or len(metadata) != len(columns):
+        raise InputError(
+            "json-split profile without a path column, or with column_metadata of another "
+            "length than columns: query it again with cali-query ... format json-split",
+            path=path,
+        )
+    at = columns.index("path")
+    rank = columns.index(RANK_COLUMN) if RANK_COLUMN in columns else None
+    values = [
+        i
+        for i, (name, entry) in enumerate(zip(columns, metadata, strict=True))
+        if isinstance(entry, dict)
+        and entry.get("is_value") is True
+        and i != rank
+        and name not in BOOKKEEPING_COLUMNS
+        and not name.endswith(BOOKKEEPING_VALUES)
+    ]
+    regions = _split_regions(document["nodes"], path)
+    globals_ = {k: _text(v) for k, v in document.items() if k not in sections}
+    run = _Run(path, RunSettings(str(path), globals_, {}))
+    for i in values:
+        unit = str(metadata[i].get("attribute.unit") or "")
+        run.units[_split_name(columns[i])] = UNITS.get(unit, unit)
+    by_rank: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for number, row in enumerate(document["data"]):
+        if not isinstance(row, list) or len(row) != len(columns):
+            raise InputError(f"data row {number} does not have {len(columns)} values", path=path)
+        node = row[at]
+        if node is None:
+            continue  # outside every region
+        if not isinstance(node, int) or not 0 <= node < len(regions):
+            raise InputError(f"data row {number}: path {node!r} is no node's index", path=path)
+        for i in values:
+            if row[i] is not None:
+                value = _number(row[i], path, columns[i])
+                by_rank[(regions[node], _split_name(columns[i]))].append(value)
+    for (callpath, metric), measured in by_rank.items():
+        run.rows.append((callpath, metric, sum(measured) / len(measured)))
+        if rank is not None:
+            run.rows.append((callpath, metric + MAX_SUFFIX, max(measured)))
+            run.units[metric + MAX_SUFFIX] = run.units.get(metric, "")
+    return _completed(run)
+
+
+def _split_name(column: str) -> str:
+    """A json-split column's metric name: Caliper's time attributes and hatchet's
+    spellings of them as perfcast names time (:data:`TIME_NAMES`), others as they are."""
+    return TIME_NAMES.get(column) or SPLIT_TIME_NAMES.get(column, column)
+
+
+def _split_regions(nodes: list[Any], path: Path) -> list[str]:
+    """Each node's call path: its label after its ancestors' (a parent is listed before
+    its children, as cali-query writes them; a reference forward or to itself is refused,
+    so no cycle can be followed)."""
+    callpaths: list[str] = []
+    for index, node in enumerate(nodes):
+        if not isinstance(node, dict) or not isinstance(node.get("label"), str | int | float):
+            raise InputError(f"node {index} has no label", path=path)
+        parent = node.get("parent")
+        label = recorded_callpath([node["label"]])
+        if parent is None:
+            callpaths.append(label)
+        elif isinstance(parent, int) and 0 <= parent < index:
+            callpaths.append(callpaths[parent] + SEPARATOR + label)
+        else:
+            raise InputError(
+                f"node {index}: parent {parent!r} is not an earlier node's index", path=path
+            )
+    return callpaths
+
+
+def _starts_with_brace(path: Path) -> bool:
+    with open(path, "rb") as file:
+        return file.read(256).lstrip().startswith(b"{")
 
 
 def _text(value: Any) -> str:
@@ -335,10 +445,26 @@ def _coordinate(
 
 
 def _is_setting(name: str, runs: Sequence[RunSettings]) -> bool:
-    """Whether a global configures the run (compared between runs) or records it."""
+    """Whether a global configures the run (compared between runs) or records it: Caliper's
+    own, who ran and when, and measured results (Adiak's dates and doubles; without
+    Adiak types, as json-split writes globals, numbers with a fraction such as
+    ``elapsed_time``)."""
     if name in RUN_RECORD_GLOBALS or name.startswith(CALIPER_PREFIXES):
         return False
-    return not any(run.types.get(name) in RECORD_ADIAK_TYPES for run in runs)
+    if any(run.types.get(name) in RECORD_ADIAK_TYPES for run in runs):
+        return False
+    typed = any(name in run.types for run in runs)
+    values = [run.globals[name] for run in runs if name in run.globals]
+    return typed or not _fractional(values)
+
+
+def _fractional(values: Sequence[str]) -> bool:
+    """All numbers, some with a fraction: measured, not chosen."""
+    try:
+        numbers = [float(value) for value in values]
+    except ValueError:
+        return False
+    return any(math.isfinite(n) and not n.is_integer() for n in numbers)
 
 
 def check_settings(

@@ -52,6 +52,12 @@ def read_json(path: Path) -> Experiment:
         raise
     if not isinstance(document, dict):
         raise InputError("the JSON document must be an object {...}", path=path)
+    if {"columns", "column_metadata", "nodes"} <= document.keys():
+        raise InputError(
+            "a Caliper profile in json-split form, not Extra-P's JSON: read it with "
+            "--format caliper --parameters NAME,... (the Adiak globals that are parameters)",
+            path=path,
+        )
     if "callpaths" in document:
         table = _read_legacy(document, path)
     else:
