@@ -659,3 +659,22 @@ def test_a_traced_2d_halo_exchange_synthesised_at_36_ranks_matches_its_trace(
         assert synthesised == traced, rank
     platform = PlatformSpec("cluster", nodes=36, latency=1e-5, bandwidth=1.25e9)
     assert replay(made.directory / "index.txt", platform, 36).time > 0
+
+
+def test_a_steep_block_of_a_role_two_traces_have_is_held_at_linear_growth() -> None:
+    """A grid's interior exists at 9 and 16 ranks, not at 4: a steep block there cannot be
+    refitted within linear growth (it stopped the synthesis of the traced 2-D halo with
+    'p has 2 distinct values' when load made the block steep), so it is held at linear
+    growth from its mean at 16 ranks at once."""
+    from fractions import Fraction
+
+    from perfcast.modeling.pmnf import Factor, Model, Term
+    from perfcast.simulate.synthesis import Quantity, _bounded
+
+    cubic = Model("k", "flops", 0.0, (Term(5.0, (Factor("p", Fraction(3)),)),))
+    steep = Quantity("(mid,mid) wait -> reduce", "flops", 1, 1, cubic, 5 * 36**3, 5 * 16**3)
+    series = {"k": ((9, (5.0 * 9**3,)), (16, (5.0 * 16**3,) * 4))}
+    (bounded,) = _bounded({"k": steep}, series, 36, 16, {}).values()
+    assert bounded.value == 5 * 16**3 * 36 // 16
+    assert bounded.bound is not None and bounded.bound.held
+    assert bounded.model.prior == "synthesis: held at linear growth"

@@ -357,6 +357,24 @@ def test_a_misspelt_clock_stops_the_run(compute: Path, tmp_path: Path) -> None:
     assert "PERFCAST_TRACE_CLOCK=CPU: set it to wall (the default) or cpu" in done.stderr
 
 
+def test_a_trace_directory_holding_the_users_files_is_refused(compute: Path, tmp_path: Path):
+    """A run replaces trace files and removes index.txt: never in a directory of the user's."""
+    sources = tmp_path / "src"
+    sources.mkdir()
+    (sources / "index.txt").write_text("the user's notes\n")
+    (sources / "main.c").write_text("int main(void) { return 0; }\n")
+    done = run(compute, np=1, trace_dir=sources, check=False)
+    assert done.returncode != 0
+    assert f"the trace directory {sources} holds" in done.stderr
+    assert "give PERFCAST_TRACE_DIR an empty or new directory" in done.stderr
+    assert (sources / "index.txt").read_text() == "the user's notes\n"
+    # a directory of an earlier trace is a trace directory: traced again, it is replaced
+    trace = tmp_path / "trace"
+    run(compute, np=1, trace_dir=trace)
+    run(compute, np=1, trace_dir=trace)
+    assert (trace / "trace.json").is_file()
+
+
 @needs_simgrid
 def test_the_stencil_example_traces_through_make_and_replays(tmp_path: Path) -> None:
     source = tmp_path / "stencil"

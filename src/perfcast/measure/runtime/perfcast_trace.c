@@ -48,7 +48,9 @@
 #define PERFCAST_TRACE_DEFINITIONS
 #include <mpi.h>
 
+#include <dirent.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -172,8 +174,43 @@ static int make_directories(const char *path)
     return mkdir(copy, 0777) != 0 && errno != EEXIST ? -1 : 0;
 }
 
+/* The names of the files a traced run writes (and an earlier run, or perfcast simulate
+ * --synthesize, may have left): the only entries a trace directory may hold. */
+static const char *const OWN_FILES[] = {
+    "rank-*.trace", "rank-*.blocks.tsv", "index.txt", "trace.json", "threshold-*.tsv", ".*.tmp",
+};
+
+/* Refuse a directory that holds anything a traced run did not write: a run replaces the
+ * rank files and removes index.txt and trace.json, so PERFCAST_TRACE_DIR pointed at a
+ * source directory (or any of the user's) would lose the user's files of those names. */
+static void require_own_directory(void)
+{
+    DIR *listing = opendir(directory);
+    if (listing == NULL)
+        return; /* the writes that follow say why */
+    struct dirent *entry;
+    char message[PATH_CAPACITY + 512];
+    while ((entry = readdir(listing)) != NULL) {
+        const char *name = entry->d_name;
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+            continue;
+        int own = 0;
+        for (size_t i = 0; i < sizeof OWN_FILES / sizeof OWN_FILES[0] && !own; ++i)
+            own = fnmatch(OWN_FILES[i], name, 0) == 0;
+        if (!own) {
+            snprintf(message, sizeof message,
+                     "the trace directory %s holds %.200s, which no traced run writes: a run "
+                     "replaces the trace files there, so give %s an empty or new directory",
+                     directory, name, TRACE_DIR_VARIABLE);
+            closedir(listing);
+            stop(message);
+        }
+    }
+    closedir(listing);
+}
+
 /* The directory of the trace, created, as an absolute path (index.txt lists absolute paths
- * so smpirun finds the rank files from wherever it runs). */
+ * so smpirun finds the rank files from wherever it runs), holding nothing but traces. */
 static void choose_directory(void)
 {
     const char *named = getenv(TRACE_DIR_VARIABLE);
@@ -189,6 +226,7 @@ static void choose_directory(void)
                  strerror(errno));
         stop(message);
     }
+    require_own_directory();
 }
 
 static void read_clock_setting(void)
