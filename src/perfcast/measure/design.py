@@ -68,6 +68,17 @@ MAX_PLAN_RUNS = 100_000
 far above the few thousand runs of a real campaign (5 values each of 4 parameters, 5
 repetitions: 3125), so only a typo reaches it."""
 
+MAX_SUGGESTIONS = 1000
+"""Most runs ``perfcast design --suggest`` lists or ``--until`` measures in a round: more
+than any round of a campaign measures (:mod:`perfcast.workflows.design`)."""
+
+DEFAULT_SUGGESTIONS = 10
+"""Runs ``perfcast design --suggest`` lists by default."""
+
+DEFAULT_PER_ROUND = 3
+"""Suggested points ``perfcast measure --until`` measures per round: after a few runs the
+models are fitted again, since a run between rival shapes settles what the next should be."""
+
 Coordinate = tuple[float, ...]
 
 

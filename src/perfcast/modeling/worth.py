@@ -17,7 +17,8 @@ and a run narrows each in its own way:
    and the new runs' noise), lands farther than the test's quantile from ``a(x)`` when the
    selected model is right, ``Phi(s - z) + Phi(-s - z)`` with ``s = |a(x) - f(x)| /
    sd(x)``, less the test's false alarms (``1 - level``, its power where the two agree):
-   a run where they agree rules nothing out, however often it is repeated. Independent across alternatives, the envelope's expected reach above the model
+   a run where they agree rules nothing out, however often it is repeated. Independent
+   across alternatives, the envelope's expected reach above the model
    at the target is then ``sum_k e_k (1 - q_k) prod_{j<k} q_j`` over the alternatives above
    it, farthest first (``e_k`` how far each reaches, ``q_k`` its chance to be ruled out),
    and likewise below.

@@ -55,7 +55,14 @@ from perfcast.experiment.names import display_names
 from perfcast.experiment.points import format_point
 from perfcast.measure.campaign import CampaignResult, measure
 from perfcast.measure.counting import counting_store
-from perfcast.measure.design import Coordinate, ExperimentPlan, run_time_model
+from perfcast.measure.design import (
+    DEFAULT_PER_ROUND,
+    DEFAULT_SUGGESTIONS,
+    MAX_SUGGESTIONS,
+    Coordinate,
+    ExperimentPlan,
+    run_time_model,
+)
 from perfcast.measure.runner import Backend
 from perfcast.measure.smpi import SmpiBackend
 from perfcast.measure.store import CampaignStore
@@ -73,11 +80,6 @@ from perfcast.report.summary import (
     summarised_metrics,
 )
 from perfcast.workflows.model import ModelRequest, model_campaign
-
-MAX_SUGGESTIONS = 1000
-"""Most runs ``--suggest`` lists: more than any round of a campaign measures."""
-
-DEFAULT_SUGGESTIONS = 10
 
 TOP_CALLPATHS = 5
 """Call paths that matter at the target: the largest values there of the summary's metric
@@ -102,10 +104,6 @@ its gain."""
 MAX_ROUNDS = 1000
 """Rounds of ``--until`` at most, whatever the budget: each adds runs, so a campaign that
 needs more is better described by a larger design."""
-
-DEFAULT_PER_ROUND = 3
-"""Suggestions measured per round of ``--until``: after a few runs the models are fitted
-again, since a run between rival shapes settles what the next should be."""
 
 MAX_CORE_HOURS = 1e7
 MAX_WALL_SECONDS = 366 * 86400.0
@@ -303,9 +301,7 @@ def rank_runs(
         wall = one * int(runs[index])
         core_hours = wall * int(full.get(RANKS, 1)) / 3600.0
         repeated = index >= len(new)
-        new_value = [
-            p for j, p in enumerate(parameters) if p in few and point[j] not in values[p]
-        ]
+        new_value = [p for j, p in enumerate(parameters) if p in few and point[j] not in values[p]]
         if not (worth[index] > 0 or new_value):
             continue
         helps = tuple(
@@ -386,16 +382,18 @@ def _repetitions(
         rows = data[(data["callpath"] == callpath) & (data["metric"] == metric)]
         if not parameters:
             continue
-        grouped = rows.groupby(parameters)["value"]
-        stats = grouped.agg(["count", "mean", "std"])
-        relative = (stats["std"] / stats["mean"].abs()).replace([np.inf, -np.inf], np.nan)
-        pooled = float(np.sqrt(np.nanmean(np.square(relative)))) if relative.notna().any() else 0
-        for key, row in stats.iterrows():
-            point = tuple(float(v) for v in (key if isinstance(key, tuple) else (key,)))
-            counts[point] = min(counts.get(point, int(row["count"])), int(row["count"]))
-            here = float(relative.loc[key]) if np.isfinite(relative.loc[key]) else 0.0
-            if here > spread.get(point, (0.0, 0.0))[0]:
-                spread[point] = (here, pooled)
+        stats = rows.groupby(parameters)["value"].agg(["count", "mean", "std"]).reset_index()
+        with np.errstate(all="ignore"):
+            relative = (stats["std"] / stats["mean"].abs()).to_numpy(dtype=float)
+        relative = np.where(np.isfinite(relative), relative, np.nan)
+        known = relative[np.isfinite(relative)]
+        pooled = float(np.sqrt(np.mean(np.square(known)))) if len(known) else 0.0
+        coordinates = stats[parameters].to_numpy(dtype=float)
+        for row, number, here in zip(coordinates, stats["count"], relative, strict=True):
+            point = tuple(float(v) for v in row)
+            counts[point] = min(counts.get(point, int(number)), int(number))
+            if np.isfinite(here) and here > spread.get(point, (0.0, 0.0))[0]:
+                spread[point] = (float(here), pooled)
     return counts, spread
 
 
@@ -443,9 +441,7 @@ def _reason(
     if repeated is not None:
         have = counts.get(repeated, 0)
         if have < MIN_REPETITIONS:
-            return (
-                f"repetition: {have} of the {MIN_REPETITIONS} the noise test needs at a point"
-            )
+            return f"repetition: {have} of the {MIN_REPETITIONS} the noise test needs at a point"
         here, pooled = spread.get(repeated, (0.0, 0.0))
         if pooled > 0 and here > SPREAD_FACTOR * pooled:
             return (
@@ -719,9 +715,7 @@ def measure_until(
     if campaigns[0].report.stopped is not None:
         return result("the campaign's runs failed; fix the program and --resume")
     while True:
-        suggestions = suggest_runs(
-            SuggestRequest(spec, store, MAX_SUGGESTIONS, request.target)
-        )
+        suggestions = suggest_runs(SuggestRequest(spec, store, MAX_SUGGESTIONS, request.target))
         if suggestions.reached(request.width):
             return result(
                 f"target reached: every call path that matters is predicted within "
@@ -734,9 +728,7 @@ def measure_until(
             return result(over)
         if rounds >= MAX_ROUNDS:
             return result(f"{MAX_ROUNDS} rounds, the most --until makes")
-        chosen = _affordable(
-            suggestions.suggestions, request, backend, core_hours, wall
-        )
+        chosen = _affordable(suggestions.suggestions, request, backend, core_hours, wall)
         if not suggestions.suggestions:
             return result("nothing left worth running: no candidate narrows the intervals")
         if not chosen:
@@ -788,7 +780,7 @@ def _affordable(
     hours_left = math.inf if budget.core_hours is None else budget.core_hours - core_hours
     wall_left = math.inf if budget.wall_seconds is None else budget.wall_seconds - wall
     cores = len(backend.cluster.hosts) if isinstance(backend, SmpiBackend) else None
-    chosen = []
+    chosen: list[Suggestion] = []
     for s in suggestions:
         if len(chosen) == request.per_round:
             break
