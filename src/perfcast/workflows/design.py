@@ -715,7 +715,10 @@ def measure_until(
     if campaigns[0].report.stopped is not None:
         return result("the campaign's runs failed; fix the program and --resume")
     while True:
-        suggestions = suggest_runs(SuggestRequest(spec, store, MAX_SUGGESTIONS, request.target))
+        # the target of the first round stays: the default one moves with the largest
+        # measured point, and rounds that measure farther out would chase it
+        target = request.target if suggestions is None else suggestions.target
+        suggestions = suggest_runs(SuggestRequest(spec, store, MAX_SUGGESTIONS, target))
         if suggestions.reached(request.width):
             return result(
                 f"target reached: every call path that matters is predicted within "
@@ -734,8 +737,8 @@ def measure_until(
         if not chosen:
             cheapest = min(s.core_hours for s in suggestions.suggestions)
             return result(
-                f"budget spent: the cheapest suggested run costs {cheapest:.3g} core-hours "
-                "more than is left"
+                "budget spent: no suggested run fits what is left of it (the cheapest "
+                f"cost {cheapest:.3g} core-hours)"
             )
         rounds += 1
         if stream is not None:
