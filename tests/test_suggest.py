@@ -22,7 +22,8 @@ def _experiment(sizes, repetitions, truth, seed=1, noise=0.03):
         for _ in range(reps):
             value = truth(n) * (1 + noise * rng.standard_normal())
             rows.append(("main->kernel", "time", [n], value))
-            rows.append(("main->other", "time", [n], 1e-4 * n * (1 + noise * rng.standard_normal())))
+            other = 1e-4 * n * (1 + noise * rng.standard_normal())
+            rows.append(("main->other", "time", [n], other))
     return Experiment.from_rows(["n"], rows)
 
 
@@ -44,9 +45,7 @@ def test_a_point_between_two_rival_shapes_ranks_first():
     assert first.reason.startswith("between rival shapes")
     assert first.callpaths[0] == "main->kernel"
     # measured points (5 repetitions each) are never between rivals: they agree there
-    assert not any(
-        s.reason.startswith("between") and s.point["n"] <= 64 for s in found.suggestions
-    )
+    assert not any(s.reason.startswith("between") and s.point["n"] <= 64 for s in found.suggestions)
     per_hour = [s.worth / s.core_hours for s in found.suggestions]
     assert per_hour == sorted(per_hour, reverse=True)
     assert "between rival shapes" in found.table() and "n=128" in found.table()
