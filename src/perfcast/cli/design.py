@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from perfcast.appspec import DESIGN_KINDS, SPEC_NAME, load_spec
+from perfcast.appspec import DESIGN_KINDS, SPEC_NAME, AppSpec, load_spec
+from perfcast.cli import whole_number
+from perfcast.errors import InputError
+from perfcast.experiment.points import parse_point
 from perfcast.measure.counting import cost_note, counting_store, skip_reason
-from perfcast.measure.design import describe_plan, plan_from_spec
+from perfcast.measure.design import (
+    DEFAULT_SUGGESTIONS,
+    MAX_SUGGESTIONS,
+    describe_plan,
+    plan_from_spec,
+)
 from perfcast.taint.campaign import default_profile_path
 
 
@@ -31,11 +40,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="ignore the campaign's taint profile: the plan [design] describes",
     )
+    parser.add_argument(
+        "--suggest",
+        nargs="?",
+        const=DEFAULT_SUGGESTIONS,
+        type=whole_number(1, MAX_SUGGESTIONS, "more than any round of a campaign measures"),
+        metavar="N",
+        help="instead of the plan: the next N runs (default %(const)s) for the campaign in the "
+        "store, ranked by the expected narrowing of the 95 %% prediction interval at --at of "
+        "the call paths that matter there, per core-hour, each with its reason",
+    )
+    parser.add_argument(
+        "--at",
+        metavar="NAME=VALUE,...",
+        help="with --suggest: the target (default: the target of perfcast model's summary)",
+    )
+    parser.add_argument("--store", type=Path, help="with --suggest: the campaign store")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
+    if args.suggest is not None:
+        return _suggest(args, spec)
+    if args.at is not None or args.store is not None:
+        raise InputError("--at and --store choose what --suggest ranks runs for: add --suggest")
     plan = plan_from_spec(
         spec, args.kind, taint_profile=args.taint, campaign_profile=not args.no_taint
     )
@@ -55,4 +84,15 @@ def run(args: argparse.Namespace) -> int:
         measured = cost_note(spec.store, counts) if both else None
         if measured is not None:
             print(f"last time, {measured}")
+    return 0
+
+
+def _suggest(args: argparse.Namespace, spec: AppSpec) -> int:
+    from perfcast.workflows.design import SuggestRequest, suggest_runs
+
+    target = parse_point(args.at, "--at", spec.varied) if args.at else None
+    found = suggest_runs(SuggestRequest(spec, args.store, args.suggest, target))
+    for note in found.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(found.text())
     return 0

@@ -7,10 +7,11 @@ import sys
 from pathlib import Path
 
 from perfcast.appspec import DESIGN_KINDS, SPEC_NAME, AppSpec, load_spec
-from perfcast.cli import positive_int
+from perfcast.cli import positive_int, whole_number
 from perfcast.errors import InputError
+from perfcast.experiment.points import parse_point
 from perfcast.measure.campaign import measure, scratch_directory
-from perfcast.measure.design import plan_from_spec
+from perfcast.measure.design import DEFAULT_PER_ROUND, MAX_SUGGESTIONS, plan_from_spec
 from perfcast.measure.local import LocalBackend
 from perfcast.measure.runner import Backend
 from perfcast.measure.slurm import SlurmBackend
@@ -60,6 +61,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "once, at most this machine's cores; each is charged its own CPU time, so results "
         "agree with one at a time (docs/smpi-backend.md). slurm: see [slurm] max_parallel",
     )
+    adaptive = parser.add_argument_group(
+        "adaptive rounds",
+        "after the design's runs, rounds of the runs perfcast design --suggest ranks first, "
+        "into the same store, until the prediction at the target is as narrow as asked, the "
+        "budget is spent or nothing is left worth running (--resume continues)",
+    )
+    adaptive.add_argument(
+        "--until",
+        metavar="width=W",
+        help="stop when the 95 %% prediction interval at --at of every call path that "
+        "matters there is at most W times its value (e.g. width=0.2)",
+    )
+    adaptive.add_argument(
+        "--budget",
+        metavar="core-hours=H,wall=T",
+        help="with --until (required): what this call may spend, core-hours of runs (ranks "
+        "x wall time) and/or wall time (90m, 2h, 1d)",
+    )
+    adaptive.add_argument(
+        "--at",
+        metavar="NAME=VALUE,...",
+        help="with --until: the target (default: the target of perfcast model's summary)",
+    )
+    adaptive.add_argument(
+        "--per-round",
+        type=whole_number(1, MAX_SUGGESTIONS, "more than any round of a campaign measures"),
+        default=DEFAULT_PER_ROUND,
+        metavar="N",
+        help="with --until: suggested points measured per round (default %(default)s)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -108,6 +139,10 @@ def virtual_cluster_backend(
 def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     store = args.store or spec.store
+    if args.until is not None:
+        return _until(args, spec, store)
+    if args.budget is not None or args.at is not None:
+        raise InputError("--budget and --at belong to --until width=W: add it")
     result = measure(
         spec,
         make_backend(args.backend, spec, store, args.parallel, args.platform, args.design),
@@ -123,3 +158,35 @@ def run(args: argparse.Namespace) -> int:
     if result.complete:
         print(f"next: perfcast model {store}")
     return 0 if result.complete else 1
+
+
+def _until(args: argparse.Namespace, spec: AppSpec, store: Path) -> int:
+    """``--until``: the campaign, then rounds of suggested runs
+    (:mod:`perfcast.workflows.design`, imported here: it fits models)."""
+    from perfcast.workflows.design import Budget, UntilRequest, measure_until, parse_width
+
+    width = parse_width(args.until)
+    if args.budget is None:
+        raise InputError(
+            "--until needs --budget core-hours=H or wall=DURATION, so that a width the runs "
+            "cannot reach still stops"
+        )
+    request = UntilRequest(
+        spec,
+        width,
+        Budget.parse(args.budget),
+        store=store,
+        target=parse_point(args.at, "--at", spec.varied) if args.at else None,
+        per_round=args.per_round,
+        resume=args.resume,
+        retry_failed=args.retry_failed,
+        build=not args.no_build,
+        design=args.design,
+        counting_pass=not args.no_counting_pass,
+    )
+    backend = make_backend(args.backend, spec, store, args.parallel, args.platform, args.design)
+    result = measure_until(request, backend, sys.stderr)
+    print(result.summary())
+    if result.reached:
+        print(f"next: perfcast model {store}")
+    return 0 if result.campaigns[-1].complete else 1

@@ -322,15 +322,19 @@ def measure(
     design: str | None = None,
     stream: IO[str] | None = None,
     counting_pass: bool = True,
+    plan: ExperimentPlan | None = None,
 ) -> CampaignResult:
     """Run the campaign ``spec`` describes into its store, then (``counting_pass``, where
     :func:`~perfcast.measure.counting.skip_reason` allows) its counting pass into
-    ``app.counts.sqlite``; see the module docstring."""
+    ``app.counts.sqlite``; see the module docstring. ``plan`` replaces the plan of the
+    spec's design: the runs a round of ``perfcast measure --until`` chose
+    (:mod:`perfcast.workflows.design`), measured by the same engine into the same store."""
     store_path = Path(store_path or spec.store)
     problem = backend.launcher_arguments_problem(spec.run.mpirun_args)
     if problem is not None:
         raise InputError(problem, path=spec.path)
-    plan = plan_from_spec(spec, design)
+    if plan is None:
+        plan = plan_from_spec(spec, design)
     if stream is not None:
         # the plan may differ from the spec's grid (a taint profile reduced it): say why;
         # and runs with more ranks than cores measure waiting: say so before they run

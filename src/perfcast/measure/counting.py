@@ -95,7 +95,7 @@ def counting_spec(spec: AppSpec, store: Path) -> AppSpec:
 
 def counting_plan(plan: ExperimentPlan) -> ExperimentPlan:
     """The campaign's points, once each."""
-    return replace(plan, repetitions=1)
+    return replace(plan, repetitions=1, point_repetitions=())
 
 
 def cost_note(light: Path, counts: Path) -> str | None:

@@ -68,6 +68,17 @@ MAX_PLAN_RUNS = 100_000
 far above the few thousand runs of a real campaign (5 values each of 4 parameters, 5
 repetitions: 3125), so only a typo reaches it."""
 
+MAX_SUGGESTIONS = 1000
+"""Most runs ``perfcast design --suggest`` lists or ``--until`` measures in a round: more
+than any round of a campaign measures (:mod:`perfcast.workflows.design`)."""
+
+DEFAULT_SUGGESTIONS = 10
+"""Runs ``perfcast design --suggest`` lists by default."""
+
+DEFAULT_PER_ROUND = 3
+"""Suggested points ``perfcast measure --until`` measures per round: after a few runs the
+models are fitted again, since a run between rival shapes settles what the next should be."""
+
 Coordinate = tuple[float, ...]
 
 
@@ -125,6 +136,10 @@ class ExperimentPlan:
     repetitions: int
     kind: str = "full"
     notes: tuple[str, ...] = ()
+    point_repetitions: tuple[int, ...] = ()
+    """Each point's repetitions where they differ (empty: ``repetitions`` for every point):
+    a round of suggested runs (:mod:`perfcast.workflows.design`) adds repetitions to some
+    measured points and new points with the spec's repetitions, in one campaign."""
 
     def __post_init__(self):
         for point in self.points:
@@ -132,6 +147,12 @@ class ExperimentPlan:
                 raise ValueError(f"point {point} does not match parameters {self.parameters}")
         if len(set(self.points)) != len(self.points):
             raise ValueError("a plan lists a point twice")
+        if self.point_repetitions and len(self.point_repetitions) != len(self.points):
+            raise ValueError("a plan's point_repetitions must give one count per point")
+
+    def repetitions_of(self, index: int) -> int:
+        """How often the point ``index`` is measured (its repetitions 0 .. n-1)."""
+        return self.point_repetitions[index] if self.point_repetitions else self.repetitions
 
     @property
     def varied(self) -> list[str]:
@@ -149,16 +170,20 @@ class ExperimentPlan:
         """Every run, repetitions of a point interleaved with the other points: repetition
         r of all points before repetition r+1, so slow drift of the machine spreads over
         the whole grid instead of biasing one point."""
+        counts = [self.repetitions_of(i) for i in range(len(self.points))]
         return [
             PlannedRun(self.point(i), repetition)
-            for repetition in range(self.repetitions)
+            for repetition in range(max(counts, default=0))
             for i in range(len(self.points))
+            if repetition < counts[i]
         ]
 
     def subset(self, keep: Callable[[Mapping[str, float]], bool], note: str) -> ExperimentPlan:
         """The plan with only the points ``keep`` accepts (how other stages shrink it)."""
-        points = tuple(p for i, p in enumerate(self.points) if keep(self.point(i)))
-        return replace(self, points=points, notes=(*self.notes, note))
+        kept = [i for i in range(len(self.points)) if keep(self.point(i))]
+        counts = tuple(self.point_repetitions[i] for i in kept) if self.point_repetitions else ()
+        points = tuple(self.points[i] for i in kept)
+        return replace(self, points=points, notes=(*self.notes, note), point_repetitions=counts)
 
     def cost(self, *, expected_seconds: float | None, timeout: float) -> PlanCost:
         runs = self.runs()
@@ -460,7 +485,7 @@ def estimate_wall_time(plan: ExperimentPlan, store: Path) -> WallTimeEstimate | 
         seconds.setdefault(point, []).append(run.seconds)
     if not seconds:
         return None
-    predict = _run_time_model(plan.parameters, seconds)
+    predict = run_time_model(plan.parameters, seconds)
     total = remaining = 0.0
     runs_left = 0
     for planned in plan.runs():
@@ -474,7 +499,7 @@ def estimate_wall_time(plan: ExperimentPlan, store: Path) -> WallTimeEstimate | 
     return WallTimeEstimate(total, remaining, runs_left, measured, store)
 
 
-def _run_time_model(
+def run_time_model(
     parameters: Sequence[str], seconds: Mapping[Coordinate, list[float]]
 ) -> Callable[[Coordinate], float]:
     """Seconds of one run at a point: the median of its stored runs, else a power law

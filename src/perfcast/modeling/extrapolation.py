@@ -102,14 +102,10 @@ def unfit_reasons(
     if short is not None:
         reason, _, remedy = short.rpartition("; ")
         found.append(Unfit(reason, remedy))
-    used = {f.parameter for term in model.terms for f in term.factors}
-    largest = {p: max(v) for p, v in values.items() if len(v)}
-    if provenance is not None:
-        largest = {p: high for p, (_, high) in provenance.ranges.items()} | largest
-    beyond = [p for p in sorted(used) if p in largest and target[p] > largest[p]]
-    few = [p for p in beyond if p in values and len(set(values[p])) < RECOMMENDED_VALUES]
+    beyond = extrapolated(model, target, values, provenance)
+    few = too_few_values(beyond, values)
     if few:
-        more = "; ".join(f"{p}={', '.join(f'{v:g}' for v in _more(values[p]))}" for p in few)
+        more = "; ".join(f"{p}={', '.join(f'{v:g}' for v in more_values(values[p]))}" for p in few)
         found.append(
             Unfit(
                 f"fewer than {RECOMMENDED_VALUES} values of {', '.join(few)} to extrapolate in",
@@ -128,6 +124,29 @@ def unfit_reasons(
                 )
             )
     return tuple(found)
+
+
+def extrapolated(
+    model: Model,
+    target: Mapping[str, float],
+    values: Mapping[str, Sequence[float]],
+    provenance: Provenance | None = None,
+) -> list[str]:
+    """The parameters ``model`` grows with whose value at ``target`` lies beyond the largest
+    measured (``values``, else the provenance's ranges)."""
+    used = {f.parameter for term in model.terms for f in term.factors}
+    largest = {p: max(v) for p, v in values.items() if len(v)}
+    if provenance is not None:
+        largest = {p: high for p, (_, high) in provenance.ranges.items()} | largest
+    return [p for p in sorted(used) if p in largest and target[p] > largest[p]]
+
+
+def too_few_values(beyond: Sequence[str], values: Mapping[str, Sequence[float]]) -> list[str]:
+    """Those of the parameters ``beyond`` (:func:`extrapolated`) measured at fewer than
+    :data:`~perfcast.modeling.advice.RECOMMENDED_VALUES` distinct values: too few to
+    extrapolate in, whatever the interval says (:func:`more_values` are the runs that fix
+    it)."""
+    return [p for p in beyond if p in values and len(set(values[p])) < RECOMMENDED_VALUES]
 
 
 def measurement_artifacts(model: Model, provenance: Provenance | None) -> list[Unfit]:
@@ -160,6 +179,9 @@ def measurement_artifacts(model: Model, provenance: Provenance | None) -> list[U
     return found
 
 
-def _more(values: Sequence[float]) -> list[float]:
+def more_values(values: Sequence[float]) -> list[float]:
+    """The values that give a parameter measured at ``values`` its
+    :data:`~perfcast.modeling.advice.RECOMMENDED_VALUES` distinct ones, continuing the
+    series past the largest."""
     distinct = np.unique(np.asarray(values, dtype=float))
     return extend_series(distinct, RECOMMENDED_VALUES - len(distinct))

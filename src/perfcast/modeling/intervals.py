@@ -262,14 +262,14 @@ def mean_estimate(
         fitted = np.maximum(fitted, 0.0)
     low, high = centre, centre
     if selection:
-        for other in _alternatives(uncertainty.alternatives, arrays, centre.shape):
+        for other in alternative_values(uncertainty.alternatives, arrays, centre.shape):
             low, high = np.fmin(low, other), np.fmax(high, other)
     return MeanEstimate(
         centre, low, high, fitted, uncertainty.dof, uncertainty.noise, uncertainty.noise_dof
     )
 
 
-def _alternatives(
+def alternative_values(
     alternatives: tuple[Alternative, ...], arrays: Mapping[str, np.ndarray], shape: tuple[int, ...]
 ) -> list[np.ndarray]:
     """The alternatives evaluated at ``arrays``, nan where one is undefined (a logarithm at
