@@ -180,12 +180,33 @@ def test_a_profile_reduced_by_hand_loads_with_defaults(tmp_path: Path) -> None:
 
 def test_filter_and_design_read_the_typed_profile() -> None:
     profile = TaintProfile.from_json(WRITTEN)
-    assert instrumented_functions(profile) == ["fallback", "main", "solve(int)"]
+    assert instrumented_functions(profile) == ["main", "solve(int)"]  # fallback: no switch arm
     found = interactions(profile)
     assert found.marked == {"n", "p", "iters"}
     assert found.interact("n", "p") and found.interact("iters", "n")
     assert found.witnesses("n", "p") == ("main", "solve(int)")
     assert found.terms == {frozenset({"iters", "n", "p"})}
+
+
+def test_the_filter_keeps_unseen_functions_only_where_a_switch_calls_them() -> None:
+    """A function the taint run never reached is measured only as the untaken arm of an
+    algorithm switch (issue 25): any other may be a helper called millions of times at
+    other points, whose instrumentation would cost more than its work."""
+    data = copy.deepcopy(WRITTEN)
+    data["not_executed"] = ["fallback", "debug_dump", "other [b.c]"]
+    switch = {"line": 30, "params": ["n"], "in_loop": False, "exits_loops_at": [],
+              "evaluated": 2, "taken": 0, "calls": ["fallback", "other [b.c]"],
+              "selects_work": True}  # fmt: skip
+    data["functions"]["main"]["branches"].append(switch)
+    assert instrumented_functions(TaintProfile.from_json(data)) == [
+        "fallback",
+        "main",
+        "other",
+        "solve(int)",
+    ]
+    # the same branch with mixed outcomes splits work by data: no switch, no unseen arm
+    switch.update(taken=1)
+    assert instrumented_functions(TaintProfile.from_json(data)) == ["main", "solve(int)"]
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import IO
 from perfcast.appspec import BUILD_PLACEHOLDER, AppSpec, expand
 from perfcast.errors import InputError, PerfcastError
 from perfcast.experiment.metrics import CPU_TIME_METRIC
-from perfcast.measure import copies
+from perfcast.measure import copies, overhead
 from perfcast.measure.binary import ElfFile
 from perfcast.measure.build import BUILD_RECORD_VARIABLE, compiler_note
 from perfcast.measure.counting import (
@@ -40,6 +41,7 @@ from perfcast.measure.counting import (
 )
 from perfcast.measure.design import ExperimentPlan, plan_from_spec
 from perfcast.measure.oversubscription import plan_note
+from perfcast.measure.reader import read_sqlite
 from perfcast.measure.runner import (
     LOW_SPACE_BYTES,
     Backend,
@@ -78,7 +80,8 @@ class CampaignResult:
     counting: CampaignResult | None = None
     """The counting pass (:mod:`~perfcast.measure.counting`), where one ran."""
     notes: tuple[str, ...] = ()
-    """What the user should know about the counting pass: its cost, or why there was none."""
+    """What the user should know: the instrumentation's calibrated cost and the campaign's
+    estimated overhead, the counting pass's cost, or why there was none."""
     counting_failed: bool = False
     """The counting pass stopped with an error (its note says which)."""
 
@@ -360,16 +363,20 @@ def measure(
         )
     timed = _in_smpi_copy(spec, build, stream) if backend.smpi else spec
     result = _campaign(timed, backend, plan, store_path, resume, retry_failed, build, stream)
+    result = replace(result, notes=_overhead_notes(spec, backend, store_path))
     if skipped:
-        return replace(result, notes=(f"no counting pass: {skipped}",))
+        return replace(result, notes=(*result.notes, f"no counting pass: {skipped}"))
     if skipped is not None:
         return result
     if result.report.stopped is not None:
-        return replace(result, notes=("no counting pass: the timing build's runs failed",))
+        return replace(
+            result, notes=(*result.notes, "no counting pass: the timing build's runs failed")
+        )
     if not build and not counting_directory(store_path).is_dir():
         return replace(
             result,
             notes=(
+                *result.notes,
                 f"no counting pass: --no-build, and no counting build in "
                 f"{counting_directory(store_path)} from an earlier perfcast measure",
             ),
@@ -392,6 +399,7 @@ def measure(
         return replace(
             result,
             notes=(
+                *result.notes,
                 f"the counting pass failed, the timing campaign in {store_path} is kept: "
                 f"{exc}\nfix it and continue with --resume (perfcast model fits the timing "
                 "campaign meanwhile, without effort priors)",
@@ -399,7 +407,27 @@ def measure(
             counting_failed=True,
         )
     cost = cost_note(store_path, counts_path)
-    return replace(result, counting=counted, notes=(cost,) if cost else ())
+    return replace(result, counting=counted, notes=(*result.notes, *([cost] if cost else [])))
+
+
+def _overhead_notes(spec: AppSpec, backend: Backend, store: Path) -> tuple[str, ...]:
+    """The instrumentation's cost per call (calibrated once, kept beside the store) and the
+    campaign's overhead estimated from it (:mod:`~perfcast.measure.overhead`). None for a
+    program perfcast does not build, nor on a virtual cluster, whose clock is simulated."""
+    if spec.build is None or backend.smpi:
+        return ()
+    try:
+        calibration, said = overhead.calibrated(store)
+    except PerfcastError as exc:
+        return (f"no instrumentation calibration: {exc}",)
+    try:
+        with warnings.catch_warnings():  # lost profiles: perfcast model reports them
+            warnings.simplefilter("ignore")
+            experiment = read_sqlite(store)
+    except PerfcastError:
+        return (said,)  # no run left profiles: the summary above says why
+    estimate = overhead.campaign_note(experiment, calibration)
+    return (said, *([estimate] if estimate else []))
 
 
 def _in_smpi_copy(spec: AppSpec, build: bool, stream: IO[str] | None) -> AppSpec:

@@ -12,6 +12,10 @@ them into the model set's provenance for ``perfcast predict``:
 A third fact says which program was measured: the compiler that built it (clang-16, for
 XRay) and the one the user's own build runs (the store's ``builds`` table), so that a
 model of a clang build is never taken for one of the user's gcc build unawares.
+
+A fourth says what the instrumentation cost: the calibration ``perfcast measure`` keeps
+beside the store (:mod:`.overhead`) against the runs' visits and times, naming the call
+paths whose time is mostly perfcast's own and estimating the campaign's overhead.
 """
 
 from __future__ import annotations
@@ -20,6 +24,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from perfcast.experiment.experiment import Experiment
+from perfcast.experiment.names import name_list
+from perfcast.measure.overhead import (
+    DOMINATED_SHARE,
+    Calibration,
+    calibration_path,
+    campaign_note,
+    instrumentation_cost,
+    read_calibration,
+)
 from perfcast.measure.oversubscription import (
     Oversubscription,
     oversubscription_of,
@@ -43,18 +56,40 @@ class Machine:
     """What to tell the user, one sentence each."""
     compilers: Compilers | None = None
     """The compilers of the campaign's latest build (None: the store recorded none)."""
+    calibration: Calibration | None = None
+    """The instrumentation's cost per call beside the store (None: no calibration)."""
 
     def provenance(self, experiment: Experiment, models: ModelSet) -> Provenance:
         """What ``perfcast predict`` needs to know of the measurements: each parameter's
         measured range, the fitted models that rest on wall time of runs with more ranks
         than cores, and the simulated platform."""
         ranges = experiment.ranges()
-        if self.shared is None:
-            return Provenance(ranges, platform=self.platform, compilers=self.compilers)
-        on_shared_cores = shared_core_models(experiment, self.shared)
-        fitted = {(model.callpath, model.metric) for model in models}
-        shared = replace(on_shared_cores, models=on_shared_cores.models & fitted)
-        return Provenance(ranges, shared, self.platform, self.compilers)
+        cost = None
+        if self.calibration is not None:
+            cost = instrumentation_cost(experiment, self.calibration)
+        shared = None
+        if self.shared is not None:
+            on_shared_cores = shared_core_models(experiment, self.shared)
+            fitted = {(model.callpath, model.metric) for model in models}
+            shared = replace(on_shared_cores, models=on_shared_cores.models & fitted)
+        return Provenance(ranges, shared, self.platform, self.compilers, cost)
+
+    def overhead_notes(self, experiment: Experiment, provenance: Provenance) -> list[str]:
+        """The campaign's estimated overhead, and the call paths whose time is mostly
+        instrumentation (:mod:`.overhead`)."""
+        cost = provenance.instrumentation
+        if self.calibration is None or cost is None:
+            return []
+        notes = [note for note in [campaign_note(experiment, self.calibration)] if note]
+        if cost.dominated:
+            paths = sorted(cost.dominated, key=lambda path: -cost.dominated[path])
+            notes.append(
+                f"instrumentation dominates {len(paths)} call path(s): their visits x "
+                f"{cost.per_call_ns:.3g} ns per call are at least "
+                f"{100 * DOMINATED_SHARE:.0f} % of their measured own time, so the summary "
+                f"lists them apart: {name_list(paths)}"
+            )
+        return notes
 
 
 def machine_of(store: Path, which: str | None = None, *, effort_priors: bool = False) -> Machine:
@@ -80,4 +115,7 @@ def machine_of(store: Path, which: str | None = None, *, effort_priors: bool = F
         compilers = Compilers(latest.measured, latest.user)
         if compilers.differ:
             notes.append(f"{store}: {compilers.describe(latest.program)}")
-    return Machine(shared, platform, tuple(notes), compilers)
+    calibration = None
+    if platform is None and calibration_path(store).is_file():
+        calibration = read_calibration(calibration_path(store))
+    return Machine(shared, platform, tuple(notes), compilers, calibration)

@@ -24,7 +24,12 @@ The reasons, each a fact the model set already holds:
   library burns CPU time while it waits;
 * **simulator time**: ``cpu_time`` of virtual runs (SMPI) charges the simulator's own work
   to the MPI calls: 12 s of ``MPI_Wait`` CPU time in a run of 0.044 s simulated. This one
-  holds at the measured points too (:attr:`Unfit.everywhere`).
+  holds at the measured points too (:attr:`Unfit.everywhere`);
+* **instrumentation dominates**: the call path's visits x perfcast's cost per measured call
+  (:mod:`perfcast.measure.overhead`) are most of its measured exclusive time: a tiny
+  function called millions of times measures perfcast's entry and exit, not its own work
+  (issue 25: an inline helper of HPCG led the summary with 72 % of the time). Everywhere,
+  too; the remedy is to measure it inside its caller.
 """
 
 from __future__ import annotations
@@ -35,11 +40,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfcast.experiment.calltree import split_callpath
-from perfcast.experiment.metrics import CPU_TIME_METRIC, TIME_METRIC
+from perfcast.experiment.metrics import CPU_TIME_METRIC, INCLUSIVE_SUFFIX, TIME_METRIC
 from perfcast.modeling.advice import POOR_FIT, RECOMMENDED_VALUES, SHORT_SEGMENT, extend_series
 from perfcast.modeling.intervals import confidence_interval
 from perfcast.modeling.pmnf import Model
-from perfcast.modeling.provenance import Provenance
+from perfcast.modeling.provenance import Instrumentation, Provenance
 
 MAX_INTERVAL_RATIO = 10.0
 """Largest ratio of the upper to the lower end of the 95 % confidence interval at the
@@ -152,9 +157,11 @@ def too_few_values(beyond: Sequence[str], values: Mapping[str, Sequence[float]])
 def measurement_artifacts(model: Model, provenance: Provenance | None) -> list[Unfit]:
     """The reasons that come from how the runs were made, not from the fit (cheap: no
     interval is computed)."""
-    if provenance is None or not is_mpi_call(model.callpath) or not is_time(model.metric):
+    if provenance is None or not is_time(model.metric):
         return []
-    found = []
+    found = instrumentation_dominates(model, provenance.instrumentation)
+    if not is_mpi_call(model.callpath):
+        return found
     shared = provenance.shared_cores
     if shared is not None and shared.ranks_on:
         ranks = sorted({r for over in shared.ranks_on.values() for r in over})
@@ -177,6 +184,29 @@ def measurement_artifacts(model: Model, provenance: Provenance | None) -> list[U
             )
         )
     return found
+
+
+def instrumentation_dominates(model: Model, cost: Instrumentation | None) -> list[Unfit]:
+    """The reason for a model of a call path's own time that is mostly instrumentation
+    (inclusive time adds the callees' work, so the share measured was of the exclusive)."""
+    if cost is None or model.metric.endswith(INCLUSIVE_SUFFIX):
+        return []
+    share = cost.dominated.get(model.callpath)
+    if share is None:
+        return []
+    function = split_callpath(model.callpath)[-1]
+    amount = f"{100 * share:.0f} % of" if share <= 1 else f"{share:.2g} times"
+    return [
+        Unfit(
+            f"instrumentation dominates: its calls x {cost.per_call_ns:.3g} ns of perfcast's "
+            f"entry and exit ({cost.clocks} clock) come to {amount} its measured own time, so "
+            "the time is mostly perfcast's",
+            f"measure {function} inside its caller: delete it from the [build] filter (for a "
+            "taint profile, write its list with perfcast taint --filter FILE, delete the line "
+            "and filter with that file), or drop keep_inlined so that the compiler inlines it",
+            everywhere=True,
+        )
+    ]
 
 
 def more_values(values: Sequence[float]) -> list[float]:

@@ -16,7 +16,10 @@ change how far a prediction can be trusted, so the model file carries them:
 - the compiler that built the measured program, and the one the user's own build runs:
   perfcast measures a clang-16 build (XRay), and a gcc build of the same code can run at a
   very different speed (issue 25: 1.61 s against 1.02 s), so every prediction names the
-  compiler it describes.
+  compiler it describes;
+- what perfcast's instrumentation costs per measured call, and the call paths whose
+  measured time it makes up for the most part (:mod:`perfcast.measure.overhead`): a tiny
+  function called millions of times measures perfcast, not itself.
 
 In the model file this is the optional ``"provenance"`` object with its own ``"version"``
 (:data:`VERSION`); files without it (written before it existed) stay readable, and a file
@@ -90,6 +93,19 @@ class Compilers:
 
 
 @dataclass(frozen=True)
+class Instrumentation:
+    """What perfcast's instrumentation cost the runs, from a calibration on their machine."""
+
+    per_call_ns: float
+    """Entry and exit of one measured call, with the clocks the runs read."""
+    clocks: str
+    """``wall``, or ``wall and CPU`` (``PERFCAST_CPU_TIME=1``)."""
+    dominated: dict[str, float]
+    """Call path -> its visits x :attr:`per_call_ns` over its measured exclusive time, for
+    the call paths where that is most of the time (``inf``: no time measured)."""
+
+
+@dataclass(frozen=True)
 class Provenance:
     """The measured range per parameter, the models that rest on shared cores, and the
     platform of simulated runs."""
@@ -102,6 +118,8 @@ class Provenance:
     compilers: Compilers | None = None
     """None: the store did not record the build (not built by perfcast measure, or by an
     older perfcast)."""
+    instrumentation: Instrumentation | None = None
+    """None: no calibration (not measured by perfcast measure, or by an older perfcast)."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -119,6 +137,17 @@ class Provenance:
             data["platform"] = {"name": self.platform.name, "file": self.platform.file}
         if self.compilers is not None:
             data["compilers"] = {"measured": self.compilers.measured, "user": self.compilers.user}
+        if self.instrumentation is not None:
+            cost = self.instrumentation
+            data["instrumentation"] = {
+                "per_call_ns": cost.per_call_ns,
+                "clocks": cost.clocks,
+                # JSON has no infinity: a call path without measured time shares null
+                "dominated": {
+                    path: share if math.isfinite(share) else None
+                    for path, share in sorted(cost.dominated.items())
+                },
+            }
         return data
 
     @classmethod
@@ -152,6 +181,7 @@ class Provenance:
                 )
             platform = _platform(data.get("platform"))
             compilers = _compilers(data.get("compilers"))
+            instrumentation = _instrumentation(data.get("instrumentation"))
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise InputError(f"malformed '{KEY}' object ({exc})", path=path) from None
         for name, (low, high) in ranges.items():
@@ -161,7 +191,7 @@ class Provenance:
                     "the file again with `perfcast model FILE -o FILE`",
                     path=path,
                 )
-        return cls(ranges, shared_cores, platform, compilers)
+        return cls(ranges, shared_cores, platform, compilers, instrumentation)
 
 
 def _platform(data: object) -> SimulatedPlatform | None:
@@ -187,3 +217,22 @@ def _compilers(data: object) -> Compilers | None:
     if not isinstance(measured, str) or not isinstance(user, str):
         raise TypeError("'compilers' needs a string 'measured' and a string 'user'")
     return Compilers(measured, user)
+
+
+def _instrumentation(data: object) -> Instrumentation | None:
+    """The ``instrumentation`` object (absent in files without a calibration)."""
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        raise TypeError("'instrumentation' must be an object")
+    per_call, clocks, dominated = data.get("per_call_ns"), data.get("clocks"), data.get("dominated")
+    if isinstance(per_call, bool) or not isinstance(per_call, int | float) or not per_call >= 0:
+        raise TypeError("'instrumentation' needs a number 'per_call_ns', at least 0")
+    if not isinstance(clocks, str) or not isinstance(dominated, Mapping):
+        raise TypeError("'instrumentation' needs a string 'clocks' and an object 'dominated'")
+    shares = {}
+    for path, share in dominated.items():
+        if share is not None and (isinstance(share, bool) or not isinstance(share, int | float)):
+            raise TypeError(f"'instrumentation.dominated.{path}' must be a number or null")
+        shares[str(path)] = math.inf if share is None else float(share)
+    return Instrumentation(float(per_call), clocks, shares)

@@ -309,6 +309,7 @@ def model_campaign(request: ModelRequest, effort: EffortModeler | None = None) -
     timed = measured.restricted(callpaths=request.callpaths)
     if machine is not None:
         provenance = machine.provenance(timed, result.models)
+        notes += machine.overhead_notes(timed, provenance)
     else:
         provenance = Provenance(timed.ranges())
     shared = provenance.shared_cores
