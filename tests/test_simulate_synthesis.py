@@ -669,11 +669,11 @@ def test_a_steep_block_of_a_role_two_traces_have_is_held_at_linear_growth() -> N
     from fractions import Fraction
 
     from perfcast.modeling.pmnf import Factor, Model, Term
-    from perfcast.simulate.synthesis import Quantity, _bounded
+    from perfcast.simulate.synthesis import Quantity, Series, _bounded
 
     cubic = Model("k", "flops", 0.0, (Term(5.0, (Factor("p", Fraction(3)),)),))
     steep = Quantity("(mid,mid) wait -> reduce", "flops", 1, 1, cubic, 5 * 36**3, 5 * 16**3)
-    series = {"k": ((9, (5.0 * 9**3,)), (16, (5.0 * 16**3,) * 4))}
+    series: dict[str, Series] = {"k": ((9, (5.0 * 9**3,)), (16, (5.0 * 16**3,) * 4))}
     (bounded,) = _bounded({"k": steep}, series, 36, 16, {}).values()
     assert bounded.value == 5 * 16**3 * 36 // 16
     assert bounded.bound is not None and bounded.bound.held
