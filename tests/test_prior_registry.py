@@ -22,11 +22,14 @@ def test_the_table_orders_the_sources_and_the_choices():
     assert prior_choices() == ("effort", "static", "taint", "none")
 
 
-def test_the_static_source_spells_its_name_as_registered():
-    pytest.importorskip("islpy", reason="could not import islpy: the static extra")
-    from perfcast.static.prior import SOURCE
+def test_the_sources_spell_their_names_as_registered():
+    from perfcast.taint.priors import SOURCE as TAINT
 
-    assert SOURCE == registry.STATIC
+    assert TAINT == registry.TAINT
+    pytest.importorskip("islpy", reason="could not import islpy: the static extra")
+    from perfcast.static.prior import SOURCE as STATIC
+
+    assert STATIC == registry.STATIC
 
 
 def test_inputs_imply_their_source_and_counters_choose_effort_unasked(tmp_path):

@@ -23,16 +23,17 @@ from typing import TYPE_CHECKING
 from perfcast.effort.priors import PRIOR_SOURCE as EFFORT
 from perfcast.errors import PerfcastError
 from perfcast.experiment.metrics import COUNTER_METRICS
-from perfcast.taint.priors import SOURCE as TAINT
 
 if TYPE_CHECKING:
     from perfcast.effort.priors import EffortModeler
     from perfcast.experiment.experiment import Experiment
     from perfcast.priors.pipeline import PriorSource
 
-STATIC = "static"
-"""The static source's name; :data:`perfcast.static.prior.SOURCE` spells it for the priors
-it derives (a test keeps the two equal: the static package is not imported here)."""
+STATIC, TAINT = "static", "taint"
+"""The names of the static and taint sources; :data:`perfcast.static.prior.SOURCE` and
+:data:`perfcast.taint.priors.SOURCE` spell them for the priors they derive (a test keeps
+them equal): neither stage is imported here, since ``perfcast model`` without ``--static``
+or ``--taint`` must not load them."""
 
 
 @dataclass(frozen=True)
