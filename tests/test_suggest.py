@@ -112,6 +112,10 @@ def test_cli_refuses_until_without_a_budget_and_suggest_without_a_store(tmp_path
     assert "no campaign store" in capsys.readouterr().err
     assert main(["design", str(spec), "--at", "n=8"]) == 2
     assert "add --suggest" in capsys.readouterr().err
+    assert main(["design", str(spec), "--metric", "cpu_time"]) == 2
+    assert "--metric choose what --suggest ranks runs for" in capsys.readouterr().err
+    assert main(["measure", str(spec), "--metric", "cpu_time"]) == 2
+    assert "--metric belong to --until" in capsys.readouterr().err
 
 
 needs_mpi = pytest.mark.skipif(

@@ -56,6 +56,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="with --suggest: the target (default: the target of perfcast model's summary)",
     )
     parser.add_argument("--store", type=Path, help="with --suggest: the campaign store")
+    parser.add_argument(
+        "--metric",
+        help="with --suggest: the metric whose call paths matter (default: the one perfcast "
+        "model's summary ranks), e.g. cpu_time where ranks shared cores",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -63,8 +68,10 @@ def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     if args.suggest is not None:
         return _suggest(args, spec)
-    if args.at is not None or args.store is not None:
-        raise InputError("--at and --store choose what --suggest ranks runs for: add --suggest")
+    if args.at is not None or args.store is not None or args.metric is not None:
+        raise InputError(
+            "--at, --store and --metric choose what --suggest ranks runs for: add --suggest"
+        )
     plan = plan_from_spec(
         spec, args.kind, taint_profile=args.taint, campaign_profile=not args.no_taint
     )
@@ -91,7 +98,7 @@ def _suggest(args: argparse.Namespace, spec: AppSpec) -> int:
     from perfcast.workflows.design import SuggestRequest, suggest_runs
 
     target = parse_point(args.at, "--at", spec.varied) if args.at else None
-    found = suggest_runs(SuggestRequest(spec, args.store, args.suggest, target))
+    found = suggest_runs(SuggestRequest(spec, args.store, args.suggest, target, args.metric))
     for note in found.notes:
         print(f"note: {note}", file=sys.stderr)
     print(found.text())

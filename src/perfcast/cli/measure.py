@@ -91,6 +91,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="with --until: suggested points measured per round (default %(default)s)",
     )
+    adaptive.add_argument(
+        "--metric",
+        help="with --until: the metric whose call paths matter (default: the one perfcast "
+        "model's summary ranks), e.g. cpu_time where ranks shared cores",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -141,8 +146,8 @@ def run(args: argparse.Namespace) -> int:
     store = args.store or spec.store
     if args.until is not None:
         return _until(args, spec, store)
-    if args.budget is not None or args.at is not None:
-        raise InputError("--budget and --at belong to --until width=W: add it")
+    if args.budget is not None or args.at is not None or args.metric is not None:
+        raise InputError("--budget, --at and --metric belong to --until width=W: add it")
     result = measure(
         spec,
         make_backend(args.backend, spec, store, args.parallel, args.platform, args.design),
@@ -183,6 +188,7 @@ def _until(args: argparse.Namespace, spec: AppSpec, store: Path) -> int:
         build=not args.no_build,
         design=args.design,
         counting_pass=not args.no_counting_pass,
+        metric=args.metric,
     )
     backend = make_backend(args.backend, spec, store, args.parallel, args.platform, args.design)
     result = measure_until(request, backend, sys.stderr)

@@ -487,12 +487,15 @@ class SuggestRequest:
         target: the point the prediction is for (``--at``; parameters left out: the
             summary's default target, :data:`~perfcast.report.summary.TARGET_FACTOR` times
             the largest measured value).
+        metric: the metric whose call paths matter (``--metric``; default: the summary's):
+            ``cpu_time`` where ranks shared cores, as ``perfcast model --metric`` takes it.
     """
 
     spec: AppSpec
     store: Path | None = None
     count: int = DEFAULT_SUGGESTIONS
     target: Mapping[str, float] | None = None
+    metric: str | None = None
 
 
 def suggest_runs(request: SuggestRequest) -> Suggestions:
@@ -505,7 +508,8 @@ def suggest_runs(request: SuggestRequest) -> Suggestions:
         raise InputError(
             f"no campaign store {store}: run perfcast measure first (or name it with --store)"
         )
-    fitted = model_campaign(ModelRequest(read_experiment(store), store=store))
+    metrics = (request.metric,) if request.metric else None
+    fitted = model_campaign(ModelRequest(read_experiment(store), store=store, metrics=metrics))
     experiment = fitted.experiment
     parameters = list(experiment.parameters)
     unknown = [p for p in (request.target or {}) if p not in parameters]
@@ -545,6 +549,7 @@ def suggest_runs(request: SuggestRequest) -> Suggestions:
         grid={p.name: p.values for p in spec.parameters if p.name in parameters},
         fixed=fixed,
         stored=stored,
+        metric=request.metric,
     )
     return Suggestions(
         suggestions.target,
@@ -650,6 +655,8 @@ class UntilRequest:
     build: bool = True
     design: str | None = None
     counting_pass: bool = True
+    metric: str | None = None
+    """The metric whose call paths matter (:attr:`SuggestRequest.metric`)."""
 
 
 @dataclass(frozen=True)
@@ -718,7 +725,9 @@ def measure_until(
         # the target of the first round stays: the default one moves with the largest
         # measured point, and rounds that measure farther out would chase it
         target = request.target if suggestions is None else suggestions.target
-        suggestions = suggest_runs(SuggestRequest(spec, store, MAX_SUGGESTIONS, target))
+        suggestions = suggest_runs(
+            SuggestRequest(spec, store, MAX_SUGGESTIONS, target, request.metric)
+        )
         if suggestions.reached(request.width):
             return result(
                 f"target reached: every call path that matters is predicted within "
