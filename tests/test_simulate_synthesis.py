@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from perfcast.cli import main
-from perfcast.errors import PerfcastError
+from perfcast.errors import InputError, PerfcastError
 from perfcast.simulate import grid
 from perfcast.simulate.platform import PlatformSpec
 from perfcast.simulate.replay import replay
@@ -678,3 +678,16 @@ def test_a_steep_block_of_a_role_two_traces_have_is_held_at_linear_growth() -> N
     assert bounded.value == 5 * 16**3 * 36 // 16
     assert bounded.bound is not None and bounded.bound.held
     assert bounded.model.prior == "synthesis: held at linear growth"
+
+
+def test_an_empty_or_unfinished_rank_file_is_named(tmp_path: Path) -> None:
+    """A 0-byte rank file stopped --synthesize with a StopIteration traceback and SimGrid's
+    replay with 'Actor pid=3 is gone'."""
+    traces = [write_trace(tmp_path / f"p{p}", p, chain) for p in INPUTS]
+    (traces[1] / "rank-2.trace").write_text("")
+    with pytest.raises(InputError, match=r"rank 2.s action file rank-2\.trace is empty"):
+        read_trace(traces[1])
+    (traces[1] / "rank-2.trace").write_text("2 init\n2 compute 5\n2 send 0 1 8 0\n")
+    readable = [read_trace(t) for t in traces]
+    with pytest.raises(InputError, match=r"rank-2.trace: the rank's trace ends with send"):
+        synthesize(readable, 16, tmp_path / "out")

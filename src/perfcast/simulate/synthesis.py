@@ -758,6 +758,10 @@ def _read_actions(path: Path, rank: int) -> tuple[Action, ...]:
             ) from None
     if pending:
         raise InputError(f"compute after the last MPI action, no finalize; {HINT}", path=path)
+    if not actions or actions[-1].name != "finalize":
+        # a traced run writes init first and finalize last: anything else was cut short
+        ended = f"ends with {actions[-1].name} (line {actions[-1].line})" if actions else "is empty"
+        raise InputError(f"the rank's trace {ended}, not with finalize; {HINT}", path=path)
     return tuple(actions)
 
 

@@ -222,6 +222,14 @@ def read_trace(directory: Path) -> Trace:
                 "missing: the trace directory was changed after the run. Trace again",
                 path=directory,
             )
+        if path.stat().st_size == 0:
+            # a run writes init and finalize at least: SimGrid met an empty file as an
+            # actor that is "gone", synthesis as a sequence without finalize
+            raise InputError(
+                f"rank {rank}'s action file {name} is empty: the trace directory was changed "
+                "after the run. Trace again",
+                path=directory,
+            )
         rank_files.append(path)
     blocks = tuple(_read_blocks(base / name, run_id, rank) for rank, name in enumerate(block_files))
     return Trace(
