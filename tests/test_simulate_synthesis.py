@@ -691,3 +691,13 @@ def test_an_empty_or_unfinished_rank_file_is_named(tmp_path: Path) -> None:
     readable = [read_trace(t) for t in traces]
     with pytest.raises(InputError, match=r"rank-2.trace: the rank's trace ends with send"):
         synthesize(readable, 16, tmp_path / "out")
+
+
+def test_a_repeated_finalize_is_refused_as_a_different_length(tmp_path: Path) -> None:
+    """One sequence the other's prefix (a finalize written twice) stopped the comparison of
+    two ranks' sequences with a StopIteration traceback (found by tests/test_fuzz_traces.py)."""
+    traces = [write_trace(tmp_path / f"p{p}", p, chain) for p in INPUTS]
+    rank_file = traces[1] / "rank-1.trace"
+    rank_file.write_text(rank_file.read_text() + "1 finalize\n")
+    with pytest.raises(PerfcastError, match=r"runs .* MPI actions, rank .* the sequence changes"):
+        synthesize([read_trace(t) for t in traces], 16, tmp_path / "out")

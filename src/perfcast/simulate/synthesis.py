@@ -787,13 +787,13 @@ def _template(
             continue
         where = f"rank {rank} of {directory}"
         base = f"rank {first_rank} of {first_directory}"
-        # every sequence ends with finalize, so one that is shorter differs at the latest there
+        # the first action that differs, or the end of the shorter sequence (a repeated
+        # finalize makes one sequence the other's prefix)
+        shorter = min(len(actions), len(reference))
         differs = next(
-            i
-            for i, (a, b) in enumerate(zip(actions, reference, strict=False))
-            if a.shape() != b.shape()
+            (i for i in range(shorter) if actions[i].shape() != reference[i].shape()), shorter
         )
-        if "finalize" in (actions[differs].name, reference[differs].name):
+        if differs == shorter or "finalize" in (actions[differs].name, reference[differs].name):
             raise PerfcastError(
                 f"cannot synthesise: {where} runs {len(actions)} MPI actions, {base} "
                 f"{len(reference)}, both {role} ranks: the sequence changes with p or between "
