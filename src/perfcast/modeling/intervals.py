@@ -26,7 +26,7 @@ the residuals nor the leave-one-out error the modeler selects by can show it: me
 same leave-one-out SMAPE as those with the true ones, and miss the truth 8x beyond the
 range by more than the classic half-width in 40-50 % of the cases. So each model keeps
 its *alternatives* (:class:`~perfcast.modeling.pmnf.Alternative`): the hypotheses whose
-screening score lies within :data:`~perfcast.modeling.modeler.RIVAL_TOLERANCE` noise
+screening score lies within :data:`~perfcast.modeling.search.RIVAL_TOLERANCE` noise
 standard errors of the best, fitted to the same points. The interval reaches from the
 lowest of the model and its alternatives at ``x0``, minus the half-width, to the highest,
 plus it: inside the measured range they agree and it stays the classic one, beyond it
