@@ -247,8 +247,8 @@ class EffortModeler(Estimator):
     repetition_tolerance: float = option(
         REPETITION_TOLERANCE,
         minimum=0,
-        doc="the relative spread of counts across repetitions above which a call path is "
-        "taken to wait busily (:data:`REPETITION_TOLERANCE`).",
+        doc="the relative range of counts across repetitions (``(max - min) / median``) "
+        "above which a call path is taken to wait busily (:data:`REPETITION_TOLERANCE`).",
     )
 
     @property

@@ -64,11 +64,12 @@ class RepetitionNoise:
 
     ``noise`` is the pooled relative standard deviation of one repetition around its
     point's mean, ``sum (y_ij - mean_i)^2 / mean_i^2`` over ``sum (r_i - 1)`` (nan without
-    a second repetition anywhere), with those ``dof``. Not the robust spread the modeler
-    aggregates with: five repetitions bias that low (one of the deviations from the sample
-    median is zero), and it calls spikes rarer than they are, while a new measurement can
-    be a spike. ``aggregate`` is the variance this noise gives an aggregated point in the
-    fit's weighted units, ``(w_i y_i noise)^2 / r_i`` averaged over the points."""
+    a second repetition anywhere), with those ``dof``. Not the robust noise the modeler
+    aggregates with (:func:`~perfcast.modeling.robust.robust_noise`): five repetitions
+    bias that low (one of the deviations from the sample median is zero), and it calls
+    spikes rarer than they are, while a new measurement can be a spike. ``aggregate`` is
+    the variance this noise gives an aggregated point in the fit's weighted units,
+    ``(w_i y_i noise)^2 / r_i`` averaged over the points."""
 
     noise: np.ndarray
     dof: np.ndarray
@@ -89,8 +90,8 @@ class RepetitionNoise:
             squares = np.nansum(np.square(relative), axis=(1, 2))
             noise = np.where(dof > 0, np.sqrt(squares / np.maximum(dof, 1.0)), np.nan)
             scaled = np.abs(values) if weights is None else np.abs(values) * weights
-            spread = np.square(scaled * noise[:, None]) / np.maximum(counts, 1)
-        return cls(noise, dof, spread.mean(axis=1))
+            variance = np.square(scaled * noise[:, None]) / np.maximum(counts, 1)
+        return cls(noise, dof, variance.mean(axis=1))
 
 
 @dataclass(frozen=True)
