@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -40,8 +41,10 @@ class RepetitionGrid:
     coordinates: np.ndarray  # (n, m)
     values: np.ndarray  # (K, n, r)
 
+    @cached_property
     def counts(self) -> np.ndarray:
-        """(K, n) repetitions measured in each cell."""
+        """(K, n) repetitions measured in each cell (computed once: the search asks per
+        call path)."""
         return np.sum(~np.isnan(self.values), axis=2)
 
     def along(self, columns: Sequence[int]) -> RepetitionGrid:

@@ -196,7 +196,7 @@ class GroupSearch:
         thousandfold by ``p = 4096``. A term that explains less than that is not a
         dependency: such a parameter is left out, with a warning naming it."""
         flat = np.zeros((len(self.group.keys), len(usable)), dtype=bool)
-        once = self.group.grid.counts().max(axis=1) <= 1
+        once = self.group.grid.counts.max(axis=1) <= 1
         if not once.any():
             return flat
         for j, name in enumerate(usable):
@@ -303,7 +303,7 @@ class GroupSearch:
         or four standard deviations of an aggregated point, whichever is larger. Lines that
         change less neither open the falling shapes nor make a call path mixed, so noisy flat
         lines cannot widen (or slow) the search."""
-        counts = self.group.grid.counts().mean(axis=1)
+        counts = self.group.grid.counts.mean(axis=1)
         return np.maximum(CLEAR_CHANGE, 4.0 * self.group.noise / np.sqrt(np.maximum(counts, 1)))
 
     def _rank_pairs(
@@ -404,7 +404,7 @@ class GroupSearch:
         weighted units of the score. ``parsimony`` and :data:`RIVAL_TOLERANCE` count in it."""
         y = self.y[rows]
         weighted = y if self.weights is None else y * self.weights[rows]
-        counts = self.group.grid.counts()[rows].mean(axis=1)
+        counts = self.group.grid.counts[rows].mean(axis=1)
         variance = np.square(self.group.noise[rows]) / counts * np.square(weighted).mean(axis=1)
         return variance * np.sqrt(2.0 * y.shape[1])
 
@@ -677,7 +677,7 @@ class GroupSearch:
             points=len(y),
         )
         few = model_warnings.few_repetitions(
-            self.group.grid.counts()[row], statistics, self.dropped_by_noise.get(row, [])
+            self.group.grid.counts[row], statistics, self.dropped_by_noise.get(row, [])
         )
         if few:
             warnings.append(few)
