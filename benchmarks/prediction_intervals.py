@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from perfcast.experiment.experiment import VALUE, Experiment
-from perfcast.modeling import Model, PMNFModeler, modeler
+from perfcast.modeling import Model, PMNFModeler, search
 from perfcast.modeling.intervals import confidence_interval, prediction_interval
 from perfcast.synth import Noise
 from perfcast.synth.functions import pmnf_function
@@ -369,12 +369,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--rival-tolerance",
         type=float,
-        default=modeler.RIVAL_TOLERANCE,
+        default=search.RIVAL_TOLERANCE,
         help="noise standard errors within which the modeler keeps alternatives "
         "(default %(default)s, the modeler's RIVAL_TOLERANCE); to measure other choices",
     )
     args = parser.parse_args(argv)
-    modeler.RIVAL_TOLERANCE = args.rival_tolerance
+    search.RIVAL_TOLERANCE = args.rival_tolerance
     copies = 10 if args.quick else args.copies
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
@@ -402,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"5 values per parameter: {GRIDS[2]}; in range at {INSIDE}, beyond at "
         f"{', '.join(f'{f}x' for f in BEYOND)} the largest value of every parameter; "
         f"{NEW_MEASUREMENTS} new measurements per model and point; alternatives kept within "
-        f"{modeler.RIVAL_TOLERANCE:g} noise standard errors of the best screening score.",
+        f"{search.RIVAL_TOLERANCE:g} noise standard errors of the best screening score.",
         f"{sum(len(rows) for rows in results.values()) // (len(LEVELS) * len(_places()))} "
         f"models fitted in {fit_seconds:.1f} s (PMNFModeler, uncertainty included); "
         f"{3 * evaluated} intervals (prediction, confidence and classic prediction interval "

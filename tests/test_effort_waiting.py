@@ -14,7 +14,7 @@ from perfcast.effort import (
     WAITING_WARNING,
     EffortModeler,
     render_effort,
-    repetition_spreads,
+    repetition_ranges,
     varying_counts,
 )
 from perfcast.effort.priors import DISAGREEMENT_WARNING
@@ -69,8 +69,8 @@ def _messages(models: ModelSet, key: tuple[str, str]) -> list[str]:
 
 def test_deterministic_counts_flag_nothing():
     campaign = _campaign()
-    spreads = repetition_spreads(campaign, COUNTERS)
-    assert len(spreads) == 4 and (spreads["spread"] == 0).all()
+    ranges = repetition_ranges(campaign, COUNTERS)
+    assert len(ranges) == 4 and (ranges["relative_range"] == 0).all()
     assert varying_counts(campaign, COUNTERS) == {}
     result = EffortModeler().fit(campaign)
     assert result.waiting == {}
@@ -78,14 +78,14 @@ def test_deterministic_counts_flag_nothing():
     assert "vary between repetitions" not in render_effort(result)
 
 
-def test_counts_that_differ_between_repetitions_are_flagged_with_their_spread():
+def test_counts_that_differ_between_repetitions_are_flagged_with_their_range():
     # At p=8, n=3000 the polling function spun 0, 300 and 1200 extra blocks.
     campaign = _campaign(poll_blocks=_spinning_at(8, 3000, (0.0, 300.0, 1200.0)))
     median = _blocks(8, 3000) + 300
     found = varying_counts(campaign, COUNTERS)
     assert list(found) == [POLL]
     assert found[POLL].metric == "basic_blocks"
-    assert found[POLL].spread == pytest.approx(1200 / median)
+    assert found[POLL].relative_range == pytest.approx(1200 / median)
     assert found[POLL].point == {"p": 8.0, "n": 3000.0}
     assert found[POLL].repetitions == 3
     result = EffortModeler().fit(campaign)
@@ -103,8 +103,8 @@ def test_counts_that_differ_between_repetitions_are_flagged_with_their_spread():
     )
 
 
-def test_bytes_that_differ_are_flagged_and_the_largest_spread_wins():
-    # a retry loop resends at two points; the larger spread is the one reported
+def test_bytes_that_differ_are_flagged_and_the_largest_range_wins():
+    # a retry loop resends at two points; the larger range is the one reported
     def resent(p, n, r):
         retries = {(2, 1000): (0, 1, 0), (32, 5000): (0, 1, 1)}.get((p, n), (0, 0, 0))
         return 8 * n * (1 + retries[r])
@@ -112,15 +112,15 @@ def test_bytes_that_differ_are_flagged_and_the_largest_spread_wins():
     found = varying_counts(_campaign(send_bytes=resent), COUNTERS)
     assert list(found) == [SEND]
     assert found[SEND].metric == "mpi_bytes_sent"
-    assert found[SEND].spread == pytest.approx(1.0)  # (16n - 8n) / 8n, not 8n / 16n
+    assert found[SEND].relative_range == pytest.approx(1.0)  # (16n - 8n) / 8n, not 8n / 16n
     assert found[SEND].point == {"p": 2.0, "n": 1000.0}
 
 
 def test_a_count_that_is_zero_in_most_repetitions_is_relative_to_its_largest_value():
-    # a spin loop entered in one repetition only: median 0, spread 100 %
+    # a spin loop entered in one repetition only: median 0, range 100 %
     campaign = _campaign(poll_blocks=lambda p, n, r: 40.0 if (p, n, r) == (4, 2000, 1) else 0.0)
     found = varying_counts(campaign, ["basic_blocks"])
-    assert found[POLL].spread == pytest.approx(1.0)
+    assert found[POLL].relative_range == pytest.approx(1.0)
 
 
 def test_the_tolerance_passes_rounding_of_rank_means_and_catches_one_block():
@@ -138,7 +138,7 @@ def test_the_tolerance_passes_rounding_of_rank_means_and_catches_one_block():
 
 def test_one_repetition_per_point_says_nothing():
     campaign = _campaign(poll_blocks=lambda p, n, r: _blocks(p, n) * (1 + p / 100), repetitions=1)
-    assert repetition_spreads(campaign, COUNTERS).empty
+    assert repetition_ranges(campaign, COUNTERS).empty
     result = EffortModeler().fit(campaign)
     assert result.waiting == {}
     assert "vary between repetitions" not in render_effort(result)
@@ -229,12 +229,14 @@ def test_a_real_spin_loop_is_flagged_and_deterministic_work_is_not(tmp_path, cap
     assert main(["measure", str(spec)]) == 0
     store = tmp_path / "spin.sqlite"
     experiment = read_experiment(store)
-    spreads = repetition_spreads(experiment, COUNTERS).set_index(["callpath", "metric"])["spread"]
-    assert spreads[("main->compute", "basic_blocks")] == 0
-    assert spreads[("main->wait_for_partner", "basic_blocks")] > REPETITION_TOLERANCE
+    ranges = repetition_ranges(experiment, COUNTERS).set_index(["callpath", "metric"])[
+        "relative_range"
+    ]
+    assert ranges[("main->compute", "basic_blocks")] == 0
+    assert ranges[("main->wait_for_partner", "basic_blocks")] > REPETITION_TOLERANCE
     # the bytes of the receive and the send are the same in every run
-    assert spreads[("main->wait_for_partner->MPI_Irecv", "mpi_bytes_received")] == 0
-    assert spreads[("main->wait_for_partner->MPI_Send", "mpi_bytes_sent")] == 0
+    assert ranges[("main->wait_for_partner->MPI_Irecv", "mpi_bytes_received")] == 0
+    assert ranges[("main->wait_for_partner->MPI_Send", "mpi_bytes_sent")] == 0
 
     result = EffortModeler().fit(experiment)
     assert list(result.waiting) == ["main->wait_for_partner"]

@@ -18,6 +18,7 @@ from perfcast.experiment import Experiment
 from perfcast.experiment.experiment import CALLPATH, METRIC, REPETITION, VALUE, Metric
 from perfcast.experiment.io import read_experiment
 from perfcast.modeling.noise import f_survival
+from perfcast.modeling.repetitions import RepetitionGrid
 
 TEXT = """PARAMETER p
 PARAMETER n
@@ -101,7 +102,7 @@ def test_noise_test_degrees_of_freedom_are_whole():
         seen.append((d1, d2))
         return original(f, d1, d2)
 
-    grid = noise.RepetitionGrid(
+    grid = RepetitionGrid(
         coordinates=np.array([[1.0], [2.0], [4.0], [8.0]]),
         values=np.array([[[1.0, 1.1, np.nan], [2.0, 2.2, 2.1], [4.1, 3.9, np.nan], [8, 8.2, 8.1]]]),
     )

@@ -15,6 +15,7 @@ from perfcast.errors import InputError
 from perfcast.experiment import write_experiment
 from perfcast.experiment.experiment import Experiment, Metric
 from perfcast.experiment.names import function_name, select_callpaths, short_callpath
+from perfcast.modeling.model_warnings import WITHIN_NOISE
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.pmnf import Factor, Model, Term
 from perfcast.report import render_models
@@ -89,7 +90,7 @@ def test_summary_ranks_cost_and_growth_with_models(lulesh_like, capsys):
 def test_warnings_come_once_per_call_path_naming_the_metrics(lulesh_like, capsys):
     assert main(["model", str(lulesh_like), "--top", "4"]) == 0
     out = capsys.readouterr().out
-    warning = "variation is within the measurement noise: constant model"
+    warning = WITHIN_NOISE
     listing = out[out.index("Warnings") :].splitlines()
     assert listing.count(f"  {warning}") == 1  # once, not once per metric
     assert listing[listing.index(f"  {warning}") + 1] == "    main [all metrics]"

@@ -16,9 +16,10 @@ from perfcast.effort.priors import (
 from perfcast.effort.report import render_effort
 from perfcast.effort.sources import combine_sources
 from perfcast.effort.waiting import (
+    RELATIVE_RANGE,
     REPETITION_TOLERANCE,
     VaryingCounts,
-    repetition_spreads,
+    repetition_ranges,
     varying_counts,
 )
 
@@ -29,6 +30,7 @@ __all__ = [
     "DISAGREEMENT_WARNING",
     "INEXACT_WARNING",
     "OPERATION_LAWS",
+    "RELATIVE_RANGE",
     "REPETITION_TOLERANCE",
     "WAITING_WARNING",
     "CommunicationLaw",
@@ -40,6 +42,6 @@ __all__ = [
     "VaryingCounts",
     "combine_sources",
     "render_effort",
-    "repetition_spreads",
+    "repetition_ranges",
     "varying_counts",
 ]

@@ -53,10 +53,10 @@ from perfcast.modeling.fitting import (
     smape,
 )
 from perfcast.modeling.lines import batched_lines, lines_along
-from perfcast.modeling.modeler import SHAPE_WEIGHT
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.options import Estimator, document_options, option
 from perfcast.modeling.pmnf import Factor, FitStatistics, Model, Term
+from perfcast.modeling.search import SHAPE_WEIGHT
 from perfcast.modeling.space import SearchSpace, falling_factors, steeper_factors
 
 MAX_TERMS = 3
@@ -545,7 +545,7 @@ def _varies(coordinates: np.ndarray, index: int, values: np.ndarray) -> bool:
 
 def _unusual(shape: Sequence[Factor]) -> int:
     """How unusual a product term's shapes are: fractional exponents first, then
-    logarithms (the time modeler's ordering, :data:`~perfcast.modeling.modeler.SHAPE_WEIGHT`)."""
+    logarithms (the time modeler's ordering, :data:`~perfcast.modeling.search.SHAPE_WEIGHT`)."""
     return sum(
         SHAPE_WEIGHT * (factor.exponent.denominator != 1) + factor.log_exponent for factor in shape
     )

@@ -48,7 +48,7 @@ import numpy as np
 from perfcast.effort.counts import NO_EXACT_WARNING, CountModeler
 from perfcast.effort.laws import RANKS_PARAMETER, CommunicationLaw
 from perfcast.effort.waiting import REPETITION_TOLERANCE, VaryingCounts, varying_counts
-from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment
+from perfcast.experiment.experiment import AGGREGATIONS, CALLPATH, METRIC, Experiment
 from perfcast.experiment.metrics import (
     BYTES_RECEIVED,
     BYTES_SENT,
@@ -58,7 +58,7 @@ from perfcast.experiment.metrics import (
     VISITS_METRIC,
 )
 from perfcast.modeling.findings import Finding
-from perfcast.modeling.modeler import AGGREGATIONS, PMNFModeler
+from perfcast.modeling.modeler import PMNFModeler
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.options import Estimator, Flag, document_options, option
 from perfcast.modeling.pmnf import Factor, Model
@@ -247,8 +247,8 @@ class EffortModeler(Estimator):
     repetition_tolerance: float = option(
         REPETITION_TOLERANCE,
         minimum=0,
-        doc="the relative spread of counts across repetitions above which a call path is "
-        "taken to wait busily (:data:`REPETITION_TOLERANCE`).",
+        doc="the relative range of counts across repetitions (``(max - min) / median``) "
+        "above which a call path is taken to wait busily (:data:`REPETITION_TOLERANCE`).",
     )
 
     @property

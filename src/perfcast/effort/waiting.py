@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pandas loads with Experiment.data, not on `perfcast model`'
     import pandas as pd
 
 REPETITION_TOLERANCE = 1e-9
-"""Largest relative spread of a call path's counts across the repetitions of one point,
+"""Largest relative range of a call path's counts across the repetitions of one point,
 ``(max - min) / median``, that is still taken for deterministic code.
 
 Deterministic code gives exactly 0: the runtime counts integers, and the mean over ranks of
@@ -43,22 +43,31 @@ sleeps 1-5 ms; two ranks on two shared cores) varied by 0.7-300 % at single poin
 its plain loop nest by exactly 0."""
 
 
+RELATIVE_RANGE = "relative_range"
+"""The column of :func:`repetition_ranges`: ``(max - min) / |median|`` of a point's
+repetitions. Not the ``spread`` of :meth:`~perfcast.experiment.Experiment.aggregate`
+(standard deviation over mean) nor the modeler's robust noise
+(:func:`~perfcast.modeling.robust.robust_noise`)."""
+
+
 @dataclass(frozen=True)
 class VaryingCounts:
     """A call path whose effort counts differ between repetitions of one point.
 
     Attributes:
         callpath: the call path.
-        metric: the counter with the largest spread (``basic_blocks``, ``mpi_bytes_sent``, ...).
-        spread: ``(max - min) / median`` of that counter's repetitions at ``point``, as a
-            fraction; the largest over all points (:func:`repetition_spread` for a median 0).
-        point: the parameter values where that spread was seen.
+        metric: the counter with the largest relative range (``basic_blocks``,
+            ``mpi_bytes_sent``, ...).
+        relative_range: ``(max - min) / median`` of that counter's repetitions at ``point``,
+            as a fraction; the largest over all points (:func:`repetition_ranges` for a
+            median 0).
+        point: the parameter values where that range was seen.
         repetitions: how many repetitions that point has.
     """
 
     callpath: str
     metric: str
-    spread: float
+    relative_range: float
     point: dict[str, float]
     repetitions: int
 
@@ -66,29 +75,30 @@ class VaryingCounts:
         """``basic_blocks by up to 35.2 % across 3 repetitions at p=2, n=50``."""
         where = ", ".join(f"{name}={_number(value)}" for name, value in self.point.items())
         return (
-            f"{self.metric} by up to {100 * self.spread:.1f} % across {self.repetitions} "
+            f"{self.metric} by up to {100 * self.relative_range:.1f} % across {self.repetitions} "
             f"repetitions at {where}"
         )
 
 
-def repetition_spreads(experiment: Experiment, metrics: Iterable[str]) -> pd.DataFrame:
-    """Per (call path, metric) of ``metrics``, the largest relative spread of the values
+def repetition_ranges(experiment: Experiment, metrics: Iterable[str]) -> pd.DataFrame:
+    """Per (call path, metric) of ``metrics``, the largest relative range of the values
     across the repetitions of one point, and that point.
 
-    The spread of one point is ``(max - min) / |median|``; where the median is 0 but the
+    The relative range of one point is ``(max - min) / |median|``; where the median is 0 but the
     values differ (a loop that runs in some repetitions only) it is taken relative to the
     largest absolute value instead, so it stays finite (at least 100 %). Points with fewer
-    than two repetitions (missing values do not count) have no spread; a (call path, metric)
+    than two repetitions (missing values do not count) have no range; a (call path, metric)
     without any point of two repetitions is left out.
 
     Returns:
-        columns ``callpath``, ``metric``, one per parameter, ``repetitions`` and ``spread``,
+        columns ``callpath``, ``metric``, one per parameter, ``repetitions`` and
+        ``relative_range``,
         one row per (call path, metric), sorted by call path and metric.
     """
     import pandas as pd
 
     parameters = experiment.parameters
-    columns = [CALLPATH, METRIC, *parameters, "repetitions", "spread"]
+    columns = [CALLPATH, METRIC, *parameters, "repetitions", RELATIVE_RANGE]
     data = experiment.data
     data = data[data[METRIC].isin(list(metrics))].dropna(subset=[VALUE])
     if data.empty:
@@ -105,8 +115,8 @@ def repetition_spreads(experiment: Experiment, metrics: Iterable[str]) -> pd.Dat
     scale = np.abs(points["centre"].to_numpy(dtype=float))
     largest = np.maximum(np.abs(points["low"]), np.abs(points["high"])).to_numpy(dtype=float)
     scale = np.where(scale > 0, scale, largest)
-    points["spread"] = np.divide(width, scale, out=np.zeros_like(width), where=width > 0)
-    widest = points.loc[points.groupby([CALLPATH, METRIC], sort=True)["spread"].idxmax()]
+    points[RELATIVE_RANGE] = np.divide(width, scale, out=np.zeros_like(width), where=width > 0)
+    widest = points.loc[points.groupby([CALLPATH, METRIC], sort=True)[RELATIVE_RANGE].idxmax()]
     return widest[columns].reset_index(drop=True)
 
 
@@ -116,21 +126,21 @@ def varying_counts(
     tolerance: float = REPETITION_TOLERANCE,
 ) -> dict[str, VaryingCounts]:
     """The call paths whose counts of ``metrics`` vary between repetitions by more than
-    ``tolerance`` (:data:`REPETITION_TOLERANCE`), each with its largest spread.
+    ``tolerance`` (:data:`REPETITION_TOLERANCE`), each with its largest relative range.
 
     Empty when no point was measured twice: one repetition cannot show variation.
     """
-    spreads = repetition_spreads(experiment, metrics)
-    flagged = spreads[spreads["spread"] > tolerance]
+    ranges = repetition_ranges(experiment, metrics)
+    flagged = ranges[ranges[RELATIVE_RANGE] > tolerance]
     found: dict[str, VaryingCounts] = {}
-    for row in flagged.sort_values("spread", ascending=False).itertuples(index=False):
-        callpath, metric, *point, repetitions, spread = row  # positional: any parameter name
-        if callpath in found:  # the call path's largest spread came first
+    for row in flagged.sort_values(RELATIVE_RANGE, ascending=False).itertuples(index=False):
+        callpath, metric, *point, repetitions, relative_range = row  # positional: any name
+        if callpath in found:  # the call path's largest range came first
             continue
         found[callpath] = VaryingCounts(
             callpath=str(callpath),
             metric=str(metric),
-            spread=float(spread),
+            relative_range=float(relative_range),
             point={
                 name: float(value) for name, value in zip(experiment.parameters, point, strict=True)
             },
@@ -144,4 +154,10 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
-__all__ = ["REPETITION_TOLERANCE", "VaryingCounts", "repetition_spreads", "varying_counts"]
+__all__ = [
+    "RELATIVE_RANGE",
+    "REPETITION_TOLERANCE",
+    "VaryingCounts",
+    "repetition_ranges",
+    "varying_counts",
+]

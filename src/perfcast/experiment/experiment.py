@@ -2,8 +2,9 @@
 
 One row per (call path, metric, coordinate, repetition) with its value, so nothing a
 reader saw is averaged away before modeling; the modeler decides how to aggregate and
-uses the spread of the repetitions to judge noise. Parameters are columns named after
-the parameter, which keeps selections readable: ``exp.data.query("p == 64")``.
+uses the repetitions' scatter to judge noise (:mod:`perfcast.modeling.robust`).
+Parameters are columns named after the parameter, which keeps selections readable:
+``exp.data.query("p == 64")``.
 
 The Experiment keeps that table as NumPy arrays (:class:`Columns`: call path and metric
 codes with their names, one float array per parameter, repetition, value) and builds the
@@ -353,8 +354,11 @@ class Experiment:
 
     def aggregate(self, how: str = "median") -> pd.DataFrame:
         """One row per (call path, metric, coordinate): the aggregated value plus the
-        repetition count and the repetitions' relative spread (std / |mean|), which the
-        modeler uses to tell real variation from measurement noise."""
+        repetition count and the repetitions' ``spread``, their sample standard deviation
+        over the absolute value of their mean (0 for a single repetition). That is what
+        "spread" means in perfcast; the modeler judges noise by a robust relative noise
+        instead (:func:`~perfcast.modeling.robust.robust_noise`), and the effort check by
+        the relative range (:data:`~perfcast.effort.waiting.RELATIVE_RANGE`)."""
         if how not in AGGREGATIONS:
             raise InputError(f"unknown aggregation {how!r}; choose one of {AGGREGATIONS}")
         keys = [CALLPATH, METRIC, *self.parameters]

@@ -14,7 +14,7 @@ RECOMMENDED_VALUES = 5
 """Fewest distinct values of a modeled parameter without a warning (Extra-P's threshold)."""
 
 POOR_FIT = "poor fit"
-"""The start of :func:`perfcast.modeling.modeler.poor_fit`'s warning (which later stages
+"""The start of :func:`perfcast.modeling.model_warnings.poor_fit`'s warning (which later stages
 look for)."""
 
 SHORT_SEGMENT = "the regime that continues is not modeled"

@@ -10,7 +10,7 @@ report page rank only the models without a reason and list the others apart.
 
 The reasons, each a fact the model set already holds:
 
-* **poor fit**: the modeler's own verdict (:func:`perfcast.modeling.modeler.poor_fit`);
+* **poor fit**: the modeler's own verdict (:func:`perfcast.modeling.model_warnings.poor_fit`);
 * **a short last regime**: a change of regime leaves too few values beyond it to model the
   regime that continues (:mod:`perfcast.priors.segments`);
 * **too few values** of a parameter the model grows with and extrapolates in

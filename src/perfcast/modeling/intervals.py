@@ -26,7 +26,7 @@ the residuals nor the leave-one-out error the modeler selects by can show it: me
 same leave-one-out SMAPE as those with the true ones, and miss the truth 8x beyond the
 range by more than the classic half-width in 40-50 % of the cases. So each model keeps
 its *alternatives* (:class:`~perfcast.modeling.pmnf.Alternative`): the hypotheses whose
-screening score lies within :data:`~perfcast.modeling.modeler.RIVAL_TOLERANCE` noise
+screening score lies within :data:`~perfcast.modeling.search.RIVAL_TOLERANCE` noise
 standard errors of the best, fitted to the same points. The interval reaches from the
 lowest of the model and its alternatives at ``x0``, minus the half-width, to the highest,
 plus it: inside the measured range they agree and it stays the classic one, beyond it
@@ -64,11 +64,12 @@ class RepetitionNoise:
 
     ``noise`` is the pooled relative standard deviation of one repetition around its
     point's mean, ``sum (y_ij - mean_i)^2 / mean_i^2`` over ``sum (r_i - 1)`` (nan without
-    a second repetition anywhere), with those ``dof``. Not the robust spread the modeler
-    aggregates with: five repetitions bias that low (one of the deviations from the sample
-    median is zero), and it calls spikes rarer than they are, while a new measurement can
-    be a spike. ``aggregate`` is the variance this noise gives an aggregated point in the
-    fit's weighted units, ``(w_i y_i noise)^2 / r_i`` averaged over the points."""
+    a second repetition anywhere), with those ``dof``. Not the robust noise the modeler
+    aggregates with (:func:`~perfcast.modeling.robust.robust_noise`): five repetitions
+    bias that low (one of the deviations from the sample median is zero), and it calls
+    spikes rarer than they are, while a new measurement can be a spike. ``aggregate`` is
+    the variance this noise gives an aggregated point in the fit's weighted units,
+    ``(w_i y_i noise)^2 / r_i`` averaged over the points."""
 
     noise: np.ndarray
     dof: np.ndarray
@@ -89,8 +90,8 @@ class RepetitionNoise:
             squares = np.nansum(np.square(relative), axis=(1, 2))
             noise = np.where(dof > 0, np.sqrt(squares / np.maximum(dof, 1.0)), np.nan)
             scaled = np.abs(values) if weights is None else np.abs(values) * weights
-            spread = np.square(scaled * noise[:, None]) / np.maximum(counts, 1)
-        return cls(noise, dof, spread.mean(axis=1))
+            variance = np.square(scaled * noise[:, None]) / np.maximum(counts, 1)
+        return cls(noise, dof, variance.mean(axis=1))
 
 
 @dataclass(frozen=True)

@@ -14,21 +14,11 @@ space it is roughly homoscedastic, as the F-test assumes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from perfcast.modeling.lines import lines_along
-
-
-@dataclass(frozen=True)
-class RepetitionGrid:
-    """Repetitions arranged per call path and coordinate: values (K, n, r) padded with NaN.
-
-    Each (call path, coordinate) pair is one cell of the analysis of variance."""
-
-    coordinates: np.ndarray  # (n, m)
-    values: np.ndarray  # (K, n, r)
+from perfcast.modeling.repetitions import RepetitionGrid
 
 
 def parameter_p_values(cells: RepetitionGrid) -> np.ndarray:

@@ -193,7 +193,7 @@ class FitStatistics:
 @dataclass(frozen=True)
 class Alternative:
     """Another fit of the same measurements that the model selection could not tell from
-    the selected one (:data:`perfcast.modeling.modeler.RIVAL_TOLERANCE`): its constant and
+    the selected one (:data:`perfcast.modeling.search.RIVAL_TOLERANCE`): its constant and
     terms, enough to evaluate it where a prediction interval is wanted."""
 
     constant: float

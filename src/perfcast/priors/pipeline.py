@@ -33,7 +33,7 @@ from typing import Protocol
 from perfcast.effort.counts import CountModeler
 from perfcast.effort.priors import EffortModeler
 from perfcast.effort.source import is_count
-from perfcast.effort.waiting import repetition_spreads
+from perfcast.effort.waiting import RELATIVE_RANGE, repetition_ranges
 from perfcast.experiment.experiment import METRIC, Experiment
 from perfcast.experiment.metrics import MAX_SUFFIX, VISITS_METRIC
 from perfcast.modeling.findings import Finding
@@ -184,8 +184,8 @@ def deterministic_metrics(experiment: Experiment, metrics: Sequence[str]) -> lis
     ]
     if not named:
         return []
-    spreads = repetition_spreads(experiment, named)
-    moving = set(spreads.loc[spreads["spread"] > 0, METRIC])
+    ranges = repetition_ranges(experiment, named)
+    moving = set(ranges.loc[ranges[RELATIVE_RANGE] > 0, METRIC])
     return [m for m in named if m not in moving]
 
 

@@ -32,13 +32,14 @@ import numpy as np
 from perfcast.experiment.experiment import Experiment
 from perfcast.modeling.advice import POOR_FIT, SHORT_SEGMENT, extend_series
 from perfcast.modeling.findings import Finding
-from perfcast.modeling.modeler import RIVAL_TOLERANCE, PMNFModeler
+from perfcast.modeling.modeler import PMNFModeler
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.noise import f_survival
 from perfcast.modeling.pmnf import Model
 from perfcast.modeling.prior import Prior
 from perfcast.modeling.prior_fit import FixedFit
 from perfcast.modeling.regimes import RegimeChange, find_regime_change, last_segment
+from perfcast.modeling.search import RIVAL_TOLERANCE
 
 STAGE = "regime"
 

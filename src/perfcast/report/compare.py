@@ -57,9 +57,9 @@ from perfcast.modeling.intervals import (
     MeanEstimate,
     mean_estimate,
 )
-from perfcast.modeling.modeler import RIVAL_TOLERANCE
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.pmnf import Factor, Model, Term
+from perfcast.modeling.search import RIVAL_TOLERANCE
 from perfcast.report.page import ReportInputs, _round, band, drawable, others_at
 from perfcast.report.summary import CALLPATH_WIDTH
 
@@ -291,7 +291,7 @@ def rival_distance(model: Model) -> float:
     """How far (relative, root mean square over the measured points) another curve may lie
     from ``model`` and still be a rival its selection kept: the modeler keeps hypotheses
     whose screening score (the weighted residual sum of squares) lies within
-    :data:`~perfcast.modeling.modeler.RIVAL_TOLERANCE` standard errors ``s^2 sqrt(2 n)``
+    :data:`~perfcast.modeling.search.RIVAL_TOLERANCE` standard errors ``s^2 sqrt(2 n)``
     of the best, and a curve ``d`` away on ``n`` points adds ``n d^2`` to it. ``s^2``,
     the variance of an aggregated point in the fit's relative units, is read from the
     stored covariance: the scaled design's columns have unit norm, so the inverse
