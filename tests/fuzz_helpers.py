@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -42,3 +42,41 @@ def crash_site(error: BaseException) -> str:
         return f"? {type(error).__name__}"
     name = ours[-1].filename.removeprefix(str(SRC) + os.sep)
     return f"{name}:{ours[-1].lineno} {type(error).__name__}"
+
+
+def case_settings(examples: int) -> Any:
+    """Hypothesis settings of the suites that damage real files: no deadline (a case's own
+    time limit stops hangs), no example database, big or slow cases allowed."""
+    from hypothesis import HealthCheck, settings
+
+    return settings(
+        deadline=None,
+        max_examples=examples,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+
+
+def census(strategy: Any, run: Callable[[Any], str], count: int) -> None:
+    """Run ``count`` cases of ``strategy`` through ``run`` (which returns how a case ended)
+    and print how many ended each way, every crash counted by its site: what a suite's
+    property would fail on, all at once instead of at the first."""
+    from collections import Counter
+
+    from hypothesis import given
+
+    outcomes: Counter[str] = Counter()
+
+    @case_settings(count)
+    @given(strategy)
+    def one(case: Any) -> None:
+        try:
+            outcomes[run(case)] += 1
+        except (AssertionError, CaseTimeout) as error:
+            outcomes[f"{type(error).__name__}: {str(error)[:100]}"] += 1
+        except Exception as error:  # the census counts what the test would fail on
+            outcomes[crash_site(error)] += 1
+
+    one()
+    for outcome, times in outcomes.most_common():
+        print(f"{times:6}  {outcome}")

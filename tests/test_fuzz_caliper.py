@@ -15,21 +15,20 @@ import shutil
 import sys
 import tempfile
 import warnings
-from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from perfcast.errors import PerfcastError
 from perfcast.experiment import read_experiment
 
 try:
-    from fuzz_helpers import CaseTimeout, crash_site, time_limit
+    from fuzz_helpers import case_settings, census, time_limit
 except ImportError:  # run as a script from the repository root
     sys.path.insert(0, str(Path(__file__).parent))
-    from fuzz_helpers import CaseTimeout, crash_site, time_limit
+    from fuzz_helpers import case_settings, census, time_limit
 
 SET = Path(__file__).resolve().parents[2] / "shared" / "data" / "caliper" / "mpi_scaling_cali"
 SEEDS = sorted(SET.glob("*.cali")) if SET.is_dir() else []
@@ -97,35 +96,12 @@ WORKDIR = tempfile.TemporaryDirectory(prefix="perfcast-fuzz-caliper-")
 
 
 @pytest.mark.slow
-@settings(
-    deadline=None,
-    max_examples=300,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@case_settings(300)
 @given(damaged())
 def test_damaged_caliper_profiles_raise_only_perfcast_errors(case: tuple[str, bytes]) -> None:
     run_case(*case, Path(WORKDIR.name))
 
 
-def census(count: int) -> None:
-    """Run ``count`` cases and print the distinct crash sites and how cases ended."""
-    outcomes: Counter[str] = Counter()
-
-    @settings(deadline=None, max_examples=count, database=None)
-    @given(damaged())
-    def one(case: tuple[str, bytes]) -> None:
-        try:
-            outcomes[run_case(*case, Path(WORKDIR.name))] += 1
-        except (AssertionError, CaseTimeout) as error:
-            outcomes[f"{type(error).__name__}: {str(error)[:80]}"] += 1
-        except Exception as error:  # the census counts what the test would fail on
-            outcomes[crash_site(error)] += 1
-
-    one()
-    for outcome, times in outcomes.most_common():
-        print(f"{times:6}  {outcome}")
-
-
 if __name__ == "__main__":
-    census(int(sys.argv[1]) if len(sys.argv) > 1 else 500)
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 500
+    census(damaged(), lambda case: run_case(case[0], case[1], Path(WORKDIR.name)), count)

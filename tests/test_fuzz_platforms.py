@@ -14,21 +14,20 @@ from __future__ import annotations
 import re
 import sys
 import tempfile
-from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from perfcast.errors import PerfcastError
 from perfcast.simulate.platform import PlatformSpec, read_platform
 
 try:
-    from fuzz_helpers import CaseTimeout, crash_site, time_limit
+    from fuzz_helpers import case_settings, census, time_limit
 except ImportError:  # run as a script from the repository root
     sys.path.insert(0, str(Path(__file__).parent))
-    from fuzz_helpers import CaseTimeout, crash_site, time_limit
+    from fuzz_helpers import case_settings, census, time_limit
 
 SEEDS = (
     PlatformSpec(
@@ -84,32 +83,12 @@ WORKDIR = tempfile.TemporaryDirectory(prefix="perfcast-fuzz-platforms-")
 
 
 @pytest.mark.slow
-@settings(deadline=None, max_examples=400, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+@case_settings(400)
 @given(damaged())
-def test_damaged_platform_files_raise_only_perfcast_errors(data: bytes) -> None:
-    run_case(data, Path(WORKDIR.name))
-
-
-def census(count: int) -> None:
-    """Run ``count`` cases and print the distinct crash sites and how cases ended."""
-    outcomes: Counter[str] = Counter()
-
-    @settings(deadline=None, max_examples=count, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
-    @given(damaged())
-    def one(data: bytes) -> None:
-        try:
-            outcomes[run_case(data, Path(WORKDIR.name))] += 1
-        except (AssertionError, CaseTimeout) as error:
-            outcomes[f"{type(error).__name__}: {str(error)[:100]}"] += 1
-        except Exception as error:  # the census counts what the test would fail on
-            outcomes[crash_site(error)] += 1
-
-    one()
-    for outcome, times in outcomes.most_common():
-        print(f"{times:6}  {outcome}")
+def test_damaged_platform_files_raise_only_perfcast_errors(case: bytes) -> None:
+    run_case(case, Path(WORKDIR.name))
 
 
 if __name__ == "__main__":
-    census(int(sys.argv[1]) if len(sys.argv) > 1 else 500)
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 500
+    census(damaged(), lambda case: run_case(case, Path(WORKDIR.name)), count)

@@ -16,11 +16,10 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
-from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from perfcast.errors import PerfcastError
@@ -28,11 +27,11 @@ from perfcast.simulate.synthesis import synthesize
 from perfcast.simulate.trace import read_trace
 
 try:
-    from fuzz_helpers import CaseTimeout, crash_site, time_limit
+    from fuzz_helpers import case_settings, census, time_limit
     from test_simulate_synthesis import chain, write_trace
 except ImportError:  # run as a script from the repository root
     sys.path.insert(0, str(Path(__file__).parent))
-    from fuzz_helpers import CaseTimeout, crash_site, time_limit
+    from fuzz_helpers import case_settings, census, time_limit
     from test_simulate_synthesis import chain, write_trace
 
 COUNTS = (3, 4, 6)
@@ -102,40 +101,12 @@ WORKDIR = tempfile.TemporaryDirectory(prefix="perfcast-fuzz-traces-")
 
 
 @pytest.mark.slow
-@settings(
-    deadline=None,
-    max_examples=150,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@case_settings(150)
 @given(damage())
 def test_damaged_traces_raise_only_perfcast_errors(case: tuple[int, str, bytes]) -> None:
     run_case(*case, Path(WORKDIR.name) / "case")
 
 
-def census(count: int) -> None:
-    """Run ``count`` cases and print the distinct crash sites and how cases ended."""
-    outcomes: Counter[str] = Counter()
-
-    @settings(
-        deadline=None,
-        max_examples=count,
-        database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
-    @given(damage())
-    def one(case: tuple[int, str, bytes]) -> None:
-        try:
-            outcomes[run_case(*case, Path(WORKDIR.name) / "case")] += 1
-        except (AssertionError, CaseTimeout) as error:
-            outcomes[f"{type(error).__name__}: {str(error)[:100]}"] += 1
-        except Exception as error:  # the census counts what the test would fail on
-            outcomes[crash_site(error)] += 1
-
-    one()
-    for outcome, times in outcomes.most_common():
-        print(f"{times:6}  {outcome}")
-
-
 if __name__ == "__main__":
-    census(int(sys.argv[1]) if len(sys.argv) > 1 else 300)
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 300
+    census(damage(), lambda c: run_case(c[0], c[1], c[2], Path(WORKDIR.name) / "case"), count)
