@@ -125,6 +125,41 @@ def run_extrap(
     return json.loads(output.read_text())
 
 
+class Advisor:
+    """Extra-P's measurement-point advisor in a process of the venv (``advise``), asked one
+    JSON request at a time; a context manager that ends the process."""
+
+    def __init__(self, venv: Path = VENV_DIR) -> None:
+        python = ensure_extrap(venv)
+        self._process = subprocess.Popen(
+            [str(python), __file__, "advise"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._process.stdin.write(json.dumps(request) + "\n")
+        self._process.stdin.flush()
+        line = self._process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"Extra-P's advisor ended (exit status {self._process.wait()})")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def close(self) -> None:
+        if self._process.stdin is not None:
+            self._process.stdin.close()
+        self._process.wait()
+
+    def __enter__(self) -> Advisor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 # -- inside the venv -----------------------------------------------------------------------
 
 
@@ -188,6 +223,75 @@ def _function_json(function: Any, names: list[str]) -> dict:
     return {"constant": float(function.constant_coefficient), "terms": terms}
 
 
+def _advise() -> None:
+    """Extra-P's measurement-point advisor as a server: one JSON request a line on stdin,
+    one JSON answer a line on stdout (see ``adaptive_design.py``).
+
+    A request holds ``parameters``, ``measurements`` (``[point, [values...]]`` of one call
+    path, ``main``, metric ``time``: its run times), ``budget`` (core-seconds: run time x
+    the process parameter, Extra-P's own cost), ``series`` (each parameter's allowed
+    values, the GUI's manual value series), ``process`` (the index of the process
+    parameter) and ``target``. The answer: the selection mode Extra-P was in, the points
+    it suggests (one run each, in its order), their repetition numbers (gpr mode), its
+    current cost, and its own model's value at the target (the model the advisor used).
+    """
+    import logging
+    import warnings
+
+    from extrap.entities.callpath import Callpath
+    from extrap.entities.coordinate import Coordinate
+    from extrap.entities.experiment import Experiment
+    from extrap.entities.measurement import Measurement
+    from extrap.entities.metric import Metric
+    from extrap.entities.parameter import Parameter
+    from extrap.fileio.io_helper import create_call_tree
+    from extrap.modelers.model_generator import ModelGenerator
+    from extrap.mpa.measurement_point_advisor import MeasurementPointAdvisor
+    from extrap.mpa.util import identify_selection_mode
+
+    logging.disable(logging.WARNING)
+    warnings.simplefilter("ignore")
+    for line in sys.stdin:
+        request = json.loads(line)
+        experiment = Experiment()
+        for name in request["parameters"]:
+            experiment.add_parameter(Parameter(name))
+        callpath, metric = Callpath("main"), Metric("time")
+        experiment.add_callpath(callpath)
+        experiment.add_metric(metric)
+        for point, values in request["measurements"]:
+            coordinate = Coordinate(*(float(v) for v in point))
+            experiment.add_coordinate(coordinate)
+            experiment.add_measurement(
+                Measurement(coordinate, callpath, metric, values, keep_values=True)
+            )
+        experiment.call_tree = create_call_tree(experiment.callpaths)
+        generator = ModelGenerator(experiment)
+        generator.model_all()
+        series = request["series"]
+        advisor = MeasurementPointAdvisor(
+            budget=request["budget"],
+            process_parameter_id=request["process"],
+            experiment=experiment,
+            manual_pms_selection=True,
+            manual_parameter_value_series=[",".join(repr(float(v)) for v in s) for s in series],
+            calculate_cost_manual=False,
+            number_processes=0,
+            model_generator=generator,
+        )
+        mode = identify_selection_mode(experiment, advisor.min_points)
+        points, reps = advisor.suggest_points([callpath], metric)
+        function = generator.models[callpath, metric].hypothesis.function
+        answer = {
+            "mode": mode,
+            "points": [list(map(float, c.as_tuple())) for c in points],
+            "repetitions": None if reps is None else [int(r) for r in reps],
+            "cost": float(advisor.calculate_current_cost([callpath], metric)),
+            "value_at_target": _evaluate(function, request["target"]),
+        }
+        print(json.dumps(answer), flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command")
@@ -196,8 +300,11 @@ def main(argv: list[str] | None = None) -> None:
     model.add_argument("output")
     model.add_argument("--measure", default="mean", choices=["mean", "median", "minimum"])
     model.add_argument("--at", help="comma-separated point at which to evaluate each model")
+    commands.add_parser("advise", help="Extra-P's measurement-point advisor, JSON lines")
     args = parser.parse_args(argv)
-    if args.command == "model":
+    if args.command == "advise":
+        _advise()
+    elif args.command == "model":
         at = None if args.at is None else [float(v) for v in args.at.split(",")]
         _model(args.text_file, args.output, args.measure, at)
     else:
