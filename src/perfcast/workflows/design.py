@@ -719,6 +719,7 @@ def measure_until(
             tuple(campaigns), suggestions, stopped, core_hours, wall, rounds, reached
         )
 
+    widest: list[float] = []
     if campaigns[0].report.stopped is not None:
         return result("the campaign's runs failed; fix the program and --resume")
     while True:
@@ -733,6 +734,16 @@ def measure_until(
                 f"target reached: every call path that matters is predicted within "
                 f"{100 * request.width:g} % at {format_point(suggestions.target)}",
                 reached=True,
+            )
+        widest.append(_widest(suggestions))
+        if _stalled(widest):
+            return result(
+                f"the intervals stopped narrowing: the widest is {100 * widest[-1]:.3g} % after "
+                f"{STALL_ROUNDS} rounds that took it from {100 * widest[-1 - STALL_ROUNDS]:.3g} %"
+                f", against {100 * request.width:g} % asked. More of the same runs buy little: "
+                "measure farther out along the parameters (--at a nearer target, or a larger "
+                "value in [parameters]), or question the model's shape, which its interval "
+                "does not count (perfcast model --full shows its rivals)"
             )
         core_hours, wall = spent()
         over = request.budget.left(core_hours, wall)
@@ -777,6 +788,30 @@ def measure_until(
             )
         if not ran:
             return result("nothing left to run: the suggested runs are stored already")
+
+
+STALL_ROUNDS = 3
+"""Rounds over which the widest interval must narrow by :data:`STALL_GAIN` for ``--until``
+to go on: ranked per core-hour, the suggestions turn to cheap repetitions once the model
+has settled, and the adaptive-design benchmark saw 200 such rounds leave the error flat
+(``benchmarks/results/adaptive_design.txt``)."""
+STALL_GAIN = 0.1
+"""The least relative narrowing of the widest interval over :data:`STALL_ROUNDS` rounds."""
+
+
+def _widest(suggestions: Suggestions) -> float:
+    """The widest relative interval among the call paths that matter (inf where a call
+    path has too few values of a parameter to count its interval yet)."""
+    return max((math.inf if w.few else w.relative for w in suggestions.widths), default=0.0)
+
+
+def _stalled(widest: Sequence[float]) -> bool:
+    """Whether the last :data:`STALL_ROUNDS` rounds narrowed the widest interval by less
+    than :data:`STALL_GAIN` of it (never while an interval does not count yet)."""
+    if len(widest) <= STALL_ROUNDS:
+        return False
+    before, now = widest[-1 - STALL_ROUNDS], widest[-1]
+    return math.isfinite(before) and now > (1 - STALL_GAIN) * before
 
 
 def _affordable(
