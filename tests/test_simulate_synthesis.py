@@ -701,3 +701,16 @@ def test_a_repeated_finalize_is_refused_as_a_different_length(tmp_path: Path) ->
     rank_file.write_text(rank_file.read_text() + "1 finalize\n")
     with pytest.raises(PerfcastError, match=r"runs .* MPI actions, rank .* the sequence changes"):
         synthesize([read_trace(t) for t in traces], 16, tmp_path / "out")
+
+
+def test_a_compute_block_falling_below_zero_is_held_at_its_last_mean(tmp_path: Path) -> None:
+    """CPU time of a short block is noisy: one that falls steeply over the traces (here
+    1/p^2, exactly) would be extrapolated below zero by a fit with a negative constant;
+    it is held at its mean at the largest traced rank count instead of stopping."""
+
+    def falling(rank: int, ranks: int) -> list[str]:
+        return [f"compute {int(3e6 / ranks**3) - 2000}", *chain(rank, ranks)[1:]]
+
+    made = synthesize(traces_of(tmp_path, falling), 64, tmp_path / "out")
+    first = lines_of(made.directory, 0)[1].split()
+    assert first[1] == "compute" and int(first[2]) >= 0

@@ -956,6 +956,7 @@ def _model(
     than the interior does)."""
     from perfcast.experiment.experiment import Experiment
     from perfcast.modeling.modeler import PMNFModeler
+    from perfcast.modeling.pmnf import Model
     from perfcast.modeling.prior import Prior
 
     amounts = _Amounts()
@@ -1008,6 +1009,11 @@ def _model(
         model = models[(key, kind)]
         name, places, occurrences = amounts.names[key], amounts.places[key], amounts.count[key]
         last = max(data, key=lambda point: point[0])[1]
+        mean_last = float(sum(last) / len(last))
+        if kind == "flops" and float(model.evaluate({"p": float(target)})) < 0 <= mean_last:
+            # a compute block that falls with p (CPU time of a short block is noisy) must
+            # not be extrapolated below zero: it is held at its mean at the largest trace
+            model = Model(key, kind, mean_last, prior="synthesis: held, the fit fell below zero")
         quantities[key] = Quantity(
             name,
             kind,
@@ -1015,7 +1021,7 @@ def _model(
             occurrences,
             model,
             _value_at(model, name, kind, target),
-            float(sum(last) / len(last)),
+            mean_last,
         )
     largest = max(p for data in series.values() for p, _ in data)
     steeper = {
