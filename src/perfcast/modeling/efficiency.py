@@ -135,7 +135,8 @@ def scaling_from_models(
     for p in at:
         value, low, high = subtree_value(models, root, metric, {**held, ranks: p})
         speedup, efficiency = views(kind, (base_ranks, base_value), p, value)
-        _, slow = views(kind, (base_ranks, base_value), p, high) if high > 0 else (0, np.nan)
-        _, fast = views(kind, (base_ranks, base_value), p, low) if low > 0 else (0, np.nan)
+        # views gives nan for an end at or below zero (no efficiency there)
+        _, slow = views(kind, (base_ranks, base_value), p, high)
+        _, fast = views(kind, (base_ranks, base_value), p, low)
         points.append(ScalingPoint(p, value, speedup, efficiency, False, slow, fast))
     return points
