@@ -13,6 +13,7 @@ from perfcast.errors import InputError
 from perfcast.experiment.experiment import Experiment
 from perfcast.measure.design import ExperimentPlan
 from perfcast.modeling import PMNFModeler
+from perfcast.modeling.worth import width_gain
 from perfcast.workflows.design import Budget, parse_width, rank_runs
 
 
@@ -50,6 +51,21 @@ def test_a_point_between_two_rival_shapes_ranks_first():
     per_hour = [s.worth / s.core_hours for s in found.suggestions]
     assert per_hour == sorted(per_hour, reverse=True)
     assert "between rival shapes" in found.table() and "n=128" in found.table()
+
+
+def test_repeating_a_measured_point_rules_out_no_rival():
+    """The adaptive-design benchmark repeated one measured point 200 times because the test
+    there promised to rule out a rival; the refit moved both with the point's mean and the
+    interval never narrowed. Only a new point can set rivals apart."""
+    experiment = _experiment([32, 40, 48, 56, 64], [5] * 5, lambda n: 1e-6 * n**2 * np.log2(n))
+    kernel = next(m for m in PMNFModeler().fit(experiment) if m.callpath == "main->kernel")
+    points = {"n": np.array([64.0, 64.0, 128.0])}
+    runs = np.array([1, 500, 3])
+    again = width_gain(kernel, {"n": 256}, points, runs, measured=np.array([True, True, False]))
+    assert again is not None
+    assert again.rivals[0] == again.rivals[1] == 0.0
+    assert again.rivals[2] > 0
+    assert 0 < again.gain[0] <= again.gain[1] < again.width  # the fit's variance still narrows
 
 
 def test_a_parameter_with_three_values_gets_new_values_first():

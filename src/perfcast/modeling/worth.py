@@ -17,7 +17,12 @@ and a run narrows each in its own way:
    and the new runs' noise), lands farther than the test's quantile from ``a(x)`` when the
    selected model is right, ``Phi(s - z) + Phi(-s - z)`` with ``s = |a(x) - f(x)| /
    sd(x)``, less the test's false alarms (``1 - level``, its power where the two agree):
-   a run where they agree rules nothing out, however often it is repeated. Independent
+   a run where they agree rules nothing out, however often it is repeated. Only a point
+   not yet measured can rule one out: the model and each alternative were both fitted to
+   a measured point's mean, so more runs there move both refits with it and the test at
+   that point, which takes the alternative's value there as fixed, promises what a refit
+   takes back (a campaign that trusted it repeated one point 200 times at no change of
+   the interval; ``benchmarks/adaptive_design.py``). Independent
    across alternatives, the envelope's expected reach above the model
    at the target is then ``sum_k e_k (1 - q_k) prod_{j<k} q_j`` over the alternatives above
    it, farthest first (``e_k`` how far each reaches, ``q_k`` its chance to be ruled out),
@@ -76,10 +81,14 @@ def width_gain(
     points: Mapping[str, np.ndarray],
     repetitions: np.ndarray,
     level: float = DEFAULT_LEVEL,
+    measured: np.ndarray | None = None,
 ) -> WidthGain | None:
     """The expected gain of measuring each of the candidate ``points`` (one array of ``k``
     values per parameter) ``repetitions`` times (k,) for ``model``'s prediction interval
-    at ``target`` (module docstring); None where the model stores no uncertainty."""
+    at ``target`` (module docstring); None where the model stores no uncertainty.
+
+    ``measured`` (k, bool) marks the candidates already measured: more runs there narrow
+    the fit's variance but rule out no alternative (module docstring)."""
     uncertainty = model.uncertainty
     now = mean_estimate(model, target)
     if uncertainty is None or now is None:
@@ -104,8 +113,9 @@ def width_gain(
     zcz = np.einsum("ij,ij->i", cz, z)
     fitted_after = np.maximum(now.variance - np.square(gcz) / (new_noise + zcz), 0.0)
     classic = _classic_halves(now, fitted_after, level)
+    fresh = np.ones(k, dtype=bool) if measured is None else ~np.asarray(measured, dtype=bool)
     reach_up, reach_down, rivals, separation, rival = _envelope_after(
-        model, value, at_target, arrays, at, fitted_there, repetitions, level
+        model, value, at_target, arrays, at, fitted_there, repetitions, level, fresh
     )
     after_high = value + reach_up + classic
     after_low = np.where(value >= 0, np.maximum(value - reach_down - classic, 0.0), -np.inf)
@@ -156,11 +166,13 @@ def _envelope_after(
     fitted: np.ndarray,
     repetitions: np.ndarray,
     level: float,
+    fresh: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Expected reach of the alternatives above and below the model (``value``) at the
     ``target`` after the runs, the reach they are expected to lose, each candidate's largest
     separation and the alternative it belongs to. ``at`` is the model at the candidates,
-    ``fitted`` the variance of its fitted value there."""
+    ``fitted`` the variance of its fitted value there; only ``fresh`` candidates can rule
+    an alternative out."""
     k = len(repetitions)
     assert model.uncertainty is not None
     alternatives = model.uncertainty.alternatives
@@ -179,7 +191,7 @@ def _envelope_after(
             s = np.where(sd > 0, np.abs(other - at) / sd, 0.0)
         s = np.where(np.isfinite(s) & usable, s, 0.0)
         chance = normal(s - quantile) + normal(-s - quantile)
-        power.append(np.maximum(chance - (1 - level), 0.0) / level)
+        power.append(np.where(fresh, np.maximum(chance - (1 - level), 0.0) / level, 0.0))
         wider = s > separation
         separation, rival = np.where(wider, s, separation), np.where(wider, index, rival)
     reach_up = reach_down = np.zeros(k)
