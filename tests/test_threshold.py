@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import perfcast
-from perfcast.csource.verdicts import Reason
+from perfcast.csource.verdicts import Reason, Refusal
 from perfcast.errors import InputError
 from perfcast.measure.threshold import (
     ThresholdLoop,
@@ -574,11 +574,21 @@ def stencil_copy(tmp_path: Path, main_call: str = STENCIL_CALL, halo_extra: str 
     return tmp_path
 
 
-def sweep_verdict(directory: Path) -> str:
+def sweep_loop(directory: Path) -> ThresholdLoop:
     """The rule's verdict on sweep's loop when grid.c alone is compiled, as in a ``make``."""
     plan = plan_threshold(stencil_profile(), [directory / "grid.c"], root=directory)
     (verdict,) = [entry for entry in plan.loops if entry.line == 17]
-    return said(verdict)
+    return verdict
+
+
+def sweep_verdict(directory: Path) -> str:
+    return said(sweep_loop(directory))
+
+
+def sweep_refusal(directory: Path) -> Refusal:
+    refusal = sweep_loop(directory).refusal
+    assert refusal is not None
+    return refusal
 
 
 def test_a_result_returned_into_other_files_and_only_reduced_and_printed_is_safe(
@@ -603,7 +613,7 @@ def test_a_result_returned_into_other_files_and_only_reduced_and_printed_is_safe
 
 
 @pytest.mark.parametrize(
-    ("main_call", "halo_extra", "reason"),
+    ("main_call", "halo_extra", "reason", "kind"),
     [
         (
             "double r = sweep(u, unew, size, size); if (r < 1e-12) break;"
@@ -611,6 +621,7 @@ def test_a_result_returned_into_other_files_and_only_reduced_and_printed_is_safe
             "",
             "is returned (line 28) to main (jacobi.c:53), where r, computed from sweep's "
             "result, decides the branch at line 53",
+            Reason.DECIDES_BRANCH,
         ),
         (
             "residual = global_residual(sweep(u, unew, size, size), MPI_COMM_WORLD);"
@@ -620,6 +631,7 @@ def test_a_result_returned_into_other_files_and_only_reduced_and_printed_is_safe
             "sweep's result is passed to global_residual (line 53) (halo.c:20), where total, "
             "computed from local, is returned (line 24) to main (jacobi.c:53), where "
             "residual, computed from global_residual's result, decides the branch at line 53",
+            Reason.DECIDES_BRANCH,
         ),
         (
             "send_some(u, (int)sweep(u, unew, size, size), MPI_COMM_WORLD);",
@@ -627,20 +639,23 @@ def test_a_result_returned_into_other_files_and_only_reduced_and_printed_is_safe
             "{\n    MPI_Send(u, count, MPI_DOUBLE, 0, 0, comm);\n}\n",
             "sweep's result is passed to send_some (line 53) (halo.c:26), where count, the "
             "parameter of send_some it is passed to, is an argument of MPI_Send (line 28)",
+            Reason.MPI_ARGUMENT,
         ),
         (
             "double (*step)(const double *, double *, int, int) = sweep;"
             " residual = global_residual(step(u, unew, size, size), MPI_COMM_WORLD);",
             "",
             "sweep is referred to other than by a call (jacobi.c:53)",
+            Reason.REFERRED_TO,
         ),
     ],
     ids=["break", "reduced-then-break", "mpi-count-in-another-file", "pointer"],
 )
 def test_a_result_that_reaches_control_flow_or_mpi_sizes_in_a_caller_is_refused(
-    tmp_path: Path, main_call: str, halo_extra: str, reason: str
+    tmp_path: Path, main_call: str, halo_extra: str, reason: str, kind: Reason
 ) -> None:
     directory = stencil_copy(tmp_path, main_call, halo_extra)
+    assert sweep_refusal(directory).reason == kind
     verdict = sweep_verdict(directory)
     assert verdict.startswith("change, written in its body, is returned (line 28)"), verdict
     assert reason in verdict, verdict
@@ -658,7 +673,11 @@ def test_a_value_passed_into_another_file_is_followed_through_its_reduction(
         "    MPI_Allreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, comm);\n"
         "    if (total < 1e-12)\n        MPI_Barrier(comm);\n}\n"
     )
-    verdict = sweep_verdict(stencil_copy(tmp_path, call, extra))
+    directory = stencil_copy(tmp_path, call, extra)
+    refusal = sweep_refusal(directory)
+    assert refusal.reason == Reason.DECIDES_BRANCH
+    assert (refusal.file.name, refusal.line) == ("halo.c", 30)
+    verdict = sweep_verdict(directory)
     assert verdict.endswith(
         "mine, computed from sweep's result, is passed to stop_if_small (line 53) "
         "(halo.c:26), where total, computed from local, decides the branch at line 30"
@@ -793,27 +812,50 @@ def samplesort_profile() -> TaintProfile:
     )
 
 
-def test_loops_writing_memory_that_steers_the_sample_sort_are_refused(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def samplesort_plan(tmp_path_factory: pytest.TempPathFactory) -> dict[int, ThresholdLoop]:
+    directory = tmp_path_factory.mktemp("samplesort")
+    shutil.copy(SAMPLESORT, directory)
+    plan = plan_threshold(samplesort_profile(), [directory / "samplesort.c"], root=directory)
+    return {entry.line: entry for entry in plan.loops}
+
+
+def test_no_loop_of_the_sample_sort_is_applied(samplesort_plan: dict[int, ThresholdLoop]) -> None:
     """Keys, merge output, samples and bucket counts are arrays: their contents decide
     the sort's branches and MPI_Alltoallv's counts, so no loop writing them is skipped."""
-    shutil.copy(SAMPLESORT, tmp_path)
-    plan = plan_threshold(samplesort_profile(), [tmp_path / "samplesort.c"], root=tmp_path)
-    verdicts = {entry.line: entry for entry in plan.loops}
-    assert not [entry.describe() for entry in plan.loops if entry.applied]
-    writes = {20: "uint32_t", 32: "uint32_t", 59: "uint32_t", 63: "uint32_t", 74: "int"}
-    writes[137] = "long"
-    for line, kind in writes.items():
-        reason = said(verdicts[line])
-        assert reason.startswith("its body writes memory read in "), reason
-        # the write is the loop's own store: the key, the merge move, the sample, the count
-        store = {20: 22, 32: 37, 59: 60, 63: 64, 74: 83, 137: 138}[line]
-        assert f"{kind} memory (written at samplesort.c:{store})" in reason, reason
-    # keys are compared in the merge (sort_local, line 37) wherever they were written
-    assert verdicts[20].refusal is not None
-    assert verdicts[20].refusal.reason == Reason.DECIDES_BRANCH
-    assert said(verdicts[20]).endswith("decides the ?: at line 37"), said(verdicts[20])
-    # the checked count of out-of-order keys is reduced and decides main's exit status
-    assert "is returned (line 150)" in said(verdicts[137]), said(verdicts[137])
+    assert not [entry.describe() for entry in samplesort_plan.values() if entry.applied]
+
+
+@pytest.mark.parametrize(
+    ("line", "kind", "store", "reason", "ending"),
+    [
+        # keys are compared in the merge (sort_local, line 37) wherever they were written
+        (20, "uint32_t", 22, Reason.DECIDES_BRANCH, "decides the ?: at line 37"),
+        (32, "uint32_t", 37, Reason.DECIDES_BRANCH, ""),
+        (59, "uint32_t", 60, Reason.DECIDES_BRANCH, ""),
+        (63, "uint32_t", 64, Reason.DECIDES_BRANCH, ""),
+        (74, "int", 83, Reason.DECIDES_BRANCH, ""),
+        # the checked count of out-of-order keys is reduced and decides main's exit status
+        (137, "long", 138, Reason.NO_CALLER, "no call of main is found in the profile's files"),
+    ],
+)
+def test_loops_writing_memory_that_steers_the_sample_sort_are_refused(
+    samplesort_plan: dict[int, ThresholdLoop],
+    line: int,
+    kind: str,
+    store: int,
+    reason: Reason,
+    ending: str,
+) -> None:
+    """Each loop's own store (the key, the merge move, the sample, the count) is memory
+    read where it decides the sort's control flow or MPI sizes."""
+    refusal = samplesort_plan[line].refusal
+    assert refusal is not None
+    assert refusal.reason == reason, refusal.describe()
+    assert refusal.via[0].startswith("its body writes memory read in "), refusal.describe()
+    assert refusal.describe().startswith("its body writes memory read in ")
+    assert f"{kind} memory (written at samplesort.c:{store})" in refusal.describe()
+    assert refusal.describe().endswith(ending)
 
 
 ALLTOALLV = """\
@@ -886,7 +928,7 @@ int later(TYPE *a, long n) {
 
 
 @pytest.mark.parametrize(
-    ("element", "store", "read", "reason"),
+    ("element", "store", "read", "reason", "kind"),
     [
         (
             "int",
@@ -898,6 +940,7 @@ int later(TYPE *a, long n) {
             # received as bytes beside the int buffer: the bytes are filled from it
             "char memory (filled at case.c:14 from int memory (written at case.c:8)), "
             "decides the branch at line 15",
+            Reason.DECIDES_BRANCH,
         ),
         (
             "struct item",
@@ -905,6 +948,7 @@ int later(TYPE *a, long n) {
             "struct item first = a[0];\n    if (first.count > 3) return 1;\n    return 0;",
             # a member's write is a write of its struct, read whole here
             "first, computed from int memory (written at case.c:8), decides the branch at line 13",
+            Reason.DECIDES_BRANCH,
         ),
         (
             "double",
@@ -913,6 +957,7 @@ int later(TYPE *a, long n) {
             "    if (bytes[0] == 0) return (int)n;\n    return 0;",
             # a character pointer made from a double pointer reads double memory
             "char memory (any type where pointers are converted to char pointers at case.c:12",
+            Reason.DECIDES_BRANCH,
         ),
         (
             "double",
@@ -922,6 +967,7 @@ int later(TYPE *a, long n) {
             # memcpy fills its destination's type from its source's
             "long long memory (filled at case.c:13 from double memory (written at case.c:8)), "
             "decides the branch at line 14",
+            Reason.DECIDES_BRANCH,
         ),
         (
             "double",
@@ -931,6 +977,7 @@ int later(TYPE *a, long n) {
             "    free(sizes);\n    return 0;",
             "total, computed from double memory (written at case.c:8), decides the size "
             "malloc allocates (line 14)",
+            Reason.ALLOCATION_SIZE,
         ),
         (
             "double",
@@ -938,18 +985,20 @@ int later(TYPE *a, long n) {
             'char *text = malloc(8);\n    strcpy(text, "x");\n'
             "    int found = text[0] == 'x';\n    free(text);\n    return found ? (int)n : 0;",
             "",  # char memory read, but no pointer to another type becomes a char pointer
+            None,
         ),
     ],
     ids=["received-as-bytes", "struct-member", "laundered-char", "copied", "malloc", "char-only"],
 )
 def test_memory_a_loop_writes_is_followed_to_its_readers(
-    tmp_path: Path, element: str, store: str, read: str, reason: str
+    tmp_path: Path, element: str, store: str, read: str, reason: str, kind: Reason | None
 ) -> None:
     text = MEMORY_CASE.replace("TYPE", element).replace("STORE", store).replace("READ", read)
     (tmp_path / "case.c").write_text(text)
     line = marked_lines(text)["fill"]
     plan = plan_threshold(profile_for("case.c", [loop(line)]), [tmp_path / "case.c"], root=tmp_path)
     (verdict,) = plan.loops
+    assert (verdict.refusal.reason if verdict.refusal else None) == kind, said(verdict)
     if not reason:
         assert verdict.applied, said(verdict)
         return
