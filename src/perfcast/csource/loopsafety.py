@@ -44,7 +44,7 @@ refused, with the reason, when
 * it writes memory through a pointer (``*p``, ``a[i]``, ``s->f``, a member of an element,
   a library call's non-const pointer argument such as ``memcpy``'s destination), itself or
   in the program's functions it calls (transitively), and memory of that *kind* is read
-  anywhere in the profile's files (:meth:`FileAnalysis._memory_reason`) in a condition
+  anywhere in the profile's files (:meth:`FileAnalysis._memory_refusal`) in a condition
   (``if``, a loop's condition or bound, ``switch``, ``?:``, ``&&``/``||``), as an MPI
   call's size, peer, tag or root, as an MPI count or displacement array (``const int
   sendcounts[]`` of ``MPI_Alltoallv``: a pointer-to-const parameter that is not a buffer),
@@ -1200,7 +1200,7 @@ class FileAnalysis:
         assigned or initialised from it outside the body, and by the variables whose
         address an MPI call receives into beside a tainted one's (``MPI_Allreduce(&local,
         &total, ...)``: the reduced value depends on the skipped bodies too), until nothing
-        changes; and the reason to refuse where it reaches a variable that outlives the
+        changes; and the refusal where it reaches a variable that outlives the
         function."""
         flows: list[tuple[Cursor, list[tuple[str, int]]]] = []
         for node in self._outside(body, function):
