@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 import perfcast
+from perfcast.csource.verdicts import Reason, Refusal
 from perfcast.errors import InputError
 from perfcast.measure.threshold import (
+    ThresholdLoop,
     ThresholdPlan,
     plan_threshold,
     rewrite,
@@ -291,58 +293,123 @@ def test_credits_reach_the_trace_runtime_when_it_is_linked(tmp_path: Path) -> No
     assert received / 1e9 == pytest.approx(stats.seconds_credited, abs=2e-9)
 
 
-def test_unsafe_loops_are_refused_with_the_reason(tmp_path: Path) -> None:
-    source = tmp_path / "unsafe.c"
+@pytest.fixture(scope="module")
+def unsafe_plan(tmp_path_factory: pytest.TempPathFactory) -> dict[int, ThresholdLoop]:
+    """The verdicts on every loop of :data:`UNSAFE`, by line: one plan for all the cases."""
+    directory = tmp_path_factory.mktemp("unsafe")
+    source = directory / "unsafe.c"
     source.write_text(UNSAFE)
     at = marked_lines(UNSAFE)
-    loops = [
-        loop(at[name])
-        for name in (
-            "feeds_if",
-            "mpi_inside",
-            "mpi_transitive",
-            "with_break",
-            "send_count",
-            "derived",
-            "returned",
-            "pointer_call",
-            "prints",
-            "global_write",
-            "stored_globally",
-            "with_pragma",
-            "safe",
-        )
-    ]
+    loops = [loop(at[name]) for name, (kind, _) in UNSAFE_VERDICTS.items() if kind == "for"]
     loops += [
         loop(at["own_condition"], "while"),
         loop(at["nested_outer"], inner=(loop(at["nested_inner"]),)),
         loop(at["unsafe_outer"], inner=(loop(at["safe_inner"]),)),
     ]
-    plan = plan_threshold(profile_for("unsafe.c", loops), [source], root=tmp_path)
-    verdicts = {entry.line: entry.reason for entry in plan.loops}
-    expected = {
-        "feeds_if": f"s, written in its body, decides the branch at line {at['feeds_if'] + 1}",
-        "mpi_inside": "its body calls MPI_Barrier",
-        "mpi_transitive": "calls middle",
-        "with_break": "break",
-        "send_count": "count, written in its body, is an argument of MPI_Send",
-        "derived": "m, computed from s, is an argument of MPI_Bcast",
-        "returned": "s, written in its body, is returned",
-        "pointer_call": "function pointer",
-        "prints": "does I/O: printf",
-        "global_write": "total, a global or static variable",
-        "stored_globally": "total, computed from s, is a global or static variable",
-        "with_pragma": "a #pragma applies to it",
-        "own_condition": "its body writes i, which the loop's header reads",
-        "unsafe_outer": "its body calls MPI_Barrier",
-        "nested_inner": f"inside the loop at line {at['nested_outer']}, which the rule covers",
-    }
-    for name, reason in expected.items():
-        assert reason in verdicts[at[name]], (name, verdicts[at[name]])
-    assert "which calls helper, which calls MPI_Barrier" in verdicts[at["mpi_transitive"]]
-    applied = {entry.line for entry in plan.loops if entry.applied}
-    assert applied == {at["safe"], at["nested_outer"], at["safe_inner"]}
-    assert all(entry.reason for entry in plan.loops if not entry.applied)
+    plan = plan_threshold(profile_for("unsafe.c", loops), [source], root=directory)
+    return {entry.line: entry for entry in plan.loops}
+
+
+UNSAFE_VERDICTS: dict[str, tuple[str, Reason | None]] = {
+    "feeds_if": ("for", Reason.DECIDES_BRANCH),
+    "mpi_inside": ("for", Reason.MPI_CALL),
+    "mpi_transitive": ("for", Reason.MPI_CALL),
+    "with_break": ("for", Reason.BREAK),
+    "send_count": ("for", Reason.MPI_ARGUMENT),
+    "derived": ("for", Reason.MPI_ARGUMENT),
+    "returned": ("for", Reason.NO_CALLER),
+    "pointer_call": ("for", Reason.FUNCTION_POINTER),
+    "prints": ("for", Reason.IO),
+    "global_write": ("for", Reason.WRITES_GLOBAL),
+    "stored_globally": ("for", Reason.STORED_GLOBALLY),
+    "with_pragma": ("for", Reason.PRAGMA),
+    "safe": ("for", None),
+    "own_condition": ("while", Reason.HEADER_READS),
+    "nested_outer": ("nested", None),
+    "nested_inner": ("nested", Reason.COVERED),
+    "unsafe_outer": ("nested", Reason.MPI_CALL),
+    "safe_inner": ("nested", None),
+}
+"""Per marked loop of :data:`UNSAFE`: how the profile lists it, and the rule's reason to
+refuse it (None: applied)."""
+
+
+@pytest.mark.parametrize("name", list(UNSAFE_VERDICTS))
+def test_each_unsafe_loop_is_refused_for_its_reason(
+    unsafe_plan: dict[int, ThresholdLoop], name: str
+) -> None:
+    entry = unsafe_plan[marked_lines(UNSAFE)[name]]
+    _, reason = UNSAFE_VERDICTS[name]
+    assert (entry.refusal.reason if entry.refusal else None) == reason, entry.describe()
+    assert entry.applied == (reason is None)
+
+
+UNSAFE_LINES = marked_lines(UNSAFE) | {
+    "helper": UNSAFE.splitlines().index("static void helper(void) { MPI_Barrier(MPI_COMM_WORLD); }")
+    + 1,
+    "total": UNSAFE.splitlines().index("long total;") + 1,
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "place", "wording"),
+    [
+        (
+            "feeds_if",
+            ("unsafe.c", "feeds_if", 1),
+            "s, written in its body, decides the branch at line {feeds_if+1}",
+        ),
+        (
+            "mpi_transitive",
+            ("unsafe.c", "helper", 0),
+            "its body calls middle (line {mpi_transitive}), which calls helper, which calls "
+            "MPI_Barrier (line {helper})",
+        ),
+        (
+            "derived",
+            ("unsafe.c", "derived", 2),
+            "m, computed from s, is an argument of MPI_Bcast (line {derived+2})",
+        ),
+        (
+            "returned",
+            ("unsafe.c", "returned", 1),
+            "s, written in its body, is returned (line {returned+1}), and no call of returned "
+            "is found in the profile's files",
+        ),
+        (
+            "stored_globally",
+            ("unsafe.c", "total", 0),
+            "total, computed from s, is a global or static variable",
+        ),
+        (
+            "nested_inner",
+            ("unsafe.c", "nested_outer", 0),
+            "inside the loop at line {nested_outer}, which the rule covers",
+        ),
+    ],
+)
+def test_a_refusal_names_its_place_and_reads_as_before(
+    unsafe_plan: dict[int, ThresholdLoop],
+    name: str,
+    place: tuple[str, str, int],
+    wording: str,
+) -> None:
+    """The refusal's place is what decides it (the branch, the MPI call, the variable, the
+    outer loop), and its sentence is the one ``perfcast build`` has always printed."""
+    refusal = unsafe_plan[UNSAFE_LINES[name]].refusal
+    assert refusal is not None
+    file, marker, below = place
+    assert (refusal.file.name, refusal.line) == (file, UNSAFE_LINES[marker] + below)
+
+    def line(match: re.Match[str]) -> str:
+        return str(UNSAFE_LINES[match[1]] + int(match[2] or 0))
+
+    assert refusal.describe() == re.sub(r"\{(\w+)(?:\+(\d))?\}", line, wording)
+
+
+def said(entry: ThresholdLoop) -> str:
+    """The verdict as ``perfcast build`` prints it after the loop's name."""
+    return entry.refusal.describe() if entry.refusal else "applied"
 
 
 def test_rewritten_loops_of_every_shape_run_and_keep_line_numbers(tmp_path: Path) -> None:
@@ -447,8 +514,9 @@ def test_cxx_range_for_is_rewritten_and_writes_through_references_are_refused(
     profile = profile_for("app.cpp", [loop(at["reference"]), loop(at["range"], "range-for")])
     plan = plan_threshold(profile, [source], root=tmp_path)
     verdicts = {entry.line: entry for entry in plan.loops}
-    assert not verdicts[at["reference"]].applied
-    assert "out, a reference to a variable of the caller" in verdicts[at["reference"]].reason
+    reference = verdicts[at["reference"]].refusal
+    assert reference is not None and reference.reason == Reason.WRITES_REFERENCE
+    assert reference.subject == "out"
     assert verdicts[at["range"]].applied
     rewritten = tmp_path / "rewritten.cpp"
     rewritten.write_text(rewrite(source, plan))
@@ -506,11 +574,21 @@ def stencil_copy(tmp_path: Path, main_call: str = STENCIL_CALL, halo_extra: str 
     return tmp_path
 
 
-def sweep_verdict(directory: Path) -> str:
+def sweep_loop(directory: Path) -> ThresholdLoop:
     """The rule's verdict on sweep's loop when grid.c alone is compiled, as in a ``make``."""
     plan = plan_threshold(stencil_profile(), [directory / "grid.c"], root=directory)
     (verdict,) = [entry for entry in plan.loops if entry.line == 17]
-    return "applied" if verdict.applied else verdict.reason
+    return verdict
+
+
+def sweep_verdict(directory: Path) -> str:
+    return said(sweep_loop(directory))
+
+
+def sweep_refusal(directory: Path) -> Refusal:
+    refusal = sweep_loop(directory).refusal
+    assert refusal is not None
+    return refusal
 
 
 def test_a_result_returned_into_other_files_and_only_reduced_and_printed_is_safe(
@@ -526,12 +604,16 @@ def test_a_result_returned_into_other_files_and_only_reduced_and_printed_is_safe
     # main's own loop calls exchange_halo, defined in halo.c, which calls MPI
     plan = plan_threshold(stencil_profile(), [directory / "jacobi.c"], root=directory)
     (main_loop,) = [entry for entry in plan.loops if entry.line == 51]
-    assert "its body calls exchange_halo (line 52), which calls MPI_Comm_rank" in main_loop.reason
-    assert "of halo.c" in main_loop.reason
+    assert main_loop.refusal is not None and main_loop.refusal.reason == Reason.MPI_CALL
+    assert main_loop.refusal.file.name == "halo.c"
+    assert said(main_loop).startswith(
+        "its body calls exchange_halo (line 52), which calls MPI_Comm_rank"
+    )
+    assert said(main_loop).endswith(" of halo.c)")
 
 
 @pytest.mark.parametrize(
-    ("main_call", "halo_extra", "reason"),
+    ("main_call", "halo_extra", "reason", "kind"),
     [
         (
             "double r = sweep(u, unew, size, size); if (r < 1e-12) break;"
@@ -539,6 +621,7 @@ def test_a_result_returned_into_other_files_and_only_reduced_and_printed_is_safe
             "",
             "is returned (line 28) to main (jacobi.c:53), where r, computed from sweep's "
             "result, decides the branch at line 53",
+            Reason.DECIDES_BRANCH,
         ),
         (
             "residual = global_residual(sweep(u, unew, size, size), MPI_COMM_WORLD);"
@@ -548,6 +631,7 @@ def test_a_result_returned_into_other_files_and_only_reduced_and_printed_is_safe
             "sweep's result is passed to global_residual (line 53) (halo.c:20), where total, "
             "computed from local, is returned (line 24) to main (jacobi.c:53), where "
             "residual, computed from global_residual's result, decides the branch at line 53",
+            Reason.DECIDES_BRANCH,
         ),
         (
             "send_some(u, (int)sweep(u, unew, size, size), MPI_COMM_WORLD);",
@@ -555,20 +639,23 @@ def test_a_result_returned_into_other_files_and_only_reduced_and_printed_is_safe
             "{\n    MPI_Send(u, count, MPI_DOUBLE, 0, 0, comm);\n}\n",
             "sweep's result is passed to send_some (line 53) (halo.c:26), where count, the "
             "parameter of send_some it is passed to, is an argument of MPI_Send (line 28)",
+            Reason.MPI_ARGUMENT,
         ),
         (
             "double (*step)(const double *, double *, int, int) = sweep;"
             " residual = global_residual(step(u, unew, size, size), MPI_COMM_WORLD);",
             "",
             "sweep is referred to other than by a call (jacobi.c:53)",
+            Reason.REFERRED_TO,
         ),
     ],
     ids=["break", "reduced-then-break", "mpi-count-in-another-file", "pointer"],
 )
 def test_a_result_that_reaches_control_flow_or_mpi_sizes_in_a_caller_is_refused(
-    tmp_path: Path, main_call: str, halo_extra: str, reason: str
+    tmp_path: Path, main_call: str, halo_extra: str, reason: str, kind: Reason
 ) -> None:
     directory = stencil_copy(tmp_path, main_call, halo_extra)
+    assert sweep_refusal(directory).reason == kind
     verdict = sweep_verdict(directory)
     assert verdict.startswith("change, written in its body, is returned (line 28)"), verdict
     assert reason in verdict, verdict
@@ -586,7 +673,11 @@ def test_a_value_passed_into_another_file_is_followed_through_its_reduction(
         "    MPI_Allreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, comm);\n"
         "    if (total < 1e-12)\n        MPI_Barrier(comm);\n}\n"
     )
-    verdict = sweep_verdict(stencil_copy(tmp_path, call, extra))
+    directory = stencil_copy(tmp_path, call, extra)
+    refusal = sweep_refusal(directory)
+    assert refusal.reason == Reason.DECIDES_BRANCH
+    assert (refusal.file.name, refusal.line) == ("halo.c", 30)
+    verdict = sweep_verdict(directory)
     assert verdict.endswith(
         "mine, computed from sweep's result, is passed to stop_if_small (line 53) "
         "(halo.c:26), where total, computed from local, decides the branch at line 30"
@@ -678,12 +769,16 @@ def test_calls_into_another_file_of_the_profile_are_judged_by_that_file(tmp_path
     )
     plan = plan_threshold(profile, [tmp_path / "caller.c"], root=tmp_path)
     verdicts = {entry.line: entry for entry in plan.loops}
-    assert verdicts[at["pure"]].applied, verdicts[at["pure"]].reason
-    assert verdicts[at["logs"]].reason == (
+    assert verdicts[at["pure"]].applied, said(verdicts[at["pure"]])
+    assert [verdicts[at[name]].refusal.reason for name in ("logs", "unknown")] == [  # type: ignore[union-attr]
+        Reason.IO,
+        Reason.UNSEEN_CALLEE,
+    ]
+    assert said(verdicts[at["logs"]]) == (
         f"its body calls log_value (line {at['logs']}), which calls show, which does I/O: "
         "printf (line 3 of callee.c)"
     )
-    assert verdicts[at["unknown"]].reason == (
+    assert said(verdicts[at["unknown"]]) == (
         f"its body calls unknown (line {at['unknown']}), defined in no file of the profile"
     )
 
@@ -717,25 +812,50 @@ def samplesort_profile() -> TaintProfile:
     )
 
 
-def test_loops_writing_memory_that_steers_the_sample_sort_are_refused(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def samplesort_plan(tmp_path_factory: pytest.TempPathFactory) -> dict[int, ThresholdLoop]:
+    directory = tmp_path_factory.mktemp("samplesort")
+    shutil.copy(SAMPLESORT, directory)
+    plan = plan_threshold(samplesort_profile(), [directory / "samplesort.c"], root=directory)
+    return {entry.line: entry for entry in plan.loops}
+
+
+def test_no_loop_of_the_sample_sort_is_applied(samplesort_plan: dict[int, ThresholdLoop]) -> None:
     """Keys, merge output, samples and bucket counts are arrays: their contents decide
     the sort's branches and MPI_Alltoallv's counts, so no loop writing them is skipped."""
-    shutil.copy(SAMPLESORT, tmp_path)
-    plan = plan_threshold(samplesort_profile(), [tmp_path / "samplesort.c"], root=tmp_path)
-    verdicts = {entry.line: entry for entry in plan.loops}
-    assert not [entry.describe() for entry in plan.loops if entry.applied]
-    writes = {20: "uint32_t", 32: "uint32_t", 59: "uint32_t", 63: "uint32_t", 74: "int"}
-    writes[137] = "long"
-    for line, kind in writes.items():
-        reason = verdicts[line].reason
-        assert reason.startswith("its body writes memory read in "), reason
-        # the write is the loop's own store: the key, the merge move, the sample, the count
-        store = {20: 22, 32: 37, 59: 60, 63: 64, 74: 83, 137: 138}[line]
-        assert f"{kind} memory (written at samplesort.c:{store})" in reason, reason
-    # keys are compared in the merge (sort_local, line 37) wherever they were written
-    assert verdicts[20].reason.endswith("decides the ?: at line 37"), verdicts[20].reason
-    # the checked count of out-of-order keys is reduced and decides main's exit status
-    assert "is returned (line 150)" in verdicts[137].reason, verdicts[137].reason
+    assert not [entry.describe() for entry in samplesort_plan.values() if entry.applied]
+
+
+@pytest.mark.parametrize(
+    ("line", "kind", "store", "reason", "ending"),
+    [
+        # keys are compared in the merge (sort_local, line 37) wherever they were written
+        (20, "uint32_t", 22, Reason.DECIDES_BRANCH, "decides the ?: at line 37"),
+        (32, "uint32_t", 37, Reason.DECIDES_BRANCH, ""),
+        (59, "uint32_t", 60, Reason.DECIDES_BRANCH, ""),
+        (63, "uint32_t", 64, Reason.DECIDES_BRANCH, ""),
+        (74, "int", 83, Reason.DECIDES_BRANCH, ""),
+        # the checked count of out-of-order keys is reduced and decides main's exit status
+        (137, "long", 138, Reason.NO_CALLER, "no call of main is found in the profile's files"),
+    ],
+)
+def test_loops_writing_memory_that_steers_the_sample_sort_are_refused(
+    samplesort_plan: dict[int, ThresholdLoop],
+    line: int,
+    kind: str,
+    store: int,
+    reason: Reason,
+    ending: str,
+) -> None:
+    """Each loop's own store (the key, the merge move, the sample, the count) is memory
+    read where it decides the sort's control flow or MPI sizes."""
+    refusal = samplesort_plan[line].refusal
+    assert refusal is not None
+    assert refusal.reason == reason, refusal.describe()
+    assert refusal.via[0].startswith("its body writes memory read in "), refusal.describe()
+    assert refusal.describe().startswith("its body writes memory read in ")
+    assert f"{kind} memory (written at samplesort.c:{store})" in refusal.describe()
+    assert refusal.describe().endswith(ending)
 
 
 ALLTOALLV = """\
@@ -779,13 +899,15 @@ def test_an_array_of_mpi_counts_is_refused_and_one_only_sent_is_applied(tmp_path
     at = marked_lines(ALLTOALLV)
     profile = profile_for("exchange.c", [loop(at["counts"]), loop(at["values"])])
     verdicts = {e.line: e for e in plan_threshold(profile, [source], root=tmp_path).loops}
-    assert verdicts[at["counts"]].reason == (
+    counts = verdicts[at["counts"]].refusal
+    assert counts is not None and counts.reason == Reason.MPI_COUNT_ARRAY
+    assert counts.describe() == (
         f"its body writes memory read in main (exchange.c:12): int memory (written at "
         f"exchange.c:{at['counts']}), is a count or displacement array of MPI_Alltoallv "
         f"(line {at['alltoallv'] - 1})"
     )
     # double memory is only MPI_Alltoallv's contents: skipping changes no size or branch
-    assert verdicts[at["values"]].applied, verdicts[at["values"]].reason
+    assert verdicts[at["values"]].applied, said(verdicts[at["values"]])
 
 
 MEMORY_CASE = """\
@@ -806,7 +928,7 @@ int later(TYPE *a, long n) {
 
 
 @pytest.mark.parametrize(
-    ("element", "store", "read", "reason"),
+    ("element", "store", "read", "reason", "kind"),
     [
         (
             "int",
@@ -818,6 +940,7 @@ int later(TYPE *a, long n) {
             # received as bytes beside the int buffer: the bytes are filled from it
             "char memory (filled at case.c:14 from int memory (written at case.c:8)), "
             "decides the branch at line 15",
+            Reason.DECIDES_BRANCH,
         ),
         (
             "struct item",
@@ -825,6 +948,7 @@ int later(TYPE *a, long n) {
             "struct item first = a[0];\n    if (first.count > 3) return 1;\n    return 0;",
             # a member's write is a write of its struct, read whole here
             "first, computed from int memory (written at case.c:8), decides the branch at line 13",
+            Reason.DECIDES_BRANCH,
         ),
         (
             "double",
@@ -833,6 +957,7 @@ int later(TYPE *a, long n) {
             "    if (bytes[0] == 0) return (int)n;\n    return 0;",
             # a character pointer made from a double pointer reads double memory
             "char memory (any type where pointers are converted to char pointers at case.c:12",
+            Reason.DECIDES_BRANCH,
         ),
         (
             "double",
@@ -842,6 +967,7 @@ int later(TYPE *a, long n) {
             # memcpy fills its destination's type from its source's
             "long long memory (filled at case.c:13 from double memory (written at case.c:8)), "
             "decides the branch at line 14",
+            Reason.DECIDES_BRANCH,
         ),
         (
             "double",
@@ -851,6 +977,7 @@ int later(TYPE *a, long n) {
             "    free(sizes);\n    return 0;",
             "total, computed from double memory (written at case.c:8), decides the size "
             "malloc allocates (line 14)",
+            Reason.ALLOCATION_SIZE,
         ),
         (
             "double",
@@ -858,23 +985,25 @@ int later(TYPE *a, long n) {
             'char *text = malloc(8);\n    strcpy(text, "x");\n'
             "    int found = text[0] == 'x';\n    free(text);\n    return found ? (int)n : 0;",
             "",  # char memory read, but no pointer to another type becomes a char pointer
+            None,
         ),
     ],
     ids=["received-as-bytes", "struct-member", "laundered-char", "copied", "malloc", "char-only"],
 )
 def test_memory_a_loop_writes_is_followed_to_its_readers(
-    tmp_path: Path, element: str, store: str, read: str, reason: str
+    tmp_path: Path, element: str, store: str, read: str, reason: str, kind: Reason | None
 ) -> None:
     text = MEMORY_CASE.replace("TYPE", element).replace("STORE", store).replace("READ", read)
     (tmp_path / "case.c").write_text(text)
     line = marked_lines(text)["fill"]
     plan = plan_threshold(profile_for("case.c", [loop(line)]), [tmp_path / "case.c"], root=tmp_path)
     (verdict,) = plan.loops
+    assert (verdict.refusal.reason if verdict.refusal else None) == kind, said(verdict)
     if not reason:
-        assert verdict.applied, verdict.reason
+        assert verdict.applied, said(verdict)
         return
-    assert verdict.reason.startswith("its body writes memory read in later (case.c:11): ")
-    assert reason in verdict.reason, verdict.reason
+    assert said(verdict).startswith("its body writes memory read in later (case.c:11): ")
+    assert reason in said(verdict), said(verdict)
 
 
 def test_the_sample_sort_built_under_the_rule_sorts_and_keeps_its_mpi_calls(

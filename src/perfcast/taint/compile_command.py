@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perfcast.csource.syntax import CXX_SUFFIXES
 from perfcast.errors import InputError
 from perfcast.taint.build import RuntimeParts, find_library
-from perfcast.taint.instrument import CXX_SUFFIXES, INCLUDE_DIR
+from perfcast.taint.instrument import INCLUDE_DIR
 from perfcast.taint.toolchain import Toolchain, mpi_compile_flags
 
 SOURCE_SUFFIXES = {".c", *CXX_SUFFIXES} - {".hpp", ".hh", ".hxx"}

@@ -24,33 +24,21 @@ from pathlib import Path
 from clang import cindex
 from clang.cindex import Cursor, CursorKind
 
-from perfcast.errors import InputError
-from perfcast.taint.rewriter import (
+from perfcast.csource.syntax import (
+    CONTAINER_KINDS,
+    CXX_SUFFIXES,
     FUNCTION_KINDS,
     LOOP_KINDS,
-    Edit,
-    FunctionRewriter,
     SourceText,
-    apply_edits,
-    loop_is_constant,
 )
+from perfcast.errors import InputError
+from perfcast.taint.rewriter import Edit, FunctionRewriter, apply_edits, loop_is_constant
 from perfcast.taint.sitemap import Function, SiteMap
 
 CK = CursorKind
-CXX_SUFFIXES = {".cc", ".cpp", ".cxx", ".c++", ".C", ".hpp", ".hh", ".hxx"}
 RUNTIME_DIR = Path(__file__).parent / "runtime"
 INCLUDE_DIR = Path(__file__).parent / "include"
 PRELUDE = RUNTIME_DIR / "perfcast_prelude.h"
-CONTAINERS = {
-    CK.NAMESPACE,
-    CK.LINKAGE_SPEC,
-    CK.CLASS_DECL,
-    CK.STRUCT_DECL,
-    CK.UNION_DECL,
-    CK.CLASS_TEMPLATE,
-    CK.CLASS_TEMPLATE_PARTIAL_SPECIALIZATION,
-    CK.UNEXPOSED_DECL,
-}
 
 
 @dataclass
@@ -139,7 +127,7 @@ class Instrumenter:
     def _definitions(self, tu: cindex.TranslationUnit, cplusplus: bool, into: dict) -> None:
         def walk(cursor: Cursor) -> None:
             for child in cursor.get_children():
-                if child.kind in CONTAINERS:
+                if child.kind in CONTAINER_KINDS:
                     walk(child)
                 elif child.kind in FUNCTION_KINDS and child.is_definition():
                     path = self._in_project(child)

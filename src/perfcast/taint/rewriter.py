@@ -36,7 +36,6 @@ directive after the prelude keeps diagnostics pointing at the user's file.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,24 +43,18 @@ from pathlib import Path
 from clang import cindex
 from clang.cindex import Cursor, CursorKind, StorageClass, TypeKind
 
+from perfcast.csource.syntax import (
+    ASSIGN_OPS,
+    FRAME_KINDS,
+    LOOP_KINDS,
+    STEP_OPS,
+    SourceText,
+    strip,
+)
 from perfcast.taint.sitemap import Loop, Site
 
 CK = CursorKind
 
-LOOP_KINDS = {
-    CK.FOR_STMT: "for",
-    CK.WHILE_STMT: "while",
-    CK.DO_STMT: "do",
-    CK.CXX_FOR_RANGE_STMT: "range-for",
-}
-FUNCTION_KINDS = {
-    CK.FUNCTION_DECL,
-    CK.CXX_METHOD,
-    CK.CONSTRUCTOR,
-    CK.DESTRUCTOR,
-    CK.FUNCTION_TEMPLATE,
-    CK.CONVERSION_FUNCTION,
-}
 SCALAR_TYPES = {
     TypeKind.BOOL,
     TypeKind.CHAR_U,
@@ -85,18 +78,6 @@ SCALAR_TYPES = {
     TypeKind.POINTER,
     TypeKind.ENUM,
 }
-ASSIGN_OPS = {"=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=", "|=", "^="}
-STEP_OPS = {"++", "--"}
-NESTING_STATEMENTS = {
-    CK.IF_STMT,
-    CK.FOR_STMT,
-    CK.WHILE_STMT,
-    CK.CXX_FOR_RANGE_STMT,
-    CK.LABEL_STMT,
-    CK.CASE_STMT,
-    CK.DEFAULT_STMT,
-}
-"""Statements that end where their last sub-statement ends."""
 SIMPLE_OBJECT_TOKENS = {".", "this", "->"}
 REFERENCE_TYPES = {TypeKind.LVALUEREFERENCE, TypeKind.RVALUEREFERENCE}
 UNEVALUATED = {CK.LAMBDA_EXPR, CK.CXX_UNARY_EXPR}
@@ -106,41 +87,6 @@ CALL_RANK = 10_000
 """Rank depth of call-site edits: inside every statement-level edit at the same offset."""
 LIBRARY_CALLEE = -2
 """Callee id pushed before a call of a library routine (the runtime's MPI wrappers pop it)."""
-
-
-@dataclass
-class Token:
-    start: int
-    end: int
-    spelling: str
-
-
-class SourceText:
-    """One file's bytes and tokens; offsets are byte offsets into the file."""
-
-    def __init__(self, path: Path, tu: cindex.TranslationUnit):
-        self.path = path
-        self.data = path.read_bytes()
-        handle = tu.get_file(str(path))
-        extent = cindex.SourceRange.from_locations(
-            cindex.SourceLocation.from_offset(tu, handle, 0),
-            cindex.SourceLocation.from_offset(tu, handle, len(self.data)),
-        )
-        self.tokens = [
-            Token(t.extent.start.offset, t.extent.end.offset, t.spelling)
-            for t in tu.get_tokens(extent=extent)
-        ]
-        self._starts = [t.start for t in self.tokens]
-
-    def text(self, start: int, end: int) -> str:
-        return self.data[start:end].decode()
-
-    def first_at(self, offset: int) -> int:
-        """Index of the first token starting at or after ``offset``."""
-        return bisect.bisect_left(self._starts, offset)
-
-    def tokens_in(self, start: int, end: int) -> list[Token]:
-        return self.tokens[self.first_at(start) : self.first_at(end)]
 
 
 @dataclass(order=True)
@@ -168,16 +114,6 @@ def apply_edits(data: bytes, edits: list[Edit]) -> bytes:
         pos = edit.end
     out.append(data[pos:])
     return b"".join(out)
-
-
-def strip(cursor: Cursor) -> Cursor:
-    """Look through implicit casts and parentheses."""
-    while cursor.kind in (CK.UNEXPOSED_EXPR, CK.PAREN_EXPR):
-        children = list(cursor.get_children())
-        if len(children) != 1:
-            break
-        cursor = children[0]
-    return cursor
 
 
 def is_constant_expression(cursor: Cursor) -> bool:
@@ -299,23 +235,6 @@ class FunctionRewriter:
         finally:
             self._depth -= 1
 
-    def _statement_end(self, cursor: Cursor) -> int:
-        """Offset just past the statement, including its terminating ``;``."""
-        kind = cursor.kind
-        children = list(cursor.get_children())
-        if children and kind in NESTING_STATEMENTS:
-            return max(cursor.extent.end.offset, self._statement_end(children[-1]))
-        end = cursor.extent.end.offset
-        if kind == CK.COMPOUND_STMT:
-            return end
-        index = self.src.first_at(end - 1)
-        if index < len(self.src.tokens) and self.src.tokens[index].spelling == ";":
-            return self.src.tokens[index].end
-        index = self.src.first_at(end)
-        if index < len(self.src.tokens) and self.src.tokens[index].spelling == ";":
-            return self.src.tokens[index].end
-        return end
-
     def _parens(self, cursor: Cursor, keyword: str, after: int | None = None) -> tuple[int, int]:
         """Token indices of the ``(`` and matching ``)`` following ``keyword``."""
         start = cursor.extent.start.offset if after is None else after
@@ -432,7 +351,7 @@ class FunctionRewriter:
         if self.record:
             self._open(cursor.extent.start.offset, f"{{ __perfcast_loop_begin({index}); ")
             self._close(
-                self._statement_end(cursor),
+                self.src.statement_end(cursor),
                 f" __perfcast_loop_end({-1 if parent is None else parent}); }}",
             )
         scope = _Scope(
@@ -904,7 +823,7 @@ def _is_local(target: Cursor) -> bool:
     return (
         ref.kind == CK.VAR_DECL
         and parent is not None
-        and parent.kind in FUNCTION_KINDS
+        and parent.kind in FRAME_KINDS
         and ref.storage_class not in (StorageClass.STATIC, StorageClass.EXTERN)
     )
 
