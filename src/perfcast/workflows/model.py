@@ -30,8 +30,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from perfcast.appspec import COUNTS_SUFFIX, TAINT_PROFILE_SUFFIX, beside
+from perfcast.effort.combine import combine_sources
 from perfcast.effort.priors import EffortModeler
-from perfcast.effort.sources import combine_sources
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import Experiment
@@ -165,9 +165,8 @@ def fit_models(
     sources = prior_sources(priors, inputs, effort)
     fit = fit_with_priors(effort.modeler, experiment, sources, fixed=effort)
     notes: list[str] = []
-    reported = {s.name for s in sources if hasattr(s, "report")}
     for derived in fit.derived:
-        if derived.source not in reported:
+        if derived.report(fit.models, fit.free) is None:  # an own report shows its notes
             notes.extend(derived.notes)
     by_source: dict[str, dict[str, list[str]]] = {}
     for conflict in fit.conflicts:
@@ -182,7 +181,7 @@ def fit_models(
         )
     report = None
     if set(priors) - {"taint"}:  # taint's flags are in the models' warnings
-        report = render_priors(fit, sources, effort.time_metric)
+        report = render_priors(fit, effort.time_metric)
     return ModelingResult(fit.models, tuple(priors), tuple(notes), report, fit)
 
 
