@@ -219,10 +219,13 @@ class ModelRequest:
 
     Attributes:
         experiment: the measurements, as read (``--runs`` and ``--scaling`` applied).
-        store: the campaign store they were read from (``None``: another format). Unless
-            ``priors`` is given, its taint profile and counting pass beside it are used as
-            if named (:func:`campaign_files`), and what the store knows of its machine
-            (shared cores, a simulated platform) goes into the notes and the provenance.
+        store: the campaign store they were read from (``None``: another format). Its
+            taint profile and counting pass beside it are used as if named
+            (:func:`campaign_files`), each where ``priors`` is ``None`` or names its source:
+            ``--priors effort`` on a store models what the default does when the counts
+            are there, and ``--priors none`` ignores them. What the store knows of its
+            machine (shared cores, a simulated platform) goes into the notes and the
+            provenance.
         priors: the prior sources to use (``--priors``); ``None`` chooses them
             (:func:`choose_priors`).
         inputs: the prior sources' files the user named.
@@ -283,10 +286,13 @@ def model_campaign(request: ModelRequest, effort: EffortModeler | None = None) -
     ``modeler`` the search; default: :class:`~perfcast.effort.EffortModeler`'s)."""
     effort = effort_for(effort or EffortModeler(), request.metrics)
     inputs, counts = request.inputs, request.counts
-    if request.store is not None and request.priors is None:
+    if request.store is not None:
         taint, beside_counts = campaign_files(request.store)
-        inputs = replace(inputs, taint=inputs.taint or taint)
-        counts = counts or beside_counts
+        named = request.priors
+        if named is None or "taint" in named:
+            inputs = replace(inputs, taint=inputs.taint or taint)
+        if named is None or "effort" in named:
+            counts = counts or beside_counts
     check_counts(counts, request.priors)
     measured = request.experiment
     experiment, notes = measured, list[str]()
