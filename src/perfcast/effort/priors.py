@@ -65,7 +65,6 @@ from perfcast.modeling.prior import Prior
 from perfcast.modeling.prior_conflicts import (
     CONFLICT_GAP,
     CONFLICT_RATIO,
-    fits_much_worse,
 )
 
 PRIOR_SOURCE = "effort"
@@ -171,7 +170,9 @@ class EffortModeler(Estimator):
     fitting), on the points aggregated by ``aggregation``: by default each point's fastest
     repetition (:data:`COEFFICIENT_AGGREGATION` says why). The black-box time models, which
     the report shows beside the constrained ones, keep the time modeler's own aggregation;
-    :meth:`disagrees` compares the constrained fit with a black-box fit to the same points.
+    the conflict rule (:func:`~perfcast.modeling.prior_conflicts.resolve_conflict`, with
+    ``disagreement_ratio`` and ``disagreement_gap``) compares the constrained fit with a
+    black-box fit to the same points (:meth:`comparable_blackbox`).
     A modeler in the sense of :mod:`perfcast.modeling` (options below, checked when given;
     the time modeler's options are also this one's as ``modeler__terms`` and so on).
     """
@@ -382,16 +383,12 @@ class EffortModeler(Estimator):
         self, experiment: Experiment, callpaths: Sequence[str], metric: str, free: ModelSet
     ) -> ModelSet:
         """Black-box models of ``metric`` of ``callpaths`` fitted to the points the
-        coefficients are fitted to, for :meth:`disagrees`: ``free`` itself when the
+        coefficients are fitted to, for the conflict rule: ``free`` itself when the
         aggregations agree, else a second black-box fit."""
         if self.coefficient_aggregation == self.modeler.aggregation or not callpaths:
             return free
         timed = experiment.restricted(callpaths=list(callpaths), metrics=[metric])
         return self.modeler.with_params(aggregation=self.coefficient_aggregation).fit(timed)
-
-    def disagrees(self, constrained: Model, free: Model) -> bool:
-        """Does the effort-prior model fit much worse than the black-box one?"""
-        return fits_much_worse(constrained, free, self.disagreement_ratio, self.disagreement_gap)
 
 
 def _from_visits(entry: EffortPrior | None, visits: Model | None) -> EffortPrior | None:
