@@ -150,7 +150,7 @@ def two_parameters() -> None:
     """The second part (module docstring): a Thicket over p and size."""
     import tempfile
 
-    from perfcast.effort.sources import combine_sources
+    from perfcast.effort.combine import combine_sources
     from perfcast.experiment import read_experiment
     from perfcast.experiment.names import function_name
     from perfcast.integrations.thicket import model_thicket, thicket_literals, to_thicket

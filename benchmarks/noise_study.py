@@ -132,6 +132,7 @@ from perfcast.synth.programs import (
     write_program,
 )
 from perfcast.synth.programs.truth import truth_json
+from perfcast.workflows.model import fit_models
 
 TIME = "time"
 """The modeled time of every kernel, whichever measured metric it is (see ``Study.metrics``)."""
@@ -383,7 +384,7 @@ class Comparison:
             for callpath, entry in self.priors.items()
         }
         effort = {
-            approach: {m.callpath: m for m in modeler.fit_with_priors(batched, priors)}
+            approach: {m.callpath: m for m in modeler.fit_coefficients(batched, priors)}
             for approach, modeler in self.effort.items()
             if approach in wanted
         }
@@ -421,13 +422,16 @@ class Comparison:
     def disagreements(self, time_data: Experiment) -> dict[str, tuple[int, int]]:
         """Per kind of kernel, how many of the measured (noise-free) time models under the
         effort prior get :class:`EffortModeler`'s flag "time and effort disagree: waiting
-        time or noise": ``EffortModeler.fit`` itself, on the time beside the counts."""
+        time or noise": ``perfcast model --priors effort`` itself
+        (:func:`~perfcast.workflows.model.fit_models`), on the time beside the counts."""
         counts = self.study.train.data
         counts = counts[counts[METRIC].isin(COUNTERS)]
-        fitted = self.effort[EFFORT].fit(stack(time_data.parameters, [time_data.data, counts]))
+        measured = stack(time_data.parameters, [time_data.data, counts])
+        fitted = fit_models(measured, self.effort[EFFORT], ("effort",))
+        (derived,) = fitted.fit.derived
         result: dict[str, tuple[int, int]] = {}
         for kernel in self.study.kernels:
-            if kernel.callpath not in fitted.priors:
+            if (kernel.callpath, TIME) not in derived.priors:
                 continue
             warnings = fitted.models.notes((kernel.callpath, TIME))
             flagged, total = result.get(kernel.kind, (0, 0))

@@ -10,6 +10,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from campaign_helpers import stencil_with_counters
+from effort_helpers import fit_effort
 
 from perfcast.cli import main
 from perfcast.effort import (
@@ -19,7 +20,6 @@ from perfcast.effort import (
     CountModeler,
     EffortModeler,
     Law,
-    render_effort,
 )
 from perfcast.errors import InputError
 from perfcast.experiment import write_experiment
@@ -88,17 +88,17 @@ def test_allreduce_law_structure():
 def test_effort_prior_recovers_exponents_under_noise():
     rng = np.random.default_rng(7)
     clean = _clean()
-    fitted = EffortModeler().fit(clean)
+    fitted, _ = fit_effort(clean)
     truth = fitted.models[(COMPUTE, "basic_blocks")]
     allreduce_truth = fitted.models[(ALLREDUCE, "time")]  # exact on clean data
     assert truth.leading_exponents() == {"n": (Fraction(3, 2), 0), "p": (Fraction(0), 1)}
     effort_misses = blackbox_misses = 0
     for _ in range(6):
-        result = EffortModeler().fit(_noisy(clean, rng))
+        result, _ = fit_effort(_noisy(clean, rng))
         for callpath in (COMPUTE, ALLREDUCE):
             reference = truth if callpath == COMPUTE else allreduce_truth
             constrained = result.models[(callpath, "time")]
-            free = result.blackbox[(callpath, "time")]
+            free = result.free[(callpath, "time")]
             assert constrained.prior is not None and constrained.prior.startswith("effort")
             effort_misses += any(exponent_deviations(constrained, reference, ["p", "n"]).values())
             blackbox_misses += any(exponent_deviations(free, reference, ["p", "n"]).values())
@@ -109,17 +109,17 @@ def test_effort_prior_recovers_exponents_under_noise():
 def test_disagreement_is_flagged():
     # Time grows with p^2 (waiting) while the counted effort grows with n^(3/2) log2(p).
     waiting = _clean(time_of_compute=lambda p, n: 1e-6 * p**2 + 1e-9 * n)
-    result = EffortModeler().fit(waiting)
+    result, derived = fit_effort(waiting)
     warnings = result.models.notes((COMPUTE, "time"))
     assert any(DISAGREEMENT_WARNING in w for w in warnings)
     assert not any(DISAGREEMENT_WARNING in w for w in result.models.notes((ALLREDUCE, "time")))
-    assert DISAGREEMENT_WARNING in render_effort(result)
+    assert DISAGREEMENT_WARNING in derived.report(result.models, result.free)
 
 
 def test_missing_counters_fall_back_to_classic_modeling():
-    result = EffortModeler().fit(_clean(counters=False))
-    assert not result.priors
-    assert "perfcast build --counters" in result.notes[0]
+    result, derived = fit_effort(_clean(counters=False))
+    assert not derived.effort_priors
+    assert "perfcast build --counters" in derived.notes[0]
     assert result.models[(COMPUTE, "time")].prior is None
 
 
@@ -129,8 +129,8 @@ def test_counts_without_time_and_time_without_counts():
         rows.append(("main->counted", "basic_blocks", (p, n), 5.0 * n))
         rows.append(("main->timed", "time", (p, n), 1e-6 * n))
         rows.append(("main->MPI_Wait", "time", (p, n), 1e-6 * p))
-    result = EffortModeler().fit(Experiment.from_rows(("p", "n"), rows))
-    notes = "\n".join(result.notes)
+    result, derived = fit_effort(Experiment.from_rows(("p", "n"), rows))
+    notes = "\n".join(derived.notes)
     assert "main->counted: has effort counts but no 'time' measurements" in notes
     assert "main->timed: no 'basic_blocks' counts; no effort prior" in notes
     assert "main->MPI_Wait: MPI_Wait has no communication law" in notes
@@ -174,12 +174,13 @@ def test_effort_terms_with_negative_time_coefficients_are_dropped_by_the_drop_po
         rows.append((COMPUTE, "time", (p, n), 1e-6 * n * (1 - 0.01 * p)))
     campaign = Experiment.from_rows(("p", "n"), rows)
     # the default keeps p's only term: its negative coefficient is what time says
-    kept = EffortModeler().fit(campaign).models[(COMPUTE, "time")]
+    kept = fit_effort(campaign)[0].models[(COMPUTE, "time")]
     assert set(kept.parameters) == {"p", "n"}
     # (dropping p's term costs the fit its p-dependence: the prior conflict check would
     # keep the black-box model, so it is switched off to see what the policy itself does)
-    result = EffortModeler(negative_terms="drop", disagreement_ratio=float("inf")).fit(campaign)
-    assert result.priors[COMPUTE].prior.structure == (
+    dropping = EffortModeler(negative_terms="drop", disagreement_ratio=float("inf"))
+    result, derived = fit_effort(campaign, dropping)
+    assert derived.effort_priors[COMPUTE].prior.structure == (
         (Factor("p", Fraction(1)),),
         (Factor("n", Fraction(1)),),
     )
@@ -304,7 +305,7 @@ def test_negative_effort_terms_follow_the_policy(policy, kept):
     # the only term with p comes out negative: dropping it would lose p's exponent
     cases["p_only"] = (blocks, lambda p, n: 1e-9 * n * n - 1e-9 * p * n, {big})
     for case, (counts, time, after_drop) in cases.items():
-        model = modeler.fit(_two_term_campaign(counts, time)).models[(COMPUTE, "time")]
+        model = fit_effort(_two_term_campaign(counts, time), modeler)[0].models[(COMPUTE, "time")]
         assert len(model.terms) == kept[case], case
         if kept[case] == 1:
             assert _shapes(model) == after_drop, case
@@ -331,15 +332,17 @@ def test_effort_coefficients_come_from_the_fastest_repetition():
     slowed = Experiment(clean.parameters, data, clean.metrics.values())
     beyond = {"p": 64.0, "n": 6000.0}
     truth = 3e-9 * _compute_blocks(beyond["p"], beyond["n"])
-    fastest = EffortModeler().fit(slowed)
+    fastest, _ = fit_effort(slowed)
     model = fastest.models[(COMPUTE, "time")]
     assert model.prior is not None and model.prior.startswith("effort")
     assert model.evaluate(beyond) == pytest.approx(truth, rel=1e-9)
     # the report's black-box model keeps the time modeler's own centre
-    assert fastest.blackbox[(COMPUTE, "time")].evaluate(beyond) > 1.1 * truth
-    centre = EffortModeler(aggregation=None).fit(slowed).models[(COMPUTE, "time")]
+    assert fastest.free[(COMPUTE, "time")].evaluate(beyond) > 1.1 * truth
+    centre = fit_effort(slowed, EffortModeler(aggregation=None))[0].models[(COMPUTE, "time")]
     assert centre.evaluate(beyond) > 1.1 * truth
-    also_min = EffortModeler(PMNFModeler(aggregation="min"), aggregation=None).fit(slowed)
+    also_min, _ = fit_effort(
+        slowed, EffortModeler(PMNFModeler(aggregation="min"), aggregation=None)
+    )
     assert also_min.models[(COMPUTE, "time")].evaluate(beyond) == pytest.approx(truth, rel=1e-9)
 
 
@@ -374,7 +377,7 @@ def test_table_one_laws_recover_alpha_and_beta_from_communication_times():
             rows.append((callpath, "time", (p, n), alpha * latency(p) + beta * law_bytes))
             rows.append((callpath, "mpi_bytes_sent", (p, n), sent))
     metrics = [Metric("time", "s"), Metric("mpi_bytes_sent", "bytes")]
-    result = EffortModeler().fit(Experiment.from_rows(("p", "n"), rows, metrics))
+    result, _ = fit_effort(Experiment.from_rows(("p", "n"), rows, metrics))
     for callpath, (_, bytes_of, alpha, beta) in LAW_CASES.items():
         model = result.models[(callpath, "time")]
         assert model.prior is not None and model.prior.startswith("effort"), callpath

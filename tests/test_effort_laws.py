@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from effort_helpers import fit_effort
 
 from perfcast.cli import main
 from perfcast.effort import CommunicationLaw, EffortModeler
@@ -90,11 +91,12 @@ def test_an_eight_byte_allreduce_is_log_p_not_linear_in_p():
             rows.append(("main->solve->MPI_Allreduce", "time", (p, n), time))
             rows.append(("main->solve->MPI_Allreduce", "mpi_bytes_sent", (p, n), 8.0 * p))
     metrics = [Metric("time", "s"), Metric("mpi_bytes_sent", "bytes")]
-    result = EffortModeler().fit(Experiment.from_rows(("p", "n"), rows, metrics))
+    result, derived = fit_effort(Experiment.from_rows(("p", "n"), rows, metrics))
     model = result.models[("main->solve->MPI_Allreduce", "time")]
     assert [t.shape for t in model.terms] == [LOG_P]
     assert model.leading_exponents()["p"] == (Fraction(0), 1)
-    assert "B = recorded bytes * p^-1" in result.priors["main->solve->MPI_Allreduce"].describe()
+    allreduce = derived.effort_priors["main->solve->MPI_Allreduce"]
+    assert "B = recorded bytes * p^-1" in allreduce.describe()
     prediction = model.evaluate({"p": np.array([1024.0]), "n": np.array([1000.0])})[0]
     assert prediction == pytest.approx(3e-6 * 10 + 1e-6 + 0.01 * 3e-6 * 10, rel=0.02)
 

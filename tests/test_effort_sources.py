@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 from campaign_helpers import PROGRAM, stencil_with_counters, write_spec
+from effort_helpers import fit_effort
 
 from perfcast.appspec import load_spec
 from perfcast.cli import main
-from perfcast.effort import EffortModeler
-from perfcast.effort.sources import combine_sources
+from perfcast.effort.combine import combine_sources
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import Experiment, Metric
@@ -90,7 +90,7 @@ def test_counters_come_from_the_counts_and_everything_else_from_the_time():
     assert experiment.metrics["mpi_bytes_sent"].unit == "bytes"
     assert experiment.metrics["time"].unit == "s"
     # the effort modeler reads it like a single campaign with counters
-    result = EffortModeler().fit(experiment)
+    result, _ = fit_effort(experiment)
     kernel = result.models[(KERNEL, "time")]
     assert kernel.prior is not None and kernel.prior.startswith("effort")
     assert kernel.leading_exponents()["size"] == (Fraction(2), 0)
@@ -141,8 +141,8 @@ def test_call_paths_timed_but_never_counted_get_a_note():
     assert f"1 call path(s) timed in light.sqlite were never counted ({SEND})" in (
         combined.notes[0].replace(" in counters.sqlite", "")
     )
-    result = EffortModeler().fit(combined.experiment)
-    assert SEND not in result.priors and KERNEL in result.priors
+    _, derived = fit_effort(combined.experiment)
+    assert SEND not in derived.effort_priors and KERNEL in derived.effort_priors
 
 
 def test_time_points_beyond_the_counted_range_get_a_note():

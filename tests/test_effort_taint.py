@@ -22,9 +22,10 @@ from campaign_helpers import stencil_with_counters
 
 from perfcast.cli import main
 from perfcast.effort import EffortModeler
-from perfcast.effort.source import EffortSource, is_count
+from perfcast.effort.source import EffortSource
 from perfcast.experiment import write_experiment
 from perfcast.experiment.experiment import Experiment
+from perfcast.experiment.metrics import is_counter
 from perfcast.modeling.modelset import ModelSet
 from perfcast.priors import PriorFit, PriorSource, fit_with_priors
 from perfcast.priors.report import render_priors
@@ -108,21 +109,16 @@ def taint_profile() -> dict[str, Any]:
     }
 
 
-def fit_both(*, apply: bool = True) -> tuple[PriorFit, list[Any]]:
+def fit_both(*, apply: bool = True) -> PriorFit:
     effort = EffortModeler()
     profile = TaintProfile.from_json(taint_profile())
     sources: list[PriorSource] = [EffortSource(effort), TaintSource(profile, apply=apply)]
-    return fit_with_priors(effort.modeler, measurements(), sources, fixed=effort), sources
+    return fit_with_priors(effort.modeler, measurements(), sources, fixed=effort)
 
 
 @pytest.fixture(scope="module")
-def both() -> tuple[PriorFit, list[Any]]:
+def combined() -> PriorFit:
     return fit_both()
-
-
-@pytest.fixture(scope="module")
-def combined(both) -> PriorFit:
-    return both[0]
 
 
 def _warnings(result: PriorFit, callpath: str, metric: str = "time") -> list[str]:
@@ -165,7 +161,8 @@ def test_taint_prior_where_effort_has_nothing_to_say(combined) -> None:
     hidden_counts = combined.models[(HIDDEN, "basic_blocks")]
     assert hidden_counts.prior is None and hidden_counts.parameters == ("n",)
     assert combined.models[(SPIN, "basic_blocks:max")].prior is None
-    assert is_count("basic_blocks:max") and is_count("mpi_bytes_sent") and not is_count("time")
+    assert is_counter("basic_blocks:max") and is_counter("mpi_bytes_sent")
+    assert not is_counter("time") and not is_counter("visits")
 
 
 def test_counts_that_taint_rules_out_are_flagged(combined) -> None:
@@ -206,9 +203,8 @@ def _prior_row(report: str, callpath: str) -> str:
     return text
 
 
-def test_report_shows_effort_then_the_composed_priors(both) -> None:
-    fit, sources = both
-    effort, taint = render_priors(fit, sources, "time").split(COMPOSED)
+def test_report_shows_effort_then_the_composed_priors(combined) -> None:
+    effort, taint = render_priors(combined, "time").split(COMPOSED)
     assert f"{HIDDEN}  [computation]" in effort
     assert f"warning: [priors] {DISAGREEMENT_WARNING}" in effort
     # the effort notes say why there is no effort prior; the blocks below say what came
@@ -223,7 +219,7 @@ def test_report_shows_effort_then_the_composed_priors(both) -> None:
 
 
 def test_check_mode_flags_without_taint_priors() -> None:
-    result, sources = fit_both(apply=False)
+    result = fit_both(apply=False)
     assert taint_fitted(result) == {}
     wait = result.models[(WAIT, "time")]
     assert wait.prior is None and "p" in wait.parameters
@@ -231,7 +227,7 @@ def test_check_mode_flags_without_taint_priors() -> None:
     assert any("which the code cannot: contention or noise" in w for w in notes)
     # compared, not fitted: the counts that taint rules out are still found
     assert result.composition.ruled_out == {HIDDEN: {"n"}, SPIN: {"p"}}
-    assert "taint: flags only" in render_priors(result, sources, "time")
+    assert "taint: flags only" in render_priors(result, "time")
 
 
 def test_cli_combines_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,13 +7,13 @@ import shutil
 
 import pytest
 from campaign_helpers import write_spec
+from effort_helpers import fit_effort
 
 from perfcast.cli import main
 from perfcast.effort import (
     REPETITION_TOLERANCE,
     WAITING_WARNING,
     EffortModeler,
-    render_effort,
     repetition_ranges,
     varying_counts,
 )
@@ -72,10 +72,10 @@ def test_deterministic_counts_flag_nothing():
     ranges = repetition_ranges(campaign, COUNTERS)
     assert len(ranges) == 4 and (ranges["relative_range"] == 0).all()
     assert varying_counts(campaign, COUNTERS) == {}
-    result = EffortModeler().fit(campaign)
-    assert result.waiting == {}
+    result, derived = fit_effort(campaign)
+    assert derived.waiting == {}
     assert not any(WAITING_WARNING in f.message for f in result.models.findings)
-    assert "vary between repetitions" not in render_effort(result)
+    assert "vary between repetitions" not in derived.report(result.models, result.free)
 
 
 def test_counts_that_differ_between_repetitions_are_flagged_with_their_range():
@@ -88,15 +88,15 @@ def test_counts_that_differ_between_repetitions_are_flagged_with_their_range():
     assert found[POLL].relative_range == pytest.approx(1200 / median)
     assert found[POLL].point == {"p": 8.0, "n": 3000.0}
     assert found[POLL].repetitions == 3
-    result = EffortModeler().fit(campaign)
-    assert result.waiting == found
+    result, derived = fit_effort(campaign)
+    assert derived.waiting == found
     # the prior is still derived from the median counts: the exact 10 + 5*n*p elsewhere
-    assert POLL in result.priors
-    assert result.priors[POLL].effort.leading_exponents()["n"][0] == 1
+    assert POLL in derived.effort_priors
+    assert derived.effort_priors[POLL].effort.leading_exponents()["n"][0] == 1
     warnings = _messages(result.models, (POLL, "time"))
     assert any(w.startswith(WAITING_WARNING) and "at p=8, n=3000" in w for w in warnings)
     assert not any(WAITING_WARNING in w for w in _messages(result.models, (COMPUTE, "time")))
-    report = render_effort(result)
+    report = derived.report(result.models, result.free)
     percent = f"{100 * 1200 / median:.1f} %"
     assert f"  {POLL}  basic_blocks by up to {percent} across 3 repetitions at p=8, n=3000" in (
         report
@@ -132,16 +132,16 @@ def test_the_tolerance_passes_rounding_of_rank_means_and_catches_one_block():
     assert POLL in varying_counts(one_turn, COUNTERS)
     assert 2 / 32 / big > REPETITION_TOLERANCE
     # a looser tolerance of the modeler lets it pass
-    loose = EffortModeler(repetition_tolerance=1e-6).fit(one_turn)
+    _, loose = fit_effort(one_turn, EffortModeler(repetition_tolerance=1e-6))
     assert loose.waiting == {}
 
 
 def test_one_repetition_per_point_says_nothing():
     campaign = _campaign(poll_blocks=lambda p, n, r: _blocks(p, n) * (1 + p / 100), repetitions=1)
     assert repetition_ranges(campaign, COUNTERS).empty
-    result = EffortModeler().fit(campaign)
-    assert result.waiting == {}
-    assert "vary between repetitions" not in render_effort(result)
+    result, derived = fit_effort(campaign)
+    assert derived.waiting == {}
+    assert "vary between repetitions" not in derived.report(result.models, result.free)
 
 
 def test_a_negative_tolerance_is_refused():
@@ -238,8 +238,8 @@ def test_a_real_spin_loop_is_flagged_and_deterministic_work_is_not(tmp_path, cap
     assert ranges[("main->wait_for_partner->MPI_Irecv", "mpi_bytes_received")] == 0
     assert ranges[("main->wait_for_partner->MPI_Send", "mpi_bytes_sent")] == 0
 
-    result = EffortModeler().fit(experiment)
-    assert list(result.waiting) == ["main->wait_for_partner"]
+    result, derived = fit_effort(experiment)
+    assert list(derived.waiting) == ["main->wait_for_partner"]
     spin = result.models[("main->wait_for_partner", "time")]
     # how often a rank spins depends on the scheduler, so the counts follow the time on some
     # runs and not on others: where the effort prior fits much worse than the black-box

@@ -369,7 +369,7 @@ def test_a_last_regime_too_short_to_model_keeps_the_model_unfit_to_extrapolate()
 def test_a_lower_order_effort_term_cannot_cost_thousands_of_times_the_lead_per_unit_of_work():
     """Counts ``1e4 n^2 p + 5 n``; time whose ``n`` term, fitted, would make each of its
     five blocks cost 20,000x a block of the lead term: noise the small term absorbed."""
-    from perfcast.effort import EffortModeler
+    from effort_helpers import fit_effort
 
     rows = []
     for p in (2, 4, 8, 16, 32):
@@ -377,7 +377,7 @@ def test_a_lower_order_effort_term_cannot_cost_thousands_of_times_the_lead_per_u
             rows.append(("main->k", "basic_blocks", (p, n), 1e4 * n * n * p + 5 * n))
             rows.append(("main->k", "time", (p, n), 1e-5 * n * n * p + 1e-4 * n))
     experiment = Experiment.from_rows(("p", "n"), rows)
-    model = EffortModeler().fit(experiment).models[("main->k", "time")]
+    model = fit_effort(experiment)[0].models[("main->k", "time")]
     assert [t.factors for t in model.terms] == [
         (Factor("n", Fraction(2)), Factor("p", Fraction(1)))
     ]
@@ -387,7 +387,8 @@ def test_a_lower_order_effort_term_cannot_cost_thousands_of_times_the_lead_per_u
 def test_counts_without_an_exact_model_take_the_lead_term_from_exact_visits():
     """miniFE's find_row_for_id: called (3 nx + 1)^3 / p times, each call a map lookup whose
     blocks depend on the rank's map: no exact count model, but exact visits fix the lead."""
-    from perfcast.effort import EffortModeler
+    from effort_helpers import fit_effort
+
     from perfcast.effort.priors import VISITS_KIND
 
     rng = np.random.default_rng(5)
@@ -401,8 +402,8 @@ def test_counts_without_an_exact_model_take_the_lead_term_from_exact_visits():
             for repetition in range(3):
                 time = 4e-9 * calls * per_call * (1 + 0.01 * repetition)
                 rows.append(("main->find", "time", (p, n), time))
-    fitted = EffortModeler().fit(Experiment.from_rows(("p", "n"), rows))
-    assert fitted.priors["main->find"].kind == VISITS_KIND
+    fitted, derived = fit_effort(Experiment.from_rows(("p", "n"), rows))
+    assert derived.effort_priors["main->find"].kind == VISITS_KIND
     lead = fitted.models[("main->find", "time")].leading_term()
     assert lead is not None
     assert set(lead.factors) == {Factor("n", Fraction(3)), Factor("p", Fraction(-1))}

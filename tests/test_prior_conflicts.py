@@ -11,14 +11,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from effort_helpers import fit_effort
 
 from perfcast import cli
-from perfcast.effort import DISAGREEMENT_WARNING, EffortModeler
+from perfcast.effort import DISAGREEMENT_WARNING
 from perfcast.experiment import write_experiment
 from perfcast.experiment.experiment import Experiment
 from perfcast.modeling import PMNFModeler
 from perfcast.modeling.modelset import ModelSet
-from perfcast.modeling.prior import Prior
+from perfcast.modeling.prior import DerivedPriors, Prior
 from perfcast.modeling.prior_conflicts import CONFLICT_GAP, CONFLICT_RATIO, resolve_conflict
 
 P = (2, 4, 8, 16, 32)
@@ -107,7 +108,7 @@ def test_effort_prior_that_misses_waiting_time_keeps_the_black_box_model():
         rows.append(("main->compute", "basic_blocks", (p, n), 7.0 * n + 20))
         time = (3e-8 * n + 2e-6 * p * p) * (1 + 0.002 * (repetition - 1))
         rows.append(("main->compute", "time", (p, n), time))
-    result = EffortModeler().fit(Experiment.from_rows(("p", "n"), rows))
+    result, _ = fit_effort(Experiment.from_rows(("p", "n"), rows))
     model = result.models[("main->compute", "time")]
     assert model.prior is None and "p" in model.parameters
     notes = result.models.notes(("main->compute", "time"))
@@ -115,11 +116,25 @@ def test_effort_prior_that_misses_waiting_time_keeps_the_black_box_model():
     assert warning.startswith(f"[conflict] {DISAGREEMENT_WARNING}")
     assert "the black-box model is kept" in warning and "effort-prior model:" in warning
     # with taint proving the code cannot read p, the waiting is contention: effort stays
-    kept = EffortModeler().fit(Experiment.from_rows(("p", "n"), rows), {"main->compute": {"p"}})
+    proof = Unreachable({"main->compute": frozenset({"p"})})
+    kept, _ = fit_effort(Experiment.from_rows(("p", "n"), rows), others=[proof])
     effort_model = kept.models[("main->compute", "time")]
     assert effort_model.prior is not None and effort_model.parameters == ("n",)
     notes = kept.models.notes(("main->compute", "time"))
     assert any("the effort-prior model is kept" in w for w in notes)
+
+
+class Unreachable:
+    """A source of no priors that only says which parameters each call path's code
+    provably cannot read, as a taint profile does."""
+
+    name = "taint"
+
+    def __init__(self, unreachable: dict[str, frozenset[str]]):
+        self.unreachable = unreachable
+
+    def derive(self, experiment: Experiment) -> DerivedPriors:
+        return DerivedPriors(self.name, unreachable=self.unreachable)
 
 
 HALO_PROGRAM = """\

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from effort_helpers import fit_effort
 
 from perfcast.cli import main
 from perfcast.cli.taint import _summary
-from perfcast.effort import EffortModeler, render_effort
+from perfcast.effort.combine import combine_sources
 from perfcast.effort.report import short_notes
-from perfcast.effort.sources import combine_sources
 from perfcast.errors import InputError
 from perfcast.experiment import write_experiment
 from perfcast.experiment.experiment import Experiment, Metric
@@ -191,8 +191,8 @@ def test_effort_report_heads_each_block_with_the_short_call_path():
     kernel = f"main->{ENERGY}"
     rows = [(kernel, "basic_blocks", pt, pt[1] ** 2 + 3.0 * pt[1]) for pt in points]
     rows += [(kernel, "time", pt, 1e-9 * pt[1] ** 2) for pt in points]
-    result = EffortModeler().fit(Experiment.from_rows(("p", "n"), rows))
-    report = render_effort(result)
+    result, derived = fit_effort(Experiment.from_rows(("p", "n"), rows))
+    report = derived.report(result.models, result.free)
     assert "main->CalcEnergyForElems  [computation]" in report.splitlines()
 
 

@@ -8,8 +8,9 @@ small grid of problem sizes and iteration counts with the local backend, as a us
 repetitions), then the counting pass (:mod:`perfcast.measure.counting`): the effort
 counters once per point with the counting build, whose own time is inflated by the
 counting. It then models the store exactly as ``perfcast model stencil.sqlite --metric
-time`` does (:func:`perfcast.workflows.model.model_campaign`: the counts beside the store
-become effort priors) and prints each call path's model beside the complexity the example
+time`` does (:func:`demo_models`: the one modeling workflow,
+:func:`perfcast.workflows.model.model_campaign`, where the counts beside the store become
+effort priors) and prints each call path's model beside the complexity the example
 documents (its ``README.md``): time as ``perfcast model`` gives it, the exact effort
 counters, and time black-box (``--priors none``) for comparison. It ends
 by writing the HTML report of those models (:mod:`perfcast.report.html`) and saying where
@@ -38,7 +39,7 @@ from perfcast.outputs import check_target
 from perfcast.report.campaign import campaign_facts
 from perfcast.report.html import REPORT_FILE, write_report
 from perfcast.report.page import ReportInputs, report_data
-from perfcast.workflows.model import ModelRequest, model_campaign
+from perfcast.workflows.model import CampaignModels, ModelRequest, model_campaign
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "stencil"
 
@@ -125,6 +126,21 @@ def _campaign(app: Path) -> AppSpec:
     return load_spec(spec_path)
 
 
+def demo_models(store: Path) -> CampaignModels:
+    """The demo's models of its campaign ``store``: what ``perfcast model STORE --metric
+    time`` gives, the counting campaign's store beside it supplying the effort priors. The
+    demo prints them and then tells the user to run that command (:func:`advice`), so
+    they must be the command's models, not another route's."""
+    request = ModelRequest(read_experiment(store), store=store, metrics=(TIME_METRIC,))
+    return model_campaign(request)
+
+
+def advice(store: Path) -> str:
+    """The command the demo suggests for the campaign store it kept: it finds the counts
+    beside the store without a flag, so it gives the models the demo printed."""
+    return f"try: perfcast model {store}   (it finds {counting_store(store).name} beside it)"
+
+
 def run(args: argparse.Namespace) -> int:
     if not EXAMPLE.is_dir():
         raise PerfcastError(
@@ -154,9 +170,7 @@ def demo(workdir: Path, *, report: Path, keep: bool = True) -> int:
     if not result.complete:
         return 1
     stores = [spec.store, counting_store(spec.store)]
-    # what `perfcast model stencil.sqlite --metric time` prints
-    request = ModelRequest(read_experiment(spec.store), store=spec.store, metrics=(TIME_METRIC,))
-    fitted = model_campaign(request)
+    fitted = demo_models(spec.store)
     models, experiment = fitted.models, fitted.experiment
     by_default = [m for m in models if m.metric == TIME_METRIC]
     effort = [m for m in models if m.metric in EFFORT_METRICS]
@@ -190,7 +204,7 @@ def demo(workdir: Path, *, report: Path, keep: bool = True) -> int:
     if keep:
         time_store, counts_store = stores
         print(f"stores: {time_store} (time), {counts_store} (counts)")
-        print(f"try: perfcast model {time_store}   (it finds {counts_store.name} beside it)")
+        print(advice(time_store))
     else:
         print("measured in a temporary directory; perfcast demo --workdir DIR keeps the store")
     return 0

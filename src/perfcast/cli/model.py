@@ -156,7 +156,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(--static) fix them; taint: the taint profile (--taint) restricts every metric to "
         "the parameters the code depends on. Fixed terms win over the taint restriction, "
         "effort over static; every conflict is reported. --taint or --static alone implies "
-        "its source",
+        "its source; a source named reads its file beside the store as the default does "
+        "(app.counts.sqlite, app.taint.json)",
     )
     priors.add_argument(
         "--static",

@@ -1,6 +1,7 @@
 """Effort-based priors: deterministic basic-block and MPI byte counts fix a model's
 exponents, noisy time only its coefficients (``noise-resilient-priors.txt``)."""
 
+from perfcast.effort.combine import combine_sources
 from perfcast.effort.counts import INEXACT_WARNING, CountModeler
 from perfcast.effort.laws import OPERATION_LAWS, CommunicationLaw, Law
 from perfcast.effort.priors import (
@@ -10,11 +11,9 @@ from perfcast.effort.priors import (
     DISAGREEMENT_WARNING,
     WAITING_WARNING,
     EffortModeler,
-    EffortModels,
     EffortPrior,
 )
 from perfcast.effort.report import render_effort
-from perfcast.effort.sources import combine_sources
 from perfcast.effort.waiting import (
     RELATIVE_RANGE,
     REPETITION_TOLERANCE,
@@ -36,7 +35,6 @@ __all__ = [
     "CommunicationLaw",
     "CountModeler",
     "EffortModeler",
-    "EffortModels",
     "EffortPrior",
     "Law",
     "VaryingCounts",

@@ -39,15 +39,15 @@ counts but no time, is modeled classically and a note says so.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, replace
 from fractions import Fraction
 
 import numpy as np
 
 from perfcast.effort.counts import NO_EXACT_WARNING, CountModeler
 from perfcast.effort.laws import RANKS_PARAMETER, CommunicationLaw
-from perfcast.effort.waiting import REPETITION_TOLERANCE, VaryingCounts, varying_counts
+from perfcast.effort.waiting import REPETITION_TOLERANCE
 from perfcast.experiment.experiment import AGGREGATIONS, CALLPATH, METRIC, Experiment
 from perfcast.experiment.metrics import (
     BYTES_RECEIVED,
@@ -57,7 +57,6 @@ from perfcast.experiment.metrics import (
     TIME_METRIC,
     VISITS_METRIC,
 )
-from perfcast.modeling.findings import Finding
 from perfcast.modeling.modeler import PMNFModeler
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.options import Estimator, Flag, document_options, option
@@ -66,9 +65,7 @@ from perfcast.modeling.prior import Prior
 from perfcast.modeling.prior_conflicts import (
     CONFLICT_GAP,
     CONFLICT_RATIO,
-    fits_much_worse,
 )
-from perfcast.modeling.prior_fit import fit_under_priors
 
 PRIOR_SOURCE = "effort"
 
@@ -157,40 +154,25 @@ class EffortPrior:
         return base if self.law is None else f"{base} ({self.law.describe()})"
 
 
-@dataclass
-class EffortModels:
-    """What :meth:`EffortModeler.fit` returns.
-
-    Attributes:
-        models: every (call path, metric): counters from the deterministic fit, ``time``
-            fitted with the effort prior where one exists, everything else classic.
-        priors: the effort priors by call path.
-        blackbox: the classic time model of every call path, for comparison.
-        time_metric: the metric the priors constrained.
-        notes: call paths without an effort prior, and why.
-        waiting: the call paths whose effort counts vary between repetitions of a point
-            (busy waiting, :mod:`perfcast.effort.waiting`), with the largest variation;
-            empty when every point was measured once.
-    """
-
-    models: ModelSet
-    priors: dict[str, EffortPrior]
-    blackbox: ModelSet
-    time_metric: str = TIME_METRIC
-    notes: list[str] = field(default_factory=list)
-    waiting: dict[str, VaryingCounts] = field(default_factory=dict)
-
-
 @document_options
 @dataclass(eq=False)
 class EffortModeler(Estimator):
-    """Effort-prior modeling on top of a :class:`PMNFModeler`.
+    """Effort-prior modeling on top of a :class:`PMNFModeler`: the priors (:meth:`derive`)
+    and the coefficient fit under fixed structures (:meth:`fit_coefficients`).
+
+    The models themselves come from the priors stage, the one pipeline for every source
+    (:func:`perfcast.priors.fit_with_priors`, through
+    :func:`perfcast.workflows.model.fit_models` as ``perfcast model`` runs it): it derives the
+    priors once (:class:`~perfcast.effort.source.EffortSource`), fits them with this modeler
+    and keeps the black-box model where a prior conflicts with the time.
 
     The time coefficients are fitted by the time modeler itself (its relative weighting and
     fitting), on the points aggregated by ``aggregation``: by default each point's fastest
     repetition (:data:`COEFFICIENT_AGGREGATION` says why). The black-box time models, which
     the report shows beside the constrained ones, keep the time modeler's own aggregation;
-    :meth:`disagrees` compares the constrained fit with a black-box fit to the same points.
+    the conflict rule (:func:`~perfcast.modeling.prior_conflicts.resolve_conflict`, with
+    ``disagreement_ratio`` and ``disagreement_gap``) compares the constrained fit with a
+    black-box fit to the same points (:meth:`comparable_blackbox`).
     A modeler in the sense of :mod:`perfcast.modeling` (options below, checked when given;
     the time modeler's options are also this one's as ``modeler__terms`` and so on).
     """
@@ -320,88 +302,19 @@ class EffortModeler(Estimator):
         effort = bytes_model or Model(callpath, BYTES_SENT, 0.0)
         return EffortPrior(callpath, "communication", effort, prior, law), ""
 
-    # -- fitting -------------------------------------------------------------------------
+    # -- fitting ------------------------------------------------------------------------
 
-    def fit(
-        self,
-        experiment: Experiment,
-        unreachable: Mapping[str, Collection[str]] | None = None,
-    ) -> EffortModels:
-        """Model every call path; ``time`` under the effort priors where they exist.
-
-        Where the prior does not match the time (:meth:`disagrees`) or the measured visits
-        use a parameter the counts do not, the prior conflicts with the measurements: the
-        black-box time model is kept instead, with a finding that gives both fits
-        (:func:`~perfcast.modeling.prior_fit.fit_under_priors`) -- unless every parameter
-        the black-box model adds is in ``unreachable[callpath]`` (parameters taint
-        analysis proves the code cannot read: contention, not work), where the effort
-        model stays, with the same finding. Time models also get a finding where the
-        counts vary between repetitions (busy waiting). With other prior sources, the
-        composition does the same (:func:`perfcast.priors.fit_with_priors`)."""
-        priors, counter_models, notes = self.derive(experiment)
-        measured = experiment.data[METRIC].unique()
-        others = [str(m) for m in measured if m not in COUNTER_METRICS]
-        free = ModelSet(experiment.parameters)
-        if others:
-            free = self.modeler.fit(experiment.restricted(metrics=others))
-        constrained, conflicts = fit_under_priors(
-            self.modeler,
-            self,
-            experiment,
-            {(c, self.time_metric): entry.prior for c, entry in priors.items()},
-            free,
-            unreachable=unreachable,
-            labels={PRIOR_SOURCE: DISAGREEMENT_WARNING},
-        )
-        # the counts are modeled once, without the noise test
-        models = ModelSet(experiment.parameters, [*counter_models, *free, *constrained])
-        waiting = varying_counts(experiment, COUNTER_METRICS, self.repetition_tolerance)
-        findings = [c.finding() for c in conflicts] + self.waiting_findings(models, waiting)
-        blackbox = ModelSet(
-            experiment.parameters, (m for m in free if m.metric == self.time_metric)
-        )
-        return EffortModels(
-            models.with_findings(findings), priors, blackbox, self.time_metric, notes, waiting
-        )
-
-    def waiting_findings(
-        self, models: ModelSet, waiting: Mapping[str, VaryingCounts]
-    ) -> list[Finding]:
-        """A finding on the time model of every call path whose counts vary between
-        repetitions (:mod:`perfcast.effort.waiting`), saying which model carries the
-        waiting: the one under a prior, or the black-box one kept instead."""
-        findings = []
-        for callpath, found in waiting.items():
-            key = (callpath, self.time_metric)
-            if key not in models:
-                continue
-            carried = (
-                "the prior carries that waiting"
-                if models[key].prior is not None
-                else "the counts did not follow the time, so the black-box model is kept"
-            )
-            findings.append(
-                Finding(
-                    PRIOR_SOURCE,
-                    callpath,
-                    self.time_metric,
-                    "waiting",
-                    f"{WAITING_WARNING} ({found.describe()}): busy waiting or "
-                    f"timing-dependent control flow; {carried}",
-                )
-            )
-        return findings
-
-    def fit_with_priors(
+    def fit_coefficients(
         self, experiment: Experiment, priors: Mapping[str, Prior], metric: str | None = None
     ) -> list[Model]:
         """Models of ``metric`` (default: the time metric) of the call paths in
         ``priors``, under those fixed structures: coefficients only.
 
-        :meth:`fit` derives the priors and calls this; calling it directly reuses priors
-        already derived (:meth:`derive`), e.g. for many noisy copies of one campaign's time,
-        which share that campaign's counts. Any fixed structure is fitted so (the static
-        model's too): the reasons for the aggregation hold whatever fixed the exponents.
+        The priors stage fits every fixed structure so
+        (:class:`~perfcast.modeling.prior_fit.FixedFit`; the static model's too: the reasons
+        for the aggregation hold whatever fixed the exponents); calling it directly reuses
+        priors already derived (:meth:`derive`), e.g. for many noisy copies of one
+        campaign's time, which share that campaign's counts.
 
         Terms whose coefficient comes out negative are treated by the ``negative_terms``
         policy (:data:`NEGATIVE_TERM_POLICIES`); a dropped term means a refit of the call
@@ -470,16 +383,12 @@ class EffortModeler(Estimator):
         self, experiment: Experiment, callpaths: Sequence[str], metric: str, free: ModelSet
     ) -> ModelSet:
         """Black-box models of ``metric`` of ``callpaths`` fitted to the points the
-        coefficients are fitted to, for :meth:`disagrees`: ``free`` itself when the
+        coefficients are fitted to, for the conflict rule: ``free`` itself when the
         aggregations agree, else a second black-box fit."""
         if self.coefficient_aggregation == self.modeler.aggregation or not callpaths:
             return free
         timed = experiment.restricted(callpaths=list(callpaths), metrics=[metric])
         return self.modeler.with_params(aggregation=self.coefficient_aggregation).fit(timed)
-
-    def disagrees(self, constrained: Model, free: Model) -> bool:
-        """Does the effort-prior model fit much worse than the black-box one?"""
-        return fits_much_worse(constrained, free, self.disagreement_ratio, self.disagreement_gap)
 
 
 def _from_visits(entry: EffortPrior | None, visits: Model | None) -> EffortPrior | None:
@@ -597,6 +506,5 @@ __all__ = [
     "NEGATIVE_TERM_POLICIES",
     "WAITING_WARNING",
     "EffortModeler",
-    "EffortModels",
     "EffortPrior",
 ]

@@ -43,6 +43,12 @@ def base_metric(name: str) -> str:
     return name.removesuffix(MAX_SUFFIX)
 
 
+def is_counter(name: str) -> bool:
+    """An effort counter or its maximum over ranks (``basic_blocks:max``): exact counts,
+    which no prior constrains and the black-box time modeler never fits."""
+    return base_metric(name) in COUNTER_METRICS
+
+
 __all__ = [
     "BYTES_RECEIVED",
     "BYTES_SENT",
@@ -54,4 +60,5 @@ __all__ = [
     "TIME_METRIC",
     "VISITS_METRIC",
     "base_metric",
+    "is_counter",
 ]

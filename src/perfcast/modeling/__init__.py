@@ -16,9 +16,10 @@ is configured the same way, after scikit-learn's estimators:
   modeler; ``with_params(**options)`` returns a changed copy;
 * ``fit(experiment, priors)`` returns the models, a :class:`ModelSet`, not the modeler:
   a modeler keeps no fitted state, so one modeler fits many experiments. Counts take no
-  priors (``CountModeler.fit(experiment)``: priors are made from them), and
-  ``EffortModeler.fit`` returns its models with the priors it derived
-  (:class:`~perfcast.effort.priors.EffortModels`).
+  priors (``CountModeler.fit(experiment)``: priors are made from them). The effort
+  modeler has no ``fit`` of its own: it derives the priors and fits coefficients under
+  them for the priors stage (:func:`perfcast.priors.fit_with_priors`), which models with
+  every source the same way.
 
 They are not scikit-learn estimators: ``fit`` takes an
 :class:`~perfcast.experiment.Experiment`, not arrays ``X, y``, and scikit-learn's

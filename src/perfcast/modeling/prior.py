@@ -10,10 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from perfcast.errors import InputError
 from perfcast.modeling.findings import Finding
 from perfcast.modeling.pmnf import Factor, Model
+
+if TYPE_CHECKING:  # the model set and the experiment only pass through check and report
+    from perfcast.experiment.experiment import Experiment
+    from perfcast.modeling.modelset import ModelSet
 
 TermShape = tuple[Factor, ...]
 
@@ -137,6 +142,10 @@ class DerivedPriors:
             measurements starts (default ``<source> prior conflicts with the measurements``).
         advisory: the priors are compared with the other sources' but never fitted
             (``--taint-mode check``: flags only).
+
+    A source that judges the final models or reports them its own way derives a subclass
+    that overrides :meth:`check` or :meth:`report`: what they need is what the derivation
+    found, so it travels with it, and neither can be called before the derivation ran.
     """
 
     source: str
@@ -159,3 +168,21 @@ class DerivedPriors:
         if prior.structure is not None:
             return frozenset(f.parameter for shape in prior.structure for f in shape)
         return prior.parameters if prior.parameters is not None else frozenset()
+
+    def check(
+        self,
+        models: ModelSet,
+        free: ModelSet,
+        experiment: Experiment,
+        proven: Mapping[str, frozenset[str]],
+    ) -> list[Finding]:
+        """Findings of this source on the final ``models`` (none by default); ``free`` are
+        the black-box fits of the measured metrics, ``proven`` the parameters exact evidence
+        showed despite a restriction (:attr:`perfcast.priors.Composition.ruled_out`)."""
+        return []
+
+    def report(self, models: ModelSet, free: ModelSet) -> str | None:
+        """This source's own report of the final ``models`` beside the black-box ``free``
+        ones, or ``None``: the priors stage's report then shows its models (and the
+        modeling workflow its notes, which an own report shows itself)."""
+        return None

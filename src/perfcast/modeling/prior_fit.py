@@ -35,7 +35,7 @@ class FixedFit(Protocol):
     disagreement_ratio: float
     disagreement_gap: float
 
-    def fit_with_priors(
+    def fit_coefficients(
         self, experiment: Experiment, priors: Mapping[str, Prior], metric: str | None = None
     ) -> list[Model]:
         """Models of ``metric`` for the call paths of ``priors``, coefficients only."""
@@ -44,7 +44,7 @@ class FixedFit(Protocol):
     def comparable_blackbox(
         self, experiment: Experiment, callpaths: Sequence[str], metric: str, free: ModelSet
     ) -> ModelSet:
-        """Black-box models fitted to the same points as :meth:`fit_with_priors` fits."""
+        """Black-box models fitted to the same points as :meth:`fit_coefficients` fits."""
         ...
 
 
@@ -87,7 +87,7 @@ def fit_under_priors(
             ratio, gap = fixed.disagreement_ratio, fixed.disagreement_gap
             fitted += [
                 (m, comparable, ratio, gap)
-                for m in fixed.fit_with_priors(experiment, structured, metric)
+                for m in fixed.fit_coefficients(experiment, structured, metric)
             ]
         if restricted:
             subset = experiment.restricted(callpaths=list(restricted), metrics=[metric])

@@ -6,11 +6,10 @@ it imports it.
 """
 
 from perfcast.priors.compose import Composition, compose, intersect
-from perfcast.priors.pipeline import CheckingSource, PriorFit, PriorSource, fit_with_priors
+from perfcast.priors.pipeline import PriorFit, PriorSource, fit_with_priors
 from perfcast.priors.registry import PriorInputs, SourceEntry, precedence, register, sources
 
 __all__ = [
-    "CheckingSource",
     "Composition",
     "PriorFit",
     "PriorInputs",

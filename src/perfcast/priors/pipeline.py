@@ -17,8 +17,9 @@ any combination:
 5. **Regimes.** A model of measured (not exact) data that crosses a change of regime
    along a parameter is refitted on the last segment, the regime that continues
    (:mod:`perfcast.priors.segments`).
-6. **Checks.** Each source judges the final models (taint: contention and algorithm
-   switches; effort: busy waiting), as findings.
+6. **Checks.** What each source derived judges the final models
+   (:meth:`DerivedPriors.check <perfcast.modeling.prior.DerivedPriors.check>`; taint:
+   contention and algorithm switches; effort: busy waiting), as findings.
 
 The result is one :class:`~perfcast.modeling.modelset.ModelSet`: the models, immutable,
 and every finding with the stage that made it.
@@ -26,17 +27,15 @@ and every finding with the stage that made it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
 from perfcast.effort.counts import CountModeler
 from perfcast.effort.priors import EffortModeler
-from perfcast.effort.source import is_count
 from perfcast.effort.waiting import RELATIVE_RANGE, repetition_ranges
 from perfcast.experiment.experiment import METRIC, Experiment
-from perfcast.experiment.metrics import MAX_SUFFIX, VISITS_METRIC
-from perfcast.modeling.findings import Finding
+from perfcast.experiment.metrics import VISITS_METRIC, base_metric, is_counter
 from perfcast.modeling.modeler import PMNFModeler
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.pmnf import Model
@@ -56,23 +55,9 @@ class PriorSource(Protocol):
     name: str
 
     def derive(self, experiment: Experiment) -> DerivedPriors:
-        """Priors per (call path, metric), with notes and findings."""
-        ...
-
-
-class CheckingSource(PriorSource, Protocol):
-    """A source that also judges the final models."""
-
-    def check(
-        self,
-        models: ModelSet,
-        free: ModelSet,
-        experiment: Experiment,
-        proven: Mapping[str, frozenset[str]],
-    ) -> list[Finding]:
-        """Findings on ``models``; ``free`` are the black-box fits of the measured
-        metrics, ``proven`` the parameters exact evidence showed despite a restriction
-        (:attr:`Composition.ruled_out`)."""
+        """Priors per (call path, metric), with notes and findings; a source that judges
+        the final models or reports them returns a :class:`DerivedPriors` that does
+        (its ``check`` and ``report``)."""
         ...
 
 
@@ -161,12 +146,10 @@ def fit_with_priors(
         models, experiment, modeler, fixed, composition.priors, sorted(exact_metrics)
     )
     checked_free = ModelSet(free.parameters, (m for m in free if m.metric not in exact_metrics))
-    for source in sources:
-        check = getattr(source, "check", None)
-        if check is not None:
-            models = models.with_findings(
-                check(models, checked_free, experiment, composition.ruled_out)
-            )
+    for d in derived:
+        models = models.with_findings(
+            d.check(models, checked_free, experiment, composition.ruled_out)
+        )
     return PriorFit(models, free, derived, composition, tuple(conflicts))
 
 
@@ -178,9 +161,7 @@ def deterministic_metrics(experiment: Experiment, metrics: Sequence[str]) -> lis
     repetitions and stay with the time modeler."""
     present = set(experiment.columns.metrics)  # a store declares metrics no run measured
     named = [
-        m
-        for m in metrics
-        if m in present and (is_count(m) or m.removesuffix(MAX_SUFFIX) == VISITS_METRIC)
+        m for m in metrics if m in present and (is_counter(m) or base_metric(m) == VISITS_METRIC)
     ]
     if not named:
         return []
@@ -198,4 +179,4 @@ def _count_models(
     return list(CountModeler(space).fit(experiment.restricted(metrics=list(metrics))))
 
 
-__all__ = ["CheckingSource", "PriorFit", "PriorSource", "fit_with_priors"]
+__all__ = ["PriorFit", "PriorSource", "fit_with_priors"]

@@ -4,27 +4,24 @@ fits, and what the composition found."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from perfcast.experiment.names import name_list
 from perfcast.priors.compose import FIXED_CONFLICT
-from perfcast.priors.pipeline import PriorFit, PriorSource
+from perfcast.priors.pipeline import PriorFit
 
 
-def render_priors(
-    fit: PriorFit, sources: Sequence[PriorSource], metric: str, precision: int = 4
-) -> str:
-    """Per call path whose ``metric`` was fitted under a prior no source reports itself:
+def render_priors(fit: PriorFit, metric: str, precision: int = 4) -> str:
+    """Each source's own report (:meth:`~perfcast.modeling.prior.DerivedPriors.report`),
+    then per call path whose ``metric`` was fitted under a prior of a source without one:
     the prior, the model, the black-box model; then the other metrics under priors, and
     the composition's findings."""
     lines: list[str] = []
     reported = set()
-    for source in sources:
-        report = getattr(source, "report", None)
+    for derived in fit.derived:
+        report = derived.report(fit.models, fit.free)
         if report is not None:
-            lines += [report(fit.models, fit.free), ""]
-            reported.add(source.name)
-    named = ", ".join(s.name for s in sources)
+            lines += [report, ""]
+            reported.add(derived.source)
+    named = ", ".join(d.source for d in fit.derived)
     lines += [
         f"{d.source}: flags only, its priors are compared but not fitted"
         for d in fit.derived

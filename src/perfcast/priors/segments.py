@@ -235,7 +235,7 @@ def _refit(
 ) -> Model | None:
     """The model of the segment: the prior's fixed terms refitted, or a new search."""
     if prior is not None and prior.structure is not None:
-        fitted = fixed.fit_with_priors(segment, {callpath: prior}, metric)
+        fitted = fixed.fit_coefficients(segment, {callpath: prior}, metric)
         return next((m for m in fitted if m.callpath == callpath), None)
     priors = {callpath: prior} if prior is not None else {}
     # A segment has few values of its parameter (three of five, often), which tell

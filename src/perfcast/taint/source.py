@@ -2,14 +2,15 @@
 
 :meth:`TaintSource.derive` matches the profile to the measured call paths
 (:func:`~perfcast.taint.validity.match_profile`) and restricts every measured metric of a
-matched call path; :meth:`TaintSource.check` adds the validity flags of the paper's
-section C (contention and noise, possible algorithm switches) as findings.
+matched call path; what it derived (:class:`TaintPriors`) then adds the validity flags of
+the paper's section C (contention and noise, possible algorithm switches) as findings
+(:meth:`TaintPriors.check`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from perfcast.errors import InputError
@@ -27,58 +28,13 @@ from perfcast.taint.validity import (
 )
 
 
-class TaintSource:
-    """Taint priors for :func:`perfcast.priors.fit_with_priors`.
+@dataclass(frozen=True, kw_only=True)
+class TaintPriors(DerivedPriors):
+    """What :meth:`TaintSource.derive` found: the restrictions of the composition, and the
+    profile and its match to the measured call paths, which :meth:`check` judges by."""
 
-    Args:
-        profile: the taint profile.
-        inclusive: match inclusive dependencies (callees included), for inclusive metrics;
-            ``False`` for metrics of each function's own code.
-        apply: ``False``: the priors are advisory, compared with the other sources' but
-            never fitted, and the models are only flagged (``--taint-mode check``).
-        path: where the profile was read from: errors of the match name it.
-
-    Holds the last :meth:`derive`'s match, which :meth:`check` uses."""
-
-    name = SOURCE
-
-    def __init__(
-        self,
-        profile: TaintProfile,
-        *,
-        inclusive: bool = True,
-        apply: bool = True,
-        path: str | Path | None = None,
-    ):
-        self.profile = profile
-        self.path = path
-        self.inclusive = inclusive
-        self.apply = apply
-        self._match: TaintMatch | None = None
-
-    def derive(self, experiment: Experiment) -> DerivedPriors:
-        """A restriction of every metric of each matched call path (the pipeline leaves
-        out the metrics another source knows exactly)."""
-        try:
-            match = match_profile(self.profile, experiment, inclusive=self.inclusive)
-        except InputError as exc:
-            if exc.path is not None or self.path is None:
-                raise
-            raise InputError(exc.reason, path=self.path) from None
-        self._match = match
-        metrics = list(experiment.metrics)
-        priors = {(c, m): prior for c, prior in match.priors.items() for m in metrics}
-        unreachable = {  # contention, not work, where a black-box model uses these
-            callpath: unreachable_parameters(self.profile, match, callpath, experiment.parameters)
-            for callpath in match.priors
-        }
-        return DerivedPriors(
-            SOURCE,
-            priors,
-            notes=tuple(match.notes()),
-            unreachable=unreachable,
-            advisory=not self.apply,
-        )
+    profile: TaintProfile
+    match: TaintMatch
 
     def check(
         self,
@@ -94,9 +50,7 @@ class TaintSource:
         although the profile rules them out (:attr:`perfcast.priors.Composition.ruled_out`);
         a black-box model using them measured that work, not contention -- the
         composition's finding says what is wrong there."""
-        match = self._match
-        if match is None:
-            raise RuntimeError("TaintSource.derive must run before check")
+        match = self.match
         if proven:
             widened = dict(match.priors)
             for callpath, parameters in proven.items():
@@ -108,4 +62,57 @@ class TaintSource:
         return validity_findings(models, free, self.profile, experiment, match)
 
 
-__all__ = ["TaintSource"]
+class TaintSource:
+    """Taint priors for :func:`perfcast.priors.fit_with_priors`.
+
+    Args:
+        profile: the taint profile.
+        inclusive: match inclusive dependencies (callees included), for inclusive metrics;
+            ``False`` for metrics of each function's own code.
+        apply: ``False``: the priors are advisory, compared with the other sources' but
+            never fitted, and the models are only flagged (``--taint-mode check``).
+        path: where the profile was read from: errors of the match name it.
+    """
+
+    name = SOURCE
+
+    def __init__(
+        self,
+        profile: TaintProfile,
+        *,
+        inclusive: bool = True,
+        apply: bool = True,
+        path: str | Path | None = None,
+    ):
+        self.profile = profile
+        self.path = path
+        self.inclusive = inclusive
+        self.apply = apply
+
+    def derive(self, experiment: Experiment) -> TaintPriors:
+        """A restriction of every metric of each matched call path (the pipeline leaves
+        out the metrics another source knows exactly)."""
+        try:
+            match = match_profile(self.profile, experiment, inclusive=self.inclusive)
+        except InputError as exc:
+            if exc.path is not None or self.path is None:
+                raise
+            raise InputError(exc.reason, path=self.path) from None
+        metrics = list(experiment.metrics)
+        priors = {(c, m): prior for c, prior in match.priors.items() for m in metrics}
+        unreachable = {  # contention, not work, where a black-box model uses these
+            callpath: unreachable_parameters(self.profile, match, callpath, experiment.parameters)
+            for callpath in match.priors
+        }
+        return TaintPriors(
+            SOURCE,
+            priors,
+            notes=tuple(match.notes()),
+            unreachable=unreachable,
+            advisory=not self.apply,
+            profile=self.profile,
+            match=match,
+        )
+
+
+__all__ = ["TaintPriors", "TaintSource"]

@@ -30,8 +30,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from perfcast.appspec import COUNTS_SUFFIX, TAINT_PROFILE_SUFFIX, beside
+from perfcast.effort.combine import combine_sources
 from perfcast.effort.priors import EffortModeler
-from perfcast.effort.sources import combine_sources
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.experiment import Experiment
@@ -165,9 +165,8 @@ def fit_models(
     sources = prior_sources(priors, inputs, effort)
     fit = fit_with_priors(effort.modeler, experiment, sources, fixed=effort)
     notes: list[str] = []
-    reported = {s.name for s in sources if hasattr(s, "report")}
     for derived in fit.derived:
-        if derived.source not in reported:
+        if derived.report(fit.models, fit.free) is None:  # an own report shows its notes
             notes.extend(derived.notes)
     by_source: dict[str, dict[str, list[str]]] = {}
     for conflict in fit.conflicts:
@@ -182,7 +181,7 @@ def fit_models(
         )
     report = None
     if set(priors) - {"taint"}:  # taint's flags are in the models' warnings
-        report = render_priors(fit, sources, effort.time_metric)
+        report = render_priors(fit, effort.time_metric)
     return ModelingResult(fit.models, tuple(priors), tuple(notes), report, fit)
 
 
@@ -220,10 +219,13 @@ class ModelRequest:
 
     Attributes:
         experiment: the measurements, as read (``--runs`` and ``--scaling`` applied).
-        store: the campaign store they were read from (``None``: another format). Unless
-            ``priors`` is given, its taint profile and counting pass beside it are used as
-            if named (:func:`campaign_files`), and what the store knows of its machine
-            (shared cores, a simulated platform) goes into the notes and the provenance.
+        store: the campaign store they were read from (``None``: another format). Its
+            taint profile and counting pass beside it are used as if named
+            (:func:`campaign_files`), each where ``priors`` is ``None`` or names its source:
+            ``--priors effort`` on a store models what the default does when the counts
+            are there, and ``--priors none`` ignores them. What the store knows of its
+            machine (shared cores, a simulated platform) goes into the notes and the
+            provenance.
         priors: the prior sources to use (``--priors``); ``None`` chooses them
             (:func:`choose_priors`).
         inputs: the prior sources' files the user named.
@@ -284,10 +286,13 @@ def model_campaign(request: ModelRequest, effort: EffortModeler | None = None) -
     ``modeler`` the search; default: :class:`~perfcast.effort.EffortModeler`'s)."""
     effort = effort_for(effort or EffortModeler(), request.metrics)
     inputs, counts = request.inputs, request.counts
-    if request.store is not None and request.priors is None:
+    if request.store is not None:
         taint, beside_counts = campaign_files(request.store)
-        inputs = replace(inputs, taint=inputs.taint or taint)
-        counts = counts or beside_counts
+        named = request.priors
+        if named is None or "taint" in named:
+            inputs = replace(inputs, taint=inputs.taint or taint)
+        if named is None or "effort" in named:
+            counts = counts or beside_counts
     check_counts(counts, request.priors)
     measured = request.experiment
     experiment, notes = measured, list[str]()

@@ -8,7 +8,8 @@ time describes an instrumented program, not the real one. The counts do not mind
 exact and identical in every build that counts.
 
 :func:`combine_sources` joins the two campaigns into the one :class:`Experiment` the effort
-modeler reads: the counter metrics (:data:`COUNTED_METRICS`) from the counting campaign,
+modeler reads: the counter metrics (effort counters as rank means and rank maxima,
+:func:`~perfcast.experiment.metrics.is_counter`) from the counting campaign,
 every other metric from the timing campaign. The counts are modeled on their own points
 and the priors applied across the time points, so the two campaigns may use different
 points; counts extrapolated beyond their own range are less trustworthy, which a note says.
@@ -24,14 +25,10 @@ import numpy as np
 
 from perfcast.errors import InputError
 from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment
-from perfcast.experiment.metrics import COUNTER_METRICS, MAX_SUFFIX, TIME_METRIC
+from perfcast.experiment.metrics import COUNTER_METRICS, TIME_METRIC, is_counter
 
 if TYPE_CHECKING:  # pandas loads with Experiment.data, not on `perfcast model`'s path
     import pandas as pd
-
-COUNTED_METRICS = (*COUNTER_METRICS, *(name + MAX_SUFFIX for name in COUNTER_METRICS))
-"""The metrics taken from the counting campaign: the effort counters, as rank means and
-rank maxima (:mod:`perfcast.measure.profiles`)."""
 
 LISTED_CALLPATHS = 5
 """Call paths a note names before it says how many more there are."""
@@ -65,7 +62,7 @@ def combine_sources(
             "parameters (one spec, with [build] counters = true for the counts)",
             path=counts.source,
         )
-    counted = counts.data[METRIC].isin(COUNTED_METRICS).to_numpy()
+    counted = counts.data[METRIC].map(is_counter).to_numpy(dtype=bool)
     if not counted.any():
         raise InputError(
             f"no effort counters ({', '.join(COUNTER_METRICS)}) in these measurements: build "
@@ -75,7 +72,7 @@ def combine_sources(
             path=counts.source,
         )
     notes: list[str] = []
-    own = time.data[METRIC].isin(COUNTED_METRICS).to_numpy()
+    own = time.data[METRIC].map(is_counter).to_numpy(dtype=bool)
     if own.any():
         dropped = sorted(set(time.data.loc[own, METRIC]))
         notes.append(
@@ -157,4 +154,4 @@ def _span(bounds: tuple[float, float]) -> str:
     return f"{bounds[0]:g}..{bounds[1]:g}"
 
 
-__all__ = ["COUNTED_METRICS", "CombinedSources", "combine_sources"]
+__all__ = ["CombinedSources", "combine_sources"]
