@@ -59,7 +59,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsFloat
 
 from perfcast.errors import InputError
 from perfcast.inputs import read_text
@@ -782,7 +782,20 @@ def expand(template: str, values: Mapping[str, float]) -> str:
     return template.format_map({k: format_value(v) for k, v in values.items()})
 
 
-def format_value(value: float) -> str:
-    """How a parameter value is written into a command or a label: ``4``, not ``4.0``."""
-    tidy = _tidy(value)
-    return str(tidy) if isinstance(tidy, int) else repr(tidy)
+EXACT = 2**53
+"""The largest whole number a float holds exactly."""
+
+
+def format_value(value: SupportsFloat) -> str:
+    """How a parameter value is written, into a command, a label or a message: the one spelling.
+
+    Whole numbers up to 2^53 as integers (``1000000``, never ``1e+06`` nor ``4.0``), so a
+    command reads ``-np 4`` and a message names the value the user typed; anything else to
+    12 significant digits, enough for any value a user gives and short of the float noise
+    of a computed one (``0.3``, not ``0.30000000000000004``). :mod:`perfcast.experiment.points`
+    spells whole points with it.
+    """
+    number = float(value)
+    if number.is_integer() and abs(number) <= EXACT:
+        return str(int(number))
+    return f"{number:.12g}"

@@ -25,6 +25,7 @@ import numpy as np
 from perfcast.errors import InputError
 from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment
 from perfcast.experiment.metrics import COUNTER_METRICS, MAX_SUFFIX, TIME_METRIC
+from perfcast.experiment.points import format_value
 
 if TYPE_CHECKING:  # pandas loads with Experiment.data, not on `perfcast model`'s path
     import pandas as pd
@@ -154,7 +155,7 @@ def _range(values: pd.Series) -> tuple[float, float]:
 
 
 def _span(bounds: tuple[float, float]) -> str:
-    return f"{bounds[0]:g}..{bounds[1]:g}"
+    return f"{format_value(bounds[0])}..{format_value(bounds[1])}"
 
 
 __all__ = ["COUNTED_METRICS", "CombinedSources", "combine_sources"]

@@ -68,6 +68,7 @@ import numpy as np
 
 from perfcast.errors import InputError
 from perfcast.experiment.experiment import Experiment
+from perfcast.experiment.points import format_value
 from perfcast.modeling.blas import serial_blas
 from perfcast.modeling.modeler_options import ModelerOptions
 from perfcast.modeling.modelset import ModelSet
@@ -119,13 +120,14 @@ class PMNFModeler(ModelerOptions):
             if len(values) < self.min_points:
                 raise InputError(
                     f"parameter {name!r}{where} has {len(values)} distinct value(s) "
-                    f"{values.tolist()}; modeling needs at least {self.min_points} (5 or more "
-                    "recommended): measure more values of it"
+                    f"({', '.join(map(format_value, values))}); modeling needs at least "
+                    f"{self.min_points} (5 or more recommended): measure more values of it"
                 )
             if self.space.needs_positive_values and values.min() <= 0:
                 raise InputError(
-                    f"parameter {name!r}{where} takes the value {values.min():g}, but logarithms, "
-                    "fractional and negative exponents need positive values: shift the "
+                    f"parameter {name!r}{where} takes the value {format_value(values.min())}, "
+                    "but logarithms, fractional and negative exponents need positive values: "
+                    "shift the "
                     "parameter (e.g. x+1) or restrict the search to non-negative integer "
                     "exponents without logs"
                 )

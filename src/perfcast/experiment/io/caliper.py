@@ -487,7 +487,7 @@ def check_settings(
         for point, group in by_point.items():
             inside = sorted({str(run.globals.get(name, "(absent)")) for run in group})
             if len(inside) > 1:
-                label = format_point(dict(zip(chosen, point, strict=True)))
+                label = format_point(zip(chosen, point, strict=True))
                 raise InputError(
                     f"the runs at {label} differ in {name!r} ({', '.join(inside[:6])}), which "
                     f"is not a parameter: they would be averaged into noise. Keep one with "
