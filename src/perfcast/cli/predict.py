@@ -27,7 +27,7 @@ from perfcast.cli import probability
 from perfcast.columns import aligned
 from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath, split_callpath
-from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, MAX_SUFFIX
+from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, base_metric
 from perfcast.experiment.names import display_names, select_callpaths
 from perfcast.experiment.points import format_point, format_value
 from perfcast.modeling import ModelSet
@@ -335,7 +335,7 @@ def _contradictions(
         frames = split_callpath(callpath)
         # Only inclusive metrics are bounded by the caller's: a callee can be *visited* more
         # often than its caller, and exclusive time has no such order.
-        if len(frames) < 2 or not metric.split(MAX_SUFFIX)[0].endswith(INCLUSIVE_SUFFIX):
+        if len(frames) < 2 or not base_metric(metric).endswith(INCLUSIVE_SUFFIX):
             continue
         callers = (join_callpath(frames[:depth]) for depth in range(len(frames) - 1, 0, -1))
         caller = next((c for c in callers if (c, metric) in predictions), None)

@@ -15,7 +15,7 @@ from perfcast.effort.priors import DISAGREEMENT_WARNING, PRIOR_SOURCE, EffortMod
 from perfcast.effort.report import render_effort
 from perfcast.effort.waiting import varying_counts
 from perfcast.experiment.experiment import Experiment
-from perfcast.experiment.metrics import COUNTER_METRICS, MAX_SUFFIX
+from perfcast.experiment.metrics import COUNTER_METRICS, base_metric
 from perfcast.modeling.findings import Finding
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.prior import DerivedPriors
@@ -31,7 +31,7 @@ out: the counts are measured, so they are kept, and these are what to look for."
 
 def is_count(metric: str) -> bool:
     """An effort counter, or its maximum over ranks (``basic_blocks:max``): exact."""
-    return metric.removesuffix(MAX_SUFFIX) in COUNTER_METRICS
+    return base_metric(metric) in COUNTER_METRICS
 
 
 class EffortSource:

@@ -24,13 +24,13 @@ import numpy as np
 
 from perfcast.errors import InputError
 from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment
-from perfcast.experiment.metrics import COUNTER_METRICS, MAX_SUFFIX, TIME_METRIC
+from perfcast.experiment.metrics import COUNTER_METRICS, TIME_METRIC, with_max
 from perfcast.experiment.points import format_value
 
 if TYPE_CHECKING:  # pandas loads with Experiment.data, not on `perfcast model`'s path
     import pandas as pd
 
-COUNTED_METRICS = (*COUNTER_METRICS, *(name + MAX_SUFFIX for name in COUNTER_METRICS))
+COUNTED_METRICS = (*COUNTER_METRICS, *map(with_max, COUNTER_METRICS))
 """The metrics taken from the counting campaign: the effort counters, as rank means and
 rank maxima (:mod:`perfcast.measure.profiles`)."""
 

@@ -43,6 +43,16 @@ def base_metric(name: str) -> str:
     return name.removesuffix(MAX_SUFFIX)
 
 
+def is_max(name: str) -> bool:
+    """Whether ``name`` is a maximum over ranks (``time:max``), which does not add up."""
+    return name.endswith(MAX_SUFFIX)
+
+
+def with_max(name: str) -> str:
+    """The maximum over ranks of the metric ``name`` (``time`` -> ``time:max``)."""
+    return name + MAX_SUFFIX
+
+
 __all__ = [
     "BYTES_RECEIVED",
     "BYTES_SENT",
@@ -54,4 +64,6 @@ __all__ = [
     "TIME_METRIC",
     "VISITS_METRIC",
     "base_metric",
+    "is_max",
+    "with_max",
 ]

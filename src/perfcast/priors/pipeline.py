@@ -35,7 +35,7 @@ from perfcast.effort.priors import EffortModeler
 from perfcast.effort.source import is_count
 from perfcast.effort.waiting import RELATIVE_RANGE, repetition_ranges
 from perfcast.experiment.experiment import METRIC, Experiment
-from perfcast.experiment.metrics import MAX_SUFFIX, VISITS_METRIC
+from perfcast.experiment.metrics import VISITS_METRIC, base_metric
 from perfcast.modeling.findings import Finding
 from perfcast.modeling.modeler import PMNFModeler
 from perfcast.modeling.modelset import ModelSet
@@ -178,9 +178,7 @@ def deterministic_metrics(experiment: Experiment, metrics: Sequence[str]) -> lis
     repetitions and stay with the time modeler."""
     present = set(experiment.columns.metrics)  # a store declares metrics no run measured
     named = [
-        m
-        for m in metrics
-        if m in present and (is_count(m) or m.removesuffix(MAX_SUFFIX) == VISITS_METRIC)
+        m for m in metrics if m in present and (is_count(m) or base_metric(m) == VISITS_METRIC)
     ]
     if not named:
         return []

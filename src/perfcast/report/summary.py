@@ -26,7 +26,7 @@ from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath, split_callpath
 from perfcast.experiment.io.caliper import CALIPER_PROFILES
 from perfcast.experiment.io.registry import CAMPAIGN_STORE
-from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, MAX_SUFFIX, TIME_METRIC
+from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, TIME_METRIC, is_max
 from perfcast.experiment.names import display_names
 from perfcast.experiment.points import format_point
 from perfcast.modeling.extrapolation import Unfit, measurement_artifacts, unfit_reasons
@@ -57,7 +57,7 @@ def metric_kind(metric: str) -> str:
     """``exclusive`` (a function's own cost: sums over the call tree give inclusive cost),
     ``inclusive`` (callees included: differences with the children give exclusive cost),
     or ``max`` (a maximum over ranks, which does not add up over the call tree)."""
-    if MAX_SUFFIX in metric:
+    if is_max(metric):
         return "max"
     return "inclusive" if metric.endswith(INCLUSIVE_SUFFIX) else "exclusive"
 
@@ -122,7 +122,7 @@ def describe_values(
             "over ranks (perfcast's runtime): NAME is the mean over a run's ranks (a rank "
             "that never reaches a call path counts 0)"
         )
-        if any(MAX_SUFFIX in m for m in metrics):
+        if any(map(is_max, metrics)):
             ranks += ", NAME:max the slowest rank"
     elif format_name == CALIPER_PROFILES:
         ranks = (
