@@ -106,7 +106,10 @@ MAX_RETRIES = 100
 
 PARAMETER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """A C-like identifier; matched with ``fullmatch`` (``$`` would let a trailing newline in)."""
-RESERVED_NAMES = frozenset({"callpath", "metric", "repetition", "value"})
+CALLPATH, METRIC, REPETITION, VALUE = "callpath", "metric", "repetition", "value"
+"""The measurement table's own columns (:class:`perfcast.experiment.Experiment`), named here,
+below both the spec and the table, so that both refuse them as parameter names."""
+RESERVED_NAMES = (CALLPATH, METRIC, REPETITION, VALUE)
 """Column names of the measurement table, so no parameter may take them."""
 BUILD_PLACEHOLDER = "perfcast_build"
 """``{perfcast_build}`` in a build command expands to the ``perfcast build [options] --``
@@ -520,7 +523,7 @@ def _parameters(table: _Checker | None, source: _Source) -> list[Parameter]:
             raise table.error(
                 name,
                 f"{name!r} is not a usable parameter name: use a C-like identifier "
-                "other than callpath, metric, repetition, value",
+                f"other than {', '.join(RESERVED_NAMES)}",
             )
         values = _values(table, name, raw)
         if name == RANKS and any(v != int(v) for v in values):

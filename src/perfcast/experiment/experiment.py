@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perfcast.appspec import CALLPATH, METRIC, REPETITION, RESERVED_NAMES, VALUE
 from perfcast.errors import InputError
 from perfcast.experiment.calltree import CallTree, join_callpath, split_callpath
 from perfcast.experiment.points import format_point
@@ -29,8 +30,6 @@ from perfcast.experiment.points import format_point
 if TYPE_CHECKING:
     import pandas as pd
 
-CALLPATH, METRIC, REPETITION, VALUE = "callpath", "metric", "repetition", "value"
-RESERVED_COLUMNS = (CALLPATH, METRIC, REPETITION, VALUE)
 
 AGGREGATIONS = ("median", "mean", "min", "max")
 
@@ -457,9 +456,9 @@ def _normalise(callpath: str) -> str:
 def _check_parameter_names(parameters: Sequence[str], source: str | None) -> None:
     seen: set[str] = set()
     for name in parameters:
-        if not name or name in RESERVED_COLUMNS:
+        if not name or name in RESERVED_NAMES:
             raise InputError(
-                f"parameter name {name!r} is not allowed (empty or one of {RESERVED_COLUMNS}); "
+                f"parameter name {name!r} is not allowed (empty or one of {RESERVED_NAMES}); "
                 "rename the parameter",
                 path=source,
             )
