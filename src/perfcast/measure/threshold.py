@@ -115,7 +115,7 @@ from pathlib import Path
 from clang import cindex
 from clang.cindex import Cursor, CursorKind, TypeKind
 
-from perfcast.clang import find_clang
+from perfcast.clang_toolchain import find_clang
 from perfcast.errors import InputError, PerfcastError
 from perfcast.measure import toolchain
 from perfcast.taint.profile_model import Loop, TaintProfile
