@@ -6,8 +6,9 @@ of a parameter (:func:`few_values`, with the values to add), fewer than
 :data:`RECOMMENDED_REPETITIONS` repetitions (:func:`few_repetitions`), a parameter left
 out (:func:`too_few_distinct`, :func:`not_a_dependency`), a constant model because the
 variation is noise (:data:`WITHIN_NOISE`), and where a call path exists only at some
-points (:func:`existence_note`). The search (:mod:`perfcast.modeling.search`) decides
-when; this module says what, so tests and later stages can refer to the same texts.
+points (:func:`existence_note`). The search (:mod:`perfcast.modeling.shapes`,
+:mod:`perfcast.modeling.search`) decides when; this module says what, so tests and later
+stages can refer to the same texts.
 """
 
 from __future__ import annotations

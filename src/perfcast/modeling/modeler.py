@@ -47,7 +47,8 @@ the values to add), too few repetitions, and where a call path exists only at so
 The work is split by job: the options and their prose
 (:mod:`perfcast.modeling.modeler_options`), the experiment reshaped into call paths x
 points x repetitions (:mod:`perfcast.modeling.repetitions`), the robust centres and noise
-(:mod:`perfcast.modeling.robust`), the search (:mod:`perfcast.modeling.search`, with its
+(:mod:`perfcast.modeling.robust`), the search (the parameters and their shapes in
+:mod:`perfcast.modeling.shapes`, then :mod:`perfcast.modeling.search`, with its
 hypotheses in :mod:`perfcast.modeling.hypotheses`) and the warnings' wording
 (:mod:`perfcast.modeling.model_warnings`); this module puts them together.
 
