@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfcast.static.arch import load_architecture
-from perfcast.static.binary import load_binary
 from perfcast.static.callgrind import run_callgrind
 from perfcast.static.codegen import write_model
+from perfcast.static.disassembly import load_binary
 from perfcast.static.model import build_model
 
 HERE = Path(__file__).resolve().parent

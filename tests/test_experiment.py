@@ -3,6 +3,7 @@ import pytest
 
 from perfcast.errors import InputError
 from perfcast.experiment import Experiment
+from perfcast.experiment.metrics import base_metric, is_max, with_max
 
 
 def make() -> Experiment:
@@ -46,3 +47,9 @@ def test_nan_is_rejected_with_location():
 def test_reserved_parameter_name_rejected():
     with pytest.raises(InputError, match="not allowed"):
         Experiment.from_rows(["value"], [])
+
+
+def test_the_per_rank_maximum_is_one_suffix_added_recognised_and_removed_in_one_place():
+    assert with_max("time_inclusive") == "time_inclusive:max"
+    assert is_max("time_inclusive:max") and not is_max("time_inclusive")
+    assert base_metric(with_max("basic_blocks")) == "basic_blocks" == base_metric("basic_blocks")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from perfcast.errors import InputError
-from perfcast.measure.binary import measurable_names
 from perfcast.measure.build import _probe_arguments, output_of
+from perfcast.measure.elf_symbols import measurable_names
 from perfcast.measure.profiles import UnmatchedFilterWarning, combine_runs, read_profiles
 
 MPIRUN = ("mpirun", "--allow-run-as-root", "--oversubscribe")

@@ -10,14 +10,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from perfcast.cli import build_parser, main
+from perfcast.cli import EFFORT, RANKS_OPTION, build_parser, main
 from perfcast.cli.model import search_modeler
 from perfcast.effort import EffortModeler
 from perfcast.effort.counts import CountModeler
 from perfcast.errors import InputError
 from perfcast.experiment import Experiment
 from perfcast.modeling import PMNFModeler, SearchSpace
-from perfcast.modeling.options import OptionError, declared_options
+from perfcast.modeling.options import OptionError, declared_options, from_arguments
 
 MODELERS = (PMNFModeler, CountModeler, EffortModeler)
 
@@ -171,6 +171,25 @@ def test_help_shows_each_flag_with_its_default(capsys):
         "--unweighted ",
     ):
         assert words in " ".join(text.split()), words
+
+
+def test_model_and_report_take_one_ranks_parameter_flag(capsys):
+    """--ranks-parameter is the effort modeler's ``ranks`` option in both commands, declared
+    once: the same help and default, and in report it sets the option as in model."""
+    shown = []
+    for command in ("model", "report"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        start = text.index("--ranks-parameter RANKS_PARAMETER the parameter")
+        shown.append(text[start : text.index("(default p)", start)])
+    assert shown[0] == shown[1]
+    argv = ["report", "s.sqlite", "-o", "s.html", "--ranks-parameter", "np"]
+    args = build_parser("report").parse_args(argv)
+    effort = from_arguments(
+        EffortModeler, args, dest_prefix=EFFORT, nested=False, only=RANKS_OPTION
+    )
+    assert effort.ranks == "np"
 
 
 def test_significance_zero_and_none_both_skip_the_noise_test():

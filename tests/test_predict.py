@@ -108,7 +108,7 @@ def test_points_outside_the_domain_are_named(tmp_path, capsys):
         )
         status, _, err = predict(capsys, path, "p=1e9", "size=30")
         assert status == 2
-        assert "the model of 'main->grid' (time) gives inf at p=1e+09" in err[0]
+        assert "the model of 'main->grid' (time) gives inf at p=1000000000" in err[0]
 
 
 def test_far_extrapolation_says_by_how_much(tmp_path, capsys):

@@ -506,7 +506,7 @@ def halo(dimensions: int, corners: bool = False, periodic: bool = False) -> Prog
 
     def program(rank: int, ranks: int) -> list[str]:
         dims = grid.dims_create(ranks, dimensions)
-        here = grid.coordinates(rank, dims)
+        here = grid.position(rank, dims)
         peers = []
         for move in itertools.product((-1, 0, 1), repeat=dimensions):
             moved = sum(1 for step in move if step)

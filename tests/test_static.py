@@ -173,7 +173,7 @@ int main(int argc, char **argv) {
 
 
 def measured(profile, binary: Path, function: str, arch) -> tuple[int, int]:
-    from perfcast.static.binary import load_binary
+    from perfcast.static.disassembly import load_binary
 
     functions, _ = load_binary(binary)
     target = next(f for f in functions if f.name == function)

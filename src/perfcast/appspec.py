@@ -59,7 +59,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsFloat
 
 from perfcast.errors import InputError
 from perfcast.inputs import read_text
@@ -106,7 +106,10 @@ MAX_RETRIES = 100
 
 PARAMETER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """A C-like identifier; matched with ``fullmatch`` (``$`` would let a trailing newline in)."""
-RESERVED_NAMES = frozenset({"callpath", "metric", "repetition", "value"})
+CALLPATH, METRIC, REPETITION, VALUE = "callpath", "metric", "repetition", "value"
+"""The measurement table's own columns (:class:`perfcast.experiment.Experiment`), named here,
+below both the spec and the table, so that both refuse them as parameter names."""
+RESERVED_NAMES = (CALLPATH, METRIC, REPETITION, VALUE)
 """Column names of the measurement table, so no parameter may take them."""
 BUILD_PLACEHOLDER = "perfcast_build"
 """``{perfcast_build}`` in a build command expands to the ``perfcast build [options] --``
@@ -520,7 +523,7 @@ def _parameters(table: _Checker | None, source: _Source) -> list[Parameter]:
             raise table.error(
                 name,
                 f"{name!r} is not a usable parameter name: use a C-like identifier "
-                "other than callpath, metric, repetition, value",
+                f"other than {', '.join(RESERVED_NAMES)}",
             )
         values = _values(table, name, raw)
         if name == RANKS and any(v != int(v) for v in values):
@@ -782,7 +785,20 @@ def expand(template: str, values: Mapping[str, float]) -> str:
     return template.format_map({k: format_value(v) for k, v in values.items()})
 
 
-def format_value(value: float) -> str:
-    """How a parameter value is written into a command or a label: ``4``, not ``4.0``."""
-    tidy = _tidy(value)
-    return str(tidy) if isinstance(tidy, int) else repr(tidy)
+EXACT = 2**53
+"""The largest whole number a float holds exactly."""
+
+
+def format_value(value: SupportsFloat) -> str:
+    """How a parameter value is written, into a command, a label or a message: the one spelling.
+
+    Whole numbers up to 2^53 as integers (``1000000``, never ``1e+06`` nor ``4.0``), so a
+    command reads ``-np 4`` and a message names the value the user typed; anything else to
+    12 significant digits, enough for any value a user gives and short of the float noise
+    of a computed one (``0.3``, not ``0.30000000000000004``). :mod:`perfcast.experiment.points`
+    spells whole points with it.
+    """
+    number = float(value)
+    if number.is_integer() and abs(number) <= EXACT:
+        return str(int(number))
+    return f"{number:.12g}"

@@ -160,19 +160,20 @@ def caliper_options(
     return {"parameters": args.parameters, "where": args.where}
 
 
-def add_efficiency_flags(parser: argparse.ArgumentParser, *, ranks: bool = False) -> None:
-    """``ranks``: also declare ``--ranks-parameter`` (``perfcast model`` has it already,
-    from the effort modeler's options, with the same default)."""
+EFFORT = "effort__"
+"""Where the effort modeler's flags store (its ``aggregation`` is not the search's)."""
+RANKS_OPTION = ("ranks",)
+"""The effort modeler's option ``--ranks-parameter`` sets, declared with the option
+(:class:`~perfcast.effort.EffortModeler`): ``perfcast model`` takes it among the effort
+flags, ``perfcast report`` alone (``add_flags(..., only=RANKS_OPTION)``), so both read the
+ranks, for the priors and for ``--efficiency``, from one declaration."""
+
+
+def add_efficiency_flags(parser: argparse.ArgumentParser) -> None:
+    """``--efficiency`` and ``--subtree``; the ranks they scale along are the effort
+    modeler's ``--ranks-parameter`` (:data:`RANKS_OPTION`)."""
     from perfcast.modeling.efficiency import KINDS
 
-    if ranks:
-        from perfcast.effort import EffortModeler
-
-        parser.add_argument(
-            "--ranks-parameter",
-            default=EffortModeler().ranks,
-            help="the parameter counting MPI ranks, for --efficiency (default %(default)s)",
-        )
     parser.add_argument(
         "--efficiency",
         choices=KINDS,

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfcast.cli import add_caliper_flags, add_efficiency_flags, caliper_options
+from perfcast.cli import EFFORT, add_caliper_flags, add_efficiency_flags, caliper_options
 from perfcast.effort import EffortModeler
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
@@ -39,8 +39,6 @@ from perfcast.workflows.model import (
 )
 
 TAINT_MODES = ("prior", "check")
-EFFORT = "effort__"
-"""Where the effort modeler's flags store (its ``aggregation`` is not the search's)."""
 SUMMARY_STYLE = "summary"
 
 

@@ -27,8 +27,9 @@ from perfcast.cli import probability
 from perfcast.columns import aligned
 from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath, split_callpath
-from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, MAX_SUFFIX
+from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, base_metric
 from perfcast.experiment.names import display_names, select_callpaths
+from perfcast.experiment.points import format_point, format_value
 from perfcast.modeling import ModelSet
 from perfcast.modeling.extrapolation import unfit_reasons
 from perfcast.modeling.intervals import DEFAULT_LEVEL, prediction_interval
@@ -130,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("no model matches the --callpath/--metric selection", path=args.models)
     count = len(next(iter(point.values())))
     header = ["callpath", "metric"] + [
-        ", ".join(f"{p}={point[p][i]:g}" for p in models.parameters) for i in range(count)
+        _nth_point(point, models.parameters, i) for i in range(count)
     ]
     names = (
         {callpath: callpath for callpath, _ in selected}
@@ -155,6 +156,11 @@ def run(args: argparse.Namespace) -> int:
     for note in notes + _notes(models, point, predictions, set(selected), args.models):
         print(f"note: {note}", file=sys.stderr)
     return 0
+
+
+def _nth_point(point: Mapping[str, list[float]], parameters: list[str], index: int) -> str:
+    """The ``index``-th of the points ``point`` lists one value per parameter for."""
+    return format_point((p, point[p][index]) for p in parameters)
 
 
 def _with_interval(value: float, low: float, high: float) -> str:
@@ -198,13 +204,14 @@ def _check_positive(
         bad = [v for v in values if v <= 0 and v < low]
         if bad:
             measured = (
-                f"; the models were fitted on {name} from {low:g} to {provenance.ranges[name][1]:g}"
+                f"; the models were fitted on {name} from {format_value(low)} to "
+                f"{format_value(provenance.ranges[name][1])}"
                 if provenance and name in provenance.ranges
                 else ""
             )
             raise InputError(
-                f"{name}={bad[0]:g} is outside the models' domain: PMNF models are defined for "
-                f"positive parameter values{measured}",
+                f"{format_point({name: bad[0]})} is outside the models' domain: PMNF models are "
+                f"defined for positive parameter values{measured}",
                 path=path,
             )
 
@@ -278,9 +285,9 @@ def _negative(
         flat = values.reshape(-1)
         if (callpath, metric) in selected and (flat < 0).any():
             i = int(np.argmin(flat))
-            where = ", ".join(f"{p}={point[p][i]:g}" for p in parameters)
             found.append(
-                f"{metric} of {callpath} is predicted negative ({flat[i]:.6g} at {where}), "
+                f"{metric} of {callpath} is predicted negative ({flat[i]:.6g} at "
+                f"{_nth_point(point, parameters, i)}), "
                 "which no measured quantity can be: the model does not hold there"
             )
     return _at_most_shown(found, "more models predict negative values")
@@ -297,12 +304,14 @@ def _extrapolation(point: Mapping[str, list[float]], provenance: Provenance) -> 
         if largest > high:
             how_far = _times(largest / high) if high > 0 else "beyond"
             notes.append(
-                f"{name}={largest:g} is {how_far} the largest measured {name} "
-                f"({high:g}): an extrapolation, to be trusted less the farther it reaches"
+                f"{format_point({name: largest})} is {how_far} the largest measured {name} "
+                f"({format_value(high)}): an extrapolation, to be trusted less the farther it "
+                "reaches"
             )
         if smallest < low:
             notes.append(
-                f"{name}={smallest:g} is below the smallest measured {name} ({low:g}): an "
+                f"{format_point({name: smallest})} is below the smallest measured {name} "
+                f"({format_value(low)}): an "
                 "extrapolation"
             )
     return notes
@@ -326,7 +335,7 @@ def _contradictions(
         frames = split_callpath(callpath)
         # Only inclusive metrics are bounded by the caller's: a callee can be *visited* more
         # often than its caller, and exclusive time has no such order.
-        if len(frames) < 2 or not metric.split(MAX_SUFFIX)[0].endswith(INCLUSIVE_SUFFIX):
+        if len(frames) < 2 or not base_metric(metric).endswith(INCLUSIVE_SUFFIX):
             continue
         callers = (join_callpath(frames[:depth]) for depth in range(len(frames) - 1, 0, -1))
         caller = next((c for c in callers if (c, metric) in predictions), None)
@@ -338,11 +347,11 @@ def _contradictions(
         excess = values.reshape(-1) - caller_values * (1 + CONTRADICTION_TOLERANCE)
         if (excess > 0).any():
             i = int(np.argmax(excess))
-            where = ", ".join(f"{p}={point[p][i]:g}" for p in parameters)
             found.append(
                 f"{metric} of {callpath} is predicted at {values.reshape(-1)[i]:.6g} at "
-                f"{where}, more than its caller {caller} ({caller_values[i]:.6g}), which an "
-                "inclusive metric cannot be: at least one of the two models does not hold there"
+                f"{_nth_point(point, parameters, i)}, more than its caller {caller} "
+                f"({caller_values[i]:.6g}), which an inclusive metric cannot be: at least one of "
+                "the two models does not hold there"
             )
     return _at_most_shown(found, "more callees are predicted above their callers likewise")
 

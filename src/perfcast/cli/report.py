@@ -23,7 +23,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfcast.cli import add_caliper_flags, add_efficiency_flags, caliper_options, probability
+from perfcast.cli import (
+    EFFORT,
+    RANKS_OPTION,
+    add_caliper_flags,
+    add_efficiency_flags,
+    caliper_options,
+    probability,
+)
+from perfcast.effort import EffortModeler
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.io.registry import CAMPAIGN_STORE, detect_format
@@ -31,6 +39,7 @@ from perfcast.experiment.points import parse_point
 from perfcast.modeling import PMNFModeler
 from perfcast.modeling.intervals import DEFAULT_LEVEL
 from perfcast.modeling.modelset import MODEL_FILE, ModelSet
+from perfcast.modeling.options import add_flags, from_arguments
 from perfcast.modeling.provenance import Provenance
 from perfcast.outputs import SNIFF_BYTES, check_target
 from perfcast.report.campaign import campaign_facts
@@ -112,7 +121,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "alternative",
     )
     add_caliper_flags(parser)
-    add_efficiency_flags(parser, ranks=True)
+    add_efficiency_flags(parser)
+    add_flags(parser, EffortModeler, dest_prefix=EFFORT, nested=False, only=RANKS_OPTION)
     parser.set_defaults(handler=run)
 
 
@@ -136,7 +146,10 @@ def run(args: argparse.Namespace) -> int:
     inputs = [*args.input, *(path for path in optional if path is not None)]
     check_target(args.output, REPORT_FILE, inputs)
     simulations = [run for path in args.simulation for run in read_simulations(path)]
-    reports = [_report_inputs(path, args) for path in args.input]
+    effort = from_arguments(
+        EffortModeler, args, dest_prefix=EFFORT, nested=False, only=RANKS_OPTION
+    )
+    reports = [_report_inputs(path, args, effort) for path in args.input]
     report = reports[-1]
     target = parse_point(args.at, "--at", report.models.parameters) if args.at else None
     data = report_data(report, target=target, metrics=args.metric, level=args.level)
@@ -151,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
         section = scaling_section(
             report.models,
             report.experiment,
-            args.ranks_parameter,
+            effort.ranks,
             args.efficiency,
             data["target"],
             args.subtree,
@@ -182,10 +195,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_inputs(path: Path, args: argparse.Namespace) -> ReportInputs:
+def _report_inputs(path: Path, args: argparse.Namespace, effort: EffortModeler) -> ReportInputs:
     """What the report of one INPUT is made of."""
     if not is_model_file(path):
-        return _from_measurements(path, args)
+        return _from_measurements(path, args, effort)
     if args.models is not None:
         raise InputError(
             "is a model file already: give --models with a campaign store or measurement "
@@ -202,9 +215,10 @@ def _report_inputs(path: Path, args: argparse.Namespace) -> ReportInputs:
     return ReportInputs(models, str(path), notes=tuple(_model_notes(models.provenance)))
 
 
-def _from_measurements(path: Path, args: argparse.Namespace) -> ReportInputs:
+def _from_measurements(path: Path, args: argparse.Namespace, effort: EffortModeler) -> ReportInputs:
     """Models and repetitions of a measurement file; for a store also the campaign. Models
-    fitted with a prior get the black-box model of the same measurements beside them."""
+    fitted with a prior get the black-box model of the same measurements beside them;
+    ``effort`` fits them as ``perfcast model`` would with the same ``--ranks-parameter``."""
     format = detect_format(path).name
     store = format == CAMPAIGN_STORE
     experiment = read_experiment(path, format, **caliper_options(args, format, path))
@@ -216,7 +230,7 @@ def _from_measurements(path: Path, args: argparse.Namespace) -> ReportInputs:
             inputs=PriorInputs(taint=args.taint),
             metrics=tuple(args.metric) if args.metric else None,
         )
-        result = model_campaign(request)
+        result = model_campaign(request, effort)
         models, experiment, taint_path = result.models, result.experiment, result.inputs.taint
         alternatives = result.fit.free if result.priors else None
         notes = list(result.notes)

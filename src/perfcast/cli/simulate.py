@@ -23,7 +23,7 @@ A compute block whose model grows faster than linearly in p beyond the traces (t
 machine's own growth, more often than the program's) is refitted with growth at most linear
 and printed with both models (``--steep bound``), written as fitted with a warning
 (``keep``), or refused (``refuse``). Ranks that form a 2-D or 3-D Cartesian grid (a halo
-exchange with neighbours in grid coordinates: HPCG, LULESH) are found on MPI_Dims_create's
+exchange with neighbours in grid positions: HPCG, LULESH) are found on MPI_Dims_create's
 grid where a chain of ranks does not fit; ``--grid`` names the target's grid or the rule.
 """
 

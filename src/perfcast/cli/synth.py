@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from perfcast.cli import SEED, whole_number
 from perfcast.errors import InputError
+from perfcast.experiment.points import format_value
 from perfcast.simulate.platform import MAX_RANKS
 
 if TYPE_CHECKING:
@@ -160,7 +161,7 @@ def _handle(args: argparse.Namespace) -> int:
     print(
         f"build: perfcast build --counters -- mpicxx -O2 DIR/NAME.cpp -o NAME\n"
         f"run:   mpirun -np P ./NAME N [REPEAT]   ({ranks} = P ranks, {size} = N; "
-        f"sized for {ranks}<={reference[0]:g}, {size}<={reference[1]:g})"
+        f"sized for {ranks}<={format_value(reference[0])}, {size}<={format_value(reference[1])})"
     )
     return 0
 

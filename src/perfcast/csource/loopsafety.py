@@ -100,7 +100,7 @@ from pathlib import Path
 from clang import cindex
 from clang.cindex import Cursor, CursorKind, TypeKind
 
-from perfcast.clang import find_clang
+from perfcast.clang_toolchain import find_clang
 from perfcast.csource.memory import (
     ALLOCATION_CALLS,
     ANY_KIND,

@@ -26,6 +26,7 @@ import numpy as np
 from perfcast.errors import InputError
 from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment
 from perfcast.experiment.metrics import COUNTER_METRICS, TIME_METRIC, is_counter
+from perfcast.experiment.points import format_value
 
 if TYPE_CHECKING:  # pandas loads with Experiment.data, not on `perfcast model`'s path
     import pandas as pd
@@ -151,7 +152,7 @@ def _range(values: pd.Series) -> tuple[float, float]:
 
 
 def _span(bounds: tuple[float, float]) -> str:
-    return f"{bounds[0]:g}..{bounds[1]:g}"
+    return f"{format_value(bounds[0])}..{format_value(bounds[1])}"
 
 
 __all__ = ["CombinedSources", "combine_sources"]

@@ -195,8 +195,8 @@ class EffortModeler(Estimator):
         doc="the parameter counting MPI ranks (for the ``log2(p)`` latency terms).",
         flag=Flag(
             "--ranks-parameter",
-            help="the parameter counting MPI ranks, for the log2(p) latency of collectives "
-            "(default {default})",
+            help="the parameter counting MPI ranks: the log2(p) latency of collectives, and "
+            "what --efficiency scales along (default {default})",
         ),
     )
     disagreement_ratio: float = option(

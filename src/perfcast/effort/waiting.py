@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from perfcast.experiment.experiment import CALLPATH, METRIC, VALUE, Experiment
+from perfcast.experiment.points import format_point
 
 if TYPE_CHECKING:  # pandas loads with Experiment.data, not on `perfcast model`'s path
     import pandas as pd
@@ -73,7 +74,7 @@ class VaryingCounts:
 
     def describe(self) -> str:
         """``basic_blocks by up to 35.2 % across 3 repetitions at p=2, n=50``."""
-        where = ", ".join(f"{name}={_number(value)}" for name, value in self.point.items())
+        where = format_point(self.point)
         return (
             f"{self.metric} by up to {100 * self.relative_range:.1f} % across {self.repetitions} "
             f"repetitions at {where}"
@@ -147,11 +148,6 @@ def varying_counts(
             repetitions=int(repetitions),
         )
     return {callpath: found[callpath] for callpath in sorted(found)}
-
-
-def _number(value: float) -> str:
-    """``2`` rather than ``2.0`` for whole parameter values."""
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 __all__ = [

@@ -15,21 +15,21 @@ one-second run on a thousand call paths).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perfcast.appspec import CALLPATH, METRIC, REPETITION, RESERVED_NAMES, VALUE
 from perfcast.errors import InputError
 from perfcast.experiment.calltree import CallTree, join_callpath, split_callpath
+from perfcast.experiment.points import format_point
 
 if TYPE_CHECKING:
     import pandas as pd
 
-CALLPATH, METRIC, REPETITION, VALUE = "callpath", "metric", "repetition", "value"
-RESERVED_COLUMNS = (CALLPATH, METRIC, REPETITION, VALUE)
 
 AGGREGATIONS = ("median", "mean", "min", "max")
 
@@ -417,11 +417,13 @@ class Experiment:
             bad |= ~np.isfinite(values)
         if bad.any():
             row = int(np.argmax(bad))
+            at = [v[row] for v in table.coordinates]
+            where = format_point(zip(self.parameters, at, strict=True))
             raise InputError(
                 f"{int(bad.sum())} measurement(s) are NaN or infinite, first at call path "
                 f"{table.callpaths[table.callpath[row]]!r}, metric "
                 f"{table.metrics[table.metric[row]]!r}, "
-                f"{_format_point(self.parameters, [v[row] for v in table.coordinates])}; "
+                f"{where}; "
                 "remove or re-measure them",
                 path=self.source,
             )
@@ -451,25 +453,15 @@ def _normalise(callpath: str) -> str:
     return join_callpath(split_callpath(callpath))
 
 
-def _format_point(parameters: Sequence[str], values: Iterable[float]) -> str:
-    return ", ".join(f"{p}={v:g}" for p, v in zip(parameters, values, strict=True))
-
-
 def _check_parameter_names(parameters: Sequence[str], source: str | None) -> None:
     seen: set[str] = set()
     for name in parameters:
-        if not name or name in RESERVED_COLUMNS:
+        if not name or name in RESERVED_NAMES:
             raise InputError(
-                f"parameter name {name!r} is not allowed (empty or one of {RESERVED_COLUMNS}); "
+                f"parameter name {name!r} is not allowed (empty or one of {RESERVED_NAMES}); "
                 "rename the parameter",
                 path=source,
             )
         if name in seen:
             raise InputError(f"parameter {name!r} is declared twice", path=source)
         seen.add(name)
-
-
-def point_label(parameters: Sequence[str], point: Mapping[str, float] | Sequence[float]) -> str:
-    """``p=64, size=1000``: how errors and reports name a coordinate."""
-    values = [point[p] for p in parameters] if isinstance(point, Mapping) else list(point)
-    return _format_point(parameters, values)

@@ -49,6 +49,16 @@ def is_counter(name: str) -> bool:
     return base_metric(name) in COUNTER_METRICS
 
 
+def is_max(name: str) -> bool:
+    """Whether ``name`` is a maximum over ranks (``time:max``), which does not add up."""
+    return name.endswith(MAX_SUFFIX)
+
+
+def with_max(name: str) -> str:
+    """The maximum over ranks of the metric ``name`` (``time`` -> ``time:max``)."""
+    return name + MAX_SUFFIX
+
+
 __all__ = [
     "BYTES_RECEIVED",
     "BYTES_SENT",
@@ -61,4 +71,6 @@ __all__ = [
     "VISITS_METRIC",
     "base_metric",
     "is_counter",
+    "is_max",
+    "with_max",
 ]

@@ -9,13 +9,10 @@ values of one parameter, one per point (:func:`perfcast.cli.predict.parse_value_
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-from perfcast.appspec import format_value
+from perfcast.appspec import EXACT, format_value
 from perfcast.errors import InputError
-
-EXACT = 2**53
-"""The largest whole number a float holds exactly."""
 
 
 def parse_point(text: str, flag: str, parameters: Sequence[str] | None = None) -> dict[str, float]:
@@ -46,9 +43,19 @@ def parse_point(text: str, flag: str, parameters: Sequence[str] | None = None) -
     return point
 
 
-def format_point(point: Mapping[str, float]) -> str:
-    """``{"p": 2, "size": 16.0}`` -> ``p=2, size=16``: what :func:`parse_point` reads back."""
-    return ", ".join(f"{name}={format_value(value)}" for name, value in point.items())
+def format_point(
+    point: Mapping[str, float] | Iterable[tuple[str, float]], separator: str = ", "
+) -> str:
+    """``{"p": 2, "size": 16.0}`` -> ``p=2, size=16``: what :func:`parse_point` reads back.
+
+    Every message, table and report that names a point spells it here, each value by
+    :func:`~perfcast.appspec.format_value`, so one point reads the same in ``perfcast model``,
+    ``predict``, ``design`` and ``report``. ``point`` may also be ``(name, value)`` pairs,
+    e.g. ``zip(parameters, row)``; ``separator=","`` gives the compact form of table cells
+    and run ids (``p=2,size=16``).
+    """
+    pairs = point.items() if isinstance(point, Mapping) else point
+    return separator.join(f"{name}={format_value(value)}" for name, value in pairs)
 
 
 def _not_an_assignment(text: str, flag: str, item: str, parameters: Sequence[str] | None) -> str:
@@ -62,4 +69,4 @@ def _not_an_assignment(text: str, flag: str, item: str, parameters: Sequence[str
     )
 
 
-__all__ = ["format_point", "parse_point"]
+__all__ = ["format_point", "format_value", "parse_point"]

@@ -32,7 +32,7 @@ from perfcast.errors import InputError
 from perfcast.experiment.calltree import SEPARATOR, recorded_callpath
 from perfcast.experiment.experiment import Experiment, Metric, Row
 from perfcast.experiment.io.caliper import RunSettings, check_settings
-from perfcast.experiment.metrics import MAX_SUFFIX
+from perfcast.experiment.metrics import is_max
 from perfcast.workflows.model import ModelRequest, model_campaign
 
 if TYPE_CHECKING:
@@ -197,7 +197,7 @@ def _literal(
         }
         nodes[callpath] = node
         (nodes[parent]["children"] if parent in nodes else roots).append(node)
-    additive = [m for m in metrics if not m.endswith(MAX_SUFFIX)]
+    additive = [m for m in metrics if not is_max(m)]
 
     def inclusive(node: dict[str, Any]) -> dict[str, float]:
         below = [inclusive(child) for child in node["children"]]

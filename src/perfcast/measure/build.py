@@ -80,10 +80,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from perfcast.clang import CLANG_VERSION
+from perfcast.clang_toolchain import CLANG_VERSION
 from perfcast.errors import InputError, PerfcastError
 from perfcast.inputs import read_text
-from perfcast.measure import binary, toolchain
+from perfcast.measure import elf_symbols, toolchain
 from perfcast.measure.store import BuildRecord
 from perfcast.modeling.provenance import Compilers
 
@@ -526,7 +526,7 @@ def keep_functions_flags(
             if done.returncode != 0:
                 # the real compile that follows reports the error in the user's terms
                 continue
-            symbols.update(binary.symbols_named(probe, names))
+            symbols.update(elf_symbols.symbols_named(probe, names))
     return [
         f for symbol in sorted(symbols) for f in ("-mllvm", f"-force-attribute={symbol}:noinline")
     ]
@@ -535,7 +535,7 @@ def keep_functions_flags(
 def absent_functions(program: Path, names: Sequence[str]) -> list[str] | None:
     """The entries of ``names`` that name no function the runtime can measure in
     ``program`` (main is always measured); None if the program has no XRay map."""
-    measurable = binary.measurable_names(program)
+    measurable = elf_symbols.measurable_names(program)
     if measurable is None:
         return None
     return [name for name in names if name not in measurable and name != "main"]

@@ -29,7 +29,6 @@ from perfcast.appspec import BUILD_PLACEHOLDER, AppSpec, expand
 from perfcast.errors import InputError, PerfcastError
 from perfcast.experiment.metrics import CPU_TIME_METRIC
 from perfcast.measure import copies, overhead
-from perfcast.measure.binary import ElfFile
 from perfcast.measure.build import BUILD_RECORD_VARIABLE, compiler_note
 from perfcast.measure.counting import (
     cost_note,
@@ -40,6 +39,7 @@ from perfcast.measure.counting import (
     skip_reason,
 )
 from perfcast.measure.design import ExperimentPlan, plan_from_spec
+from perfcast.measure.elf_symbols import ElfFile
 from perfcast.measure.oversubscription import plan_note
 from perfcast.measure.reader import read_sqlite
 from perfcast.measure.runner import (

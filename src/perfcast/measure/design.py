@@ -44,9 +44,10 @@ from pathlib import Path
 
 import numpy as np
 
-from perfcast.appspec import RANKS, AppSpec, Parameter, format_value
+from perfcast.appspec import RANKS, AppSpec, Parameter
 from perfcast.columns import aligned
 from perfcast.errors import InputError, PerfcastError
+from perfcast.experiment.points import format_point, format_value
 from perfcast.measure.store import OK, CampaignStore
 from perfcast.taint.campaign import default_profile_path
 from perfcast.taint.interactions import Interactions, interactions
@@ -92,16 +93,11 @@ class PlannedRun:
     @property
     def key(self) -> str:
         """Stable identity in the store: ``p=4,size=128#2``."""
-        return f"{point_key(self.point)}#{self.repetition}"
+        return f"{format_point(self.point, separator=',')}#{self.repetition}"
 
     @property
     def ranks(self) -> int:
         return int(self.point.get(RANKS, 1))
-
-
-def point_key(point: Mapping[str, float]) -> str:
-    """``p=4,size=128``: a point spelled the same way everywhere (names in plan order)."""
-    return ",".join(f"{name}={format_value(value)}" for name, value in point.items())
 
 
 @dataclass(frozen=True)
@@ -353,8 +349,7 @@ def reduce_with_taint(
     if held:
         why.append(
             "held at the base value, no function depends on them (their labels reached "
-            "only branches that select no loop): "
-            + ", ".join(f"{n}={format_value(centre[n])}" for n in held)
+            "only branches that select no loop): " + format_point((n, centre[n]) for n in held)
         )
     products = [g for g in joint if len(g) > 1]
     if products:
@@ -534,11 +529,7 @@ def describe_plan(spec: AppSpec, plan: ExperimentPlan) -> str:
     cost = plan.cost(expected_seconds=spec.run.expected_seconds, timeout=spec.run.timeout)
     lines_out = [
         f"design: {plan.kind} over {', '.join(plan.varied) or 'no varied parameter'}"
-        + (
-            f" (fixed: {', '.join(f'{k}={format_value(v)}' for k, v in spec.fixed.items())})"
-            if spec.fixed
-            else ""
-        ),
+        + (f" (fixed: {format_point(spec.fixed)})" if spec.fixed else ""),
         plan.table(),
         f"cost: {cost.describe()}; {plan.repetitions} repetitions per point",
     ]

@@ -239,7 +239,7 @@ def campaign_note(experiment: Experiment, calibration: Calibration) -> str | Non
         return None
     worst = max(shares, key=lambda key: shares[key])
     _, points = experiment.columns.points()
-    where = format_point(dict(zip(experiment.parameters, points[worst[0]].tolist(), strict=True)))
+    where = format_point(zip(experiment.parameters, points[worst[0]].tolist(), strict=True))
     share = min(shares[worst], 1.0)
     slower = (
         f"about {1 / (1 - share):.3g}x an uninstrumented run"

@@ -47,9 +47,9 @@ from perfcast.experiment.metrics import (
     COMPUTATION_METRIC,
     CPU_TIME_METRIC,
     INCLUSIVE_SUFFIX,
-    MAX_SUFFIX,
     TIME_METRIC,
     VISITS_METRIC,
+    with_max,
 )
 from perfcast.experiment.names import name_list
 from perfcast.inputs import read_text
@@ -430,11 +430,11 @@ def _run_rows(profiles: Sequence[RankProfile], point: Sequence[float]) -> Iterat
                 continue
             values = [r.values().get(metric.name, 0.0) for r in per_rank]
             yield callpath, metric.name, point, sum(values) / len(values)
-            yield callpath, metric.name + MAX_SUFFIX, point, max(values)
+            yield callpath, with_max(metric.name), point, max(values)
 
 
 def _metrics() -> list[Metric]:
-    return [m for base in METRICS for m in (base, Metric(base.name + MAX_SUFFIX, base.unit))]
+    return [m for base in METRICS for m in (base, Metric(with_max(base.name), base.unit))]
 
 
 def read_profiles(directory: str | Path, point: Mapping[str, float] | None = None) -> Experiment:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfcast.clang import Clang, command_output, find_clang
+from perfcast.clang_toolchain import Clang, command_output, find_clang
 from perfcast.errors import PerfcastError
 
 MPI_HINT = "install Open MPI (apt-get install libopenmpi-dev openmpi-bin; scripts/setup.sh does)"

@@ -41,6 +41,7 @@ import numpy as np
 
 from perfcast.experiment.calltree import split_callpath
 from perfcast.experiment.metrics import CPU_TIME_METRIC, INCLUSIVE_SUFFIX, TIME_METRIC
+from perfcast.experiment.points import format_value
 from perfcast.modeling.advice import POOR_FIT, RECOMMENDED_VALUES, SHORT_SEGMENT, extend_series
 from perfcast.modeling.intervals import confidence_interval
 from perfcast.modeling.pmnf import Model
@@ -110,7 +111,7 @@ def unfit_reasons(
     beyond = extrapolated(model, target, values, provenance)
     few = too_few_values(beyond, values)
     if few:
-        more = "; ".join(f"{p}={', '.join(f'{v:g}' for v in more_values(values[p]))}" for p in few)
+        more = "; ".join(f"{p}={', '.join(map(format_value, more_values(values[p])))}" for p in few)
         found.append(
             Unfit(
                 f"fewer than {RECOMMENDED_VALUES} values of {', '.join(few)} to extrapolate in",

@@ -6,8 +6,9 @@ of a parameter (:func:`few_values`, with the values to add), fewer than
 :data:`RECOMMENDED_REPETITIONS` repetitions (:func:`few_repetitions`), a parameter left
 out (:func:`too_few_distinct`, :func:`not_a_dependency`), a constant model because the
 variation is noise (:data:`WITHIN_NOISE`), and where a call path exists only at some
-points (:func:`existence_note`). The search (:mod:`perfcast.modeling.search`) decides
-when; this module says what, so tests and later stages can refer to the same texts.
+points (:func:`existence_note`). The search (:mod:`perfcast.modeling.shapes`,
+:mod:`perfcast.modeling.search`) decides when; this module says what, so tests and later
+stages can refer to the same texts.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from perfcast.experiment.experiment import point_label
+from perfcast.experiment.points import format_point, format_value
 from perfcast.modeling.advice import POOR_FIT, RECOMMENDED_VALUES, extend_series
 from perfcast.modeling.pmnf import FitStatistics
 
@@ -56,9 +57,9 @@ def few_values(values: Mapping[str, np.ndarray]) -> str | None:
     for name, measured in values.items():
         if len(measured) < RECOMMENDED_VALUES:
             more = extend_series(measured, RECOMMENDED_VALUES - len(measured))
-            shown = ", ".join(f"{v:g}" for v in measured)
+            shown = ", ".join(map(format_value, measured))
             few.append(
-                f"{name} ({shown}): measure {name}={', '.join(f'{v:g}' for v in more)} as well"
+                f"{name} ({shown}): measure {name}={', '.join(map(format_value, more))} as well"
             )
     if not few:
         return None
@@ -120,12 +121,13 @@ def existence_note(parameters: Sequence[str], coordinates: np.ndarray, present: 
             bound = inside.min() if above else inside.max()
             beyond = coordinates[:, j] >= bound if above else coordinates[:, j] <= bound
             if np.array_equal(beyond, present):
-                shown = ", ".join(f"{v:g}" for v in np.unique(outside))
+                shown = ", ".join(map(format_value, np.unique(outside)))
                 return (
-                    f"exists for {name} {relation} {bound:g} only: not called at {name}={shown} "
+                    f"exists for {name} {relation} {format_value(bound)} only: not called at "
+                    f"{name}={shown} "
                     "(zero there); the model holds where it exists"
                 )
-    shown = "; ".join(point_label(parameters, point) for point in absent[:3])
+    shown = "; ".join(format_point(zip(parameters, point, strict=True)) for point in absent[:3])
     more = f" and {len(absent) - 3} more" if len(absent) > 3 else ""
     return (
         f"absent from {len(absent)} of {len(coordinates)} points ({shown}{more}): not called "

@@ -47,7 +47,8 @@ the values to add), too few repetitions, and where a call path exists only at so
 The work is split by job: the options and their prose
 (:mod:`perfcast.modeling.modeler_options`), the experiment reshaped into call paths x
 points x repetitions (:mod:`perfcast.modeling.repetitions`), the robust centres and noise
-(:mod:`perfcast.modeling.robust`), the search (:mod:`perfcast.modeling.search`, with its
+(:mod:`perfcast.modeling.robust`), the search (the parameters and their shapes in
+:mod:`perfcast.modeling.shapes`, then :mod:`perfcast.modeling.search`, with its
 hypotheses in :mod:`perfcast.modeling.hypotheses`) and the warnings' wording
 (:mod:`perfcast.modeling.model_warnings`); this module puts them together.
 
@@ -68,6 +69,7 @@ import numpy as np
 
 from perfcast.errors import InputError
 from perfcast.experiment.experiment import Experiment
+from perfcast.experiment.points import format_value
 from perfcast.modeling.blas import serial_blas
 from perfcast.modeling.modeler_options import ModelerOptions
 from perfcast.modeling.modelset import ModelSet
@@ -119,13 +121,14 @@ class PMNFModeler(ModelerOptions):
             if len(values) < self.min_points:
                 raise InputError(
                     f"parameter {name!r}{where} has {len(values)} distinct value(s) "
-                    f"{values.tolist()}; modeling needs at least {self.min_points} (5 or more "
-                    "recommended): measure more values of it"
+                    f"({', '.join(map(format_value, values))}); modeling needs at least "
+                    f"{self.min_points} (5 or more recommended): measure more values of it"
                 )
             if self.space.needs_positive_values and values.min() <= 0:
                 raise InputError(
-                    f"parameter {name!r}{where} takes the value {values.min():g}, but logarithms, "
-                    "fractional and negative exponents need positive values: shift the "
+                    f"parameter {name!r}{where} takes the value {format_value(values.min())}, "
+                    "but logarithms, fractional and negative exponents need positive values: "
+                    "shift the "
                     "parameter (e.g. x+1) or restrict the search to non-negative integer "
                     "exponents without logs"
                 )

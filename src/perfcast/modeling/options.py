@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import numbers
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, TypeVar
 
@@ -270,12 +270,14 @@ def document_options(cls: type[T]) -> type[T]:
 
 
 def _flags(
-    cls: type, prefix: str = "", *, nested: bool = True
+    cls: type, prefix: str = "", *, nested: bool = True, only: Collection[str] | None = None
 ) -> Iterator[tuple[str, Any, Option, Flag]]:
     """(parameter path, default, declaration, flag) of every option of ``cls`` with a flag,
-    those of nested option objects (the search space) included unless ``nested`` is
-    False, in declaration order."""
+    or of the options named in ``only``, those of nested option objects (the search space)
+    included unless ``nested`` is False, in declaration order."""
     for declared, declaration in declared_options(cls):
+        if only is not None and declared.name not in only:
+            continue
         default = _default(declared)
         if declaration.flag is not None:
             yield prefix + declared.name, default, declaration, declaration.flag
@@ -295,13 +297,16 @@ def add_flags(
     *,
     dest_prefix: str = "",
     nested: bool = True,
+    only: Collection[str] | None = None,
 ) -> None:
     """Add the flags of ``cls``'s options to ``group``; each stores under its parameter
     path (``aggregation``, ``space__exponents``) for :func:`from_arguments`, after
     ``dest_prefix`` where two modelers' options share one parser (both have an
     ``aggregation``). ``nested=False`` leaves out the options of nested option objects
-    (the effort modeler's time modeler has flags of its own)."""
-    for path, default, declaration, flag in _flags(cls, nested=nested):
+    (the effort modeler's time modeler has flags of its own); ``only`` names the options
+    of a command that takes a few of them (``perfcast report`` the effort modeler's
+    ``ranks``), so that a flag shared by two commands is still declared once."""
+    for path, default, declaration, flag in _flags(cls, nested=nested, only=only):
         arguments: dict[str, Any] = {"dest": dest_prefix + path}
         if flag.help is not None:
             arguments["help"] = flag.help.replace("{default}", f"{default}")
@@ -322,15 +327,16 @@ def from_arguments(
     *,
     dest_prefix: str = "",
     nested: bool = True,
+    only: Collection[str] | None = None,
     **fixed: Any,
 ) -> T:
     """``cls`` configured by its flags as parsed into ``namespace`` (by :func:`add_flags`,
-    with the same ``dest_prefix`` and ``nested``) and by ``fixed`` options; a value the
-    option does not take is an :class:`InputError` naming the flag, raised before any
-    input is read."""
+    with the same ``dest_prefix``, ``nested`` and ``only``) and by ``fixed`` options; a
+    value the option does not take is an :class:`InputError` naming the flag, raised
+    before any input is read."""
     changes = dict(fixed)
     spellings = {}
-    for path, _, declaration, flag in _flags(cls, nested=nested):
+    for path, _, declaration, flag in _flags(cls, nested=nested, only=only):
         spellings[path] = flag.spelling
         value = getattr(namespace, dest_prefix + path)
         if declaration.parse is not None:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from perfcast.errors import InputError
+from perfcast.experiment.points import format_point
 
 ArrayLike = np.ndarray | Sequence[float] | float
 
@@ -317,8 +318,8 @@ class Model:
         infinite = ~np.isfinite(out)
         if infinite.any():
             index = np.unravel_index(int(np.argmax(infinite)), shape)
-            where = ", ".join(
-                f"{p}={np.broadcast_to(arrays[p], shape)[index]:g}" for p in self.parameters
+            where = format_point(
+                (p, np.broadcast_to(arrays[p], shape)[index]) for p in self.parameters
             )
             raise InputError(
                 f"the model of {self.callpath!r} ({self.metric}) gives {out[index]} at "
@@ -335,9 +336,9 @@ class Model:
                 if outside.any():
                     value = values.reshape(-1)[int(np.argmax(outside.reshape(-1)))]
                     raise InputError(
-                        f"{factor.parameter}={value:g} is outside the domain of the model of "
-                        f"{self.callpath!r} ({self.metric}): its factor {factor.text()} needs "
-                        f"{factor.domain()}"
+                        f"{format_point({factor.parameter: value})} is outside the domain of the "
+                        f"model of {self.callpath!r} ({self.metric}): its factor {factor.text()} "
+                        f"needs {factor.domain()}"
                     )
 
     def leading_term(self) -> Term | None:

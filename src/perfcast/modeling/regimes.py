@@ -104,6 +104,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfcast.experiment.points import format_value
 from perfcast.modeling.lines import lines_along
 from perfcast.modeling.noise import f_survival
 from perfcast.modeling.space import DEFAULT_EXPONENTS, DEFAULT_LOG_EXPONENTS, FALLING_EXPONENTS
@@ -189,14 +190,14 @@ class RegimeChange:
         low, high = self.interval
         where = f"near {name} = {self.estimate:.4g}"
         if (low, high) != (self.below, self.above):
-            where += f", somewhere in {low:g} to {high:g}"
+            where += f", somewhere in {format_value(low)} to {format_value(high)}"
         chance = (
             f"p < {P_RESOLUTION:.0e}" if self.p_value < P_RESOLUTION else f"p = {self.p_value:.2g}"
         )
         return (
-            f"regime change along {name} between {self.below:g} and {self.above:g} "
-            f"({what}, {where}, {chance}); "
-            f"models extrapolate from {name} >= {self.above:g}"
+            f"regime change along {name} between {format_value(self.below)} and "
+            f"{format_value(self.above)} ({what}, {where}, {chance}); "
+            f"models extrapolate from {name} >= {format_value(self.above)}"
         )
 
 

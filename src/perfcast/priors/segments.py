@@ -30,6 +30,7 @@ from dataclasses import replace
 import numpy as np
 
 from perfcast.experiment.experiment import Experiment
+from perfcast.experiment.points import format_value
 from perfcast.modeling.advice import POOR_FIT, SHORT_SEGMENT, extend_series
 from perfcast.modeling.findings import Finding
 from perfcast.modeling.modeler import PMNFModeler
@@ -100,7 +101,7 @@ def segment_models(
                     f"{SHORT_SEGMENT}: {change.describe()}, but only {len(after)} value(s) "
                     f"of {change.parameter} lie beyond it, too few to model the new regime; "
                     f"measure {change.parameter}="
-                    f"{', '.join(f'{v:g}' for v in more)} as well",
+                    f"{', '.join(map(format_value, more))} as well",
                 )
             )
             continue
@@ -117,13 +118,13 @@ def segment_models(
                     model,
                     f"{SHORT_SEGMENT}: {change.describe()}, but no model describes the "
                     f"{int(mask.sum())} points beyond it ({poor}); measure more values of "
-                    f"{change.parameter} above {change.above:g}, or more repetitions",
+                    f"{change.parameter} above {format_value(change.above)}, or more repetitions",
                 )
             )
             continue
         text = (
             f"{change.describe()}; fitted to the {int(mask.sum())} points "
-            f"with {change.parameter} >= {change.above:g}; the model of all points was "
+            f"with {change.parameter} >= {format_value(change.above)}; the model of all points was "
             f"{model.text()}"
         )
         replaced.append(_warned(replace(refitted, prior=model.prior), text))

@@ -52,6 +52,7 @@ import numpy as np
 
 from perfcast.errors import InputError
 from perfcast.experiment.names import display_names
+from perfcast.experiment.points import format_point
 from perfcast.modeling.intervals import (
     DEFAULT_LEVEL,
     MeanEstimate,
@@ -478,9 +479,8 @@ def render_comparison(
         ONLY_BEFORE: sum(c.verdict == ONLY_BEFORE for c in changes),
         ONLY_AFTER: sum(c.verdict == ONLY_AFTER for c in changes),
     }
-    where = ", ".join(f"{p}={v:g}" for p, v in target.items())
     lines = [
-        f"A = {before}, B = {after}: {len(changes):,} models compared at {where} "
+        f"A = {before}, B = {after}: {len(changes):,} models compared at {format_point(target)} "
         f"({decision_rule(changes, level)}; the rest is within noise)",
         "  " + ", ".join(f"{n:,} {what}" for what, n in counts.items() if n or what == NOISE),
     ]

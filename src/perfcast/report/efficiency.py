@@ -13,7 +13,7 @@ from perfcast.errors import InputError
 from perfcast.experiment.calltree import SEPARATOR
 from perfcast.experiment.experiment import Experiment
 from perfcast.experiment.metrics import TIME_METRIC
-from perfcast.experiment.points import format_point
+from perfcast.experiment.points import format_point, format_value
 from perfcast.modeling.efficiency import (
     ScalingPoint,
     in_subtree,
@@ -53,7 +53,7 @@ class ScalingSection:
         return (
             f"Speedup and parallel efficiency of {self.root} along {self.ranks} "
             f"({KIND_MEANING[self.kind]}; inclusive {self.metric}{where}, against "
-            f"{self.ranks}={self.points[0].ranks:g})"
+            f"{format_point({self.ranks: self.points[0].ranks})})"
         )
 
     def text(self) -> str:
@@ -63,7 +63,8 @@ class ScalingSection:
         ]
         callpath, value, low, high = self.largest
         costliest = (
-            f"  the largest single call path under it at {self.ranks}={self.points[-1].ranks:g}: "
+            "  the largest single call path under it at "
+            f"{format_point({self.ranks: self.points[-1].ranks})}: "
             f"{callpath}, {value:.4g} [{low:.4g}, {high:.4g}] ({value / self.points[-1].value:.0%})"
         )
         return "\n".join([*lines, *(_line(point) for point in self.points), costliest])
@@ -158,6 +159,6 @@ def _line(point: ScalingPoint) -> str:
         if math.isfinite(point.low) and math.isfinite(point.high):
             source += f", 95 % interval of the efficiency [{point.low:.1%}, {point.high:.1%}]"
     return (
-        f"  {point.ranks:>10g}  {point.value:>10.4g}  {point.speedup:>8.3g}  "
+        f"  {format_value(point.ranks):>10}  {point.value:>10.4g}  {point.speedup:>8.3g}  "
         f"{efficiency:>10}  {source}"
     )

@@ -26,8 +26,9 @@ from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath, split_callpath
 from perfcast.experiment.io.caliper import CALIPER_PROFILES
 from perfcast.experiment.io.registry import CAMPAIGN_STORE
-from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, MAX_SUFFIX, TIME_METRIC
+from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, TIME_METRIC, is_max
 from perfcast.experiment.names import display_names
+from perfcast.experiment.points import format_point
 from perfcast.modeling.extrapolation import Unfit, measurement_artifacts, unfit_reasons
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.pmnf import Factor, Model
@@ -56,7 +57,7 @@ def metric_kind(metric: str) -> str:
     """``exclusive`` (a function's own cost: sums over the call tree give inclusive cost),
     ``inclusive`` (callees included: differences with the children give exclusive cost),
     or ``max`` (a maximum over ranks, which does not add up over the call tree)."""
-    if MAX_SUFFIX in metric:
+    if is_max(metric):
         return "max"
     return "inclusive" if metric.endswith(INCLUSIVE_SUFFIX) else "exclusive"
 
@@ -121,7 +122,7 @@ def describe_values(
             "over ranks (perfcast's runtime): NAME is the mean over a run's ranks (a rank "
             "that never reaches a call path counts 0)"
         )
-        if any(MAX_SUFFIX in m for m in metrics):
+        if any(map(is_max, metrics)):
             ranks += ", NAME:max the slowest rank"
     elif format_name == CALIPER_PROFILES:
         ranks = (
@@ -364,10 +365,6 @@ def _share(value: float, total: float) -> str:
     return f"{100 * value / total:5.1f} %" if total > 0 and np.isfinite(value) else "      "
 
 
-def _point_text(point: Mapping[str, float]) -> str:
-    return ", ".join(f"{p}={v:g}" for p, v in point.items())
-
-
 def render_summary(
     models: ModelSet,
     measured: np.ndarray,
@@ -406,7 +403,7 @@ def render_summary(
         else "as given"
     )
     lines.append(
-        f"Largest measured point: {_point_text(largest)}; target: {_point_text(chosen_target)} "
+        f"Largest measured point: {format_point(largest)}; target: {format_point(chosen_target)} "
         f"({how}; set it with --at NAME=VALUE,...). Values below are the models' values."
     )
     listed: dict[str, None] = {}
@@ -449,7 +446,7 @@ def _metric_sections(
     label = f"{metric} [{unit}]" if unit else metric
     if summary.kind == "max":
         heading = (
-            f"Costliest call paths at {_point_text(largest)}: {label}, the maximum over ranks "
+            f"Costliest call paths at {format_point(largest)}: {label}, the maximum over ranks "
             f"(no sums over the call tree or shares: maxima of different ranks do not add up)"
         )
         heading += f"\n  {'value':>10}"
@@ -457,7 +454,7 @@ def _metric_sections(
         cost_rows = [(c, f"{_value(c.at_largest, unit):>10}") for c in hot]
     else:
         heading = (
-            f"Costliest call paths at {_point_text(largest)}: {label}, by exclusive value; "
+            f"Costliest call paths at {format_point(largest)}: {label}, by exclusive value; "
             f"share of the total {_value(summary.total, unit)}\n"
             f"  {'exclusive':>10} {'share':>7}  {'inclusive':>10} {'share':>7}"
         )
@@ -479,7 +476,7 @@ def _metric_sections(
     fastest = sorted(growing, key=lambda c: -c.growth)[:top]
     share_label = "of the total" if summary.kind != "max" else "of the largest value"
     growth_heading = (
-        f"Fastest growing call paths towards {_point_text(target)}: {label}, among those with "
+        f"Fastest growing call paths towards {format_point(target)}: {label}, among those with "
         f">= {100 * GROWTH_FLOOR:g} % {share_label} there ({len(growing):,} of {len(costs):,})\n"
         f"  {'growth':>8} {'now':>10} {'at target':>10} {'share':>7}"
     )
@@ -499,7 +496,7 @@ def _metric_sections(
     if apart or summary.artifacts:
         count = len(apart) + len(summary.artifacts)
         heading = (
-            f"Not ranked towards {_point_text(target)}: {label}, {count} model(s) not fit to "
+            f"Not ranked towards {format_point(target)}: {label}, {count} model(s) not fit to "
             "extrapolate there (left out of the total at the target), each with the runs "
             f"that would fix it\n  {'growth':>8} {'now':>10} {'at target':>10}"
         )

@@ -17,7 +17,7 @@ The pieces, in the order a user meets them:
   communication.
 - :mod:`.synthesis` (``perfcast simulate T1 T2 ... --synthesize P -o DIR``) writes the trace
   of a rank count nobody ran from traces at a few small ones: peers as offsets (in rank
-  numbers, or in the coordinates of a 2-D or 3-D grid, :mod:`.grid`) or fixed ranks, counts
+  numbers, or in the positions of a 2-D or 3-D grid, :mod:`.grid`) or fixed ranks, counts
   and compute blocks as PMNF models in ``p``; what it refuses and how far it
   goes are in its docstring.
 """

@@ -1,12 +1,14 @@
 """Cartesian rank grids for trace synthesis (``perfcast simulate --synthesize P --grid``).
 
 Programs that decompose a 2-D or 3-D domain (HPCG, LULESH, a 5-point stencil) place rank r
-at coordinates in a grid of ``dims`` ranks, row-major (the last dimension fastest, as
-MPI_Cart_create and LULESH's ``col = rank % n`` do), and exchange halos with the ranks at
-fixed offsets in those coordinates; a rank's position decides which neighbours exist. The
-grid at each p follows the program's rule: MPI_Dims_create's balanced factorisation, or a
-cube (LULESH). This module holds the grid arithmetic; :mod:`perfcast.simulate.synthesis`
-infers which grid the traces were run on and synthesises the target's.
+at a position in a grid of ``dims`` ranks (one index per dimension), row-major (the last
+dimension fastest, as MPI_Cart_create and LULESH's ``col = rank % n`` do), and exchange
+halos with the ranks at fixed offsets from that position; the position decides which
+neighbours exist. (Positions, not coordinates: perfcast's coordinates are the points of
+parameter values an experiment measured.) The grid at each p follows the program's rule:
+MPI_Dims_create's balanced factorisation, or a cube (LULESH). This module holds the grid
+arithmetic; :mod:`perfcast.simulate.synthesis` infers which grid the traces were run on and
+synthesises the target's.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ RULES = ("dims_create", "cube")
 factorisation (2-D or 3-D, whichever the traces fit), ``cube`` the same restricted to cubes
 (3-D, as LULESH requires)."""
 CLASSES = ("low", "mid", "high", "only")
-"""Where a rank sits along one dimension: at its first or last coordinate, between them, or
+"""Where a rank sits along one dimension: at its first or last index, between them, or
 alone (a dimension of one rank). These decide which of its neighbours exist."""
 
 Dims = tuple[int, ...]
@@ -85,19 +87,20 @@ def parse(text: str, ranks: int) -> tuple[Dims | None, str]:
     return dims, "dims_create"
 
 
-def coordinates(rank: int, dims: Dims) -> tuple[int, ...]:
-    """Rank ``rank``'s coordinates, row-major (the last dimension fastest)."""
+def position(rank: int, dims: Dims) -> tuple[int, ...]:
+    """Rank ``rank``'s index along each dimension, row-major (the last dimension fastest):
+    the inverse of :func:`rank_at`."""
     found = []
     for size in reversed(dims):
-        rank, position = divmod(rank, size)
-        found.append(position)
+        rank, index = divmod(rank, size)
+        found.append(index)
     return tuple(reversed(found))
 
 
 def rank_at(position: tuple[int, ...], dims: Dims) -> int:
     rank = 0
-    for coordinate, size in zip(position, dims, strict=True):
-        rank = rank * size + coordinate
+    for index, size in zip(position, dims, strict=True):
+        rank = rank * size + index
     return rank
 
 
@@ -106,17 +109,16 @@ def role(rank: int, dims: Dims) -> str:
     with one role have the same neighbour directions (a corner, an edge, a face, the
     interior)."""
     return ",".join(
-        _place(coordinate, size)
-        for coordinate, size in zip(coordinates(rank, dims), dims, strict=True)
+        _place(index, size) for index, size in zip(position(rank, dims), dims, strict=True)
     )
 
 
-def _place(coordinate: int, size: int) -> str:
+def _place(index: int, size: int) -> str:
     if size == 1:
         return "only"
-    if coordinate == 0:
+    if index == 0:
         return "low"
-    return "high" if coordinate == size - 1 else "mid"
+    return "high" if index == size - 1 else "mid"
 
 
 def text(dims: Dims) -> str:

@@ -116,7 +116,7 @@ first or, for programs that make the fastest dimension the largest, smallest fir
 readings are tried in that order, 2-D before 3-D, and the first under which every traced
 rank's role (its place along every dimension: ``low``, ``mid``, ``high``, or ``only`` in a
 dimension of one rank; a corner, an edge, a face or the interior) runs one sequence in every
-trace, and every peer is one offset in grid coordinates (wrapped around where the grid is
+trace, and every peer is one offset in grid positions (wrapped around where the grid is
 periodic), is taken: every traced role, not only the target's, must fit, which is what tells
 readings apart (a 3-D stencil read on 4x2 at p = 8 and 9x3 at p = 27 has rank 0's third
 peer at (2,0) and (3,0)). ``--grid`` gives the target's grid (``4x5x4``) or the rule
@@ -257,7 +257,7 @@ class Relation:
 
     kind: str
     """``offset``: (r + value) mod p; ``first``: value; ``last``: p - 1 - value; ``grid``:
-    the rank at r's grid coordinates plus ``vector`` in the target's grid ``dims``
+    the rank at r's grid position plus ``vector`` in the target's grid ``dims``
     (wrapped around where ``periodic``)."""
     value: int = 0
     vector: tuple[int, ...] = ()
@@ -266,7 +266,7 @@ class Relation:
 
     def peer(self, rank: int, ranks: int) -> int:
         if self.kind == "grid":
-            position = grid.coordinates(rank, self.dims)
+            position = grid.position(rank, self.dims)
             moved = tuple(c + v for c, v in zip(position, self.vector, strict=True))
             if self.periodic:
                 moved = tuple(c % size for c, size in zip(moved, self.dims, strict=True))
@@ -884,7 +884,7 @@ def _grid_relation(
 ) -> Relation:
     """The relation of a peer field of the ranks at ``role`` whose traces ran on ``grids``
     (by rank count): a collective's root is a fixed rank where one fits; any other peer is
-    the same offset in grid coordinates in every observation (without wrapping, else
+    the same offset in grid positions in every observation (without wrapping, else
     wrapped around the grid with the smallest offset that fits). A point-to-point peer is
     a neighbour even where a fixed rank fits too: a role seen in one run (the interior of
     3x3x3) cannot tell them apart, and a decomposition's messages go to neighbours."""
@@ -897,7 +897,7 @@ def _grid_relation(
     residues: list[dict[int, set[int]]] = []
     for p, r, q in peers:
         dims = grids[p]
-        here, there = grid.coordinates(r, dims), grid.coordinates(q, dims)
+        here, there = grid.position(r, dims), grid.position(q, dims)
         moves.add(tuple(b - a for a, b in zip(here, there, strict=True)))
         if not residues:
             residues = [{} for _ in dims]
@@ -911,7 +911,7 @@ def _grid_relation(
     seen = ", ".join(f"rank {r} of {p} ({grid.text(grids[p])}) -> {q}" for p, r, q in peers[:6])
     raise PerfcastError(
         f"cannot synthesise: the peer of the ({role}) ranks' '{action.text()}' (line "
-        f"{action.line} of the first such rank) is no fixed offset in grid coordinates: {seen}"
+        f"{action.line} of the first such rank) is no fixed offset in grid positions: {seen}"
     )
 
 

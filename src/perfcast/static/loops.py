@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from perfcast.static.binary import BinaryFunction, Instruction
+from perfcast.static.disassembly import BinaryFunction, Instruction
 
 FLAG_SETTERS = frozenset({"cmp", "test", "add", "sub", "inc", "dec", "and", "or", "xor", "neg"})
 FLOAT_SUFFIX_SIZES = {"pd": 8, "sd": 8, "ps": 4, "ss": 4}

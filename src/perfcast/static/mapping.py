@@ -18,7 +18,7 @@ from fractions import Fraction
 
 from perfcast.static import expressions as ex
 from perfcast.static.arithmetic import evaluate_formula
-from perfcast.static.binary import BinaryFunction, Frame, Instruction
+from perfcast.static.disassembly import BinaryFunction, Frame, Instruction
 from perfcast.static.domains import (
     Combination,
     Counter,

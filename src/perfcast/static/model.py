@@ -20,7 +20,7 @@ from perfcast.errors import InputError, PerfcastError
 from perfcast.static import expressions as ex
 from perfcast.static.arch import Architecture
 from perfcast.static.arithmetic import parse_formula
-from perfcast.static.binary import BinaryFunction, load_binary
+from perfcast.static.disassembly import BinaryFunction, load_binary
 from perfcast.static.domains import Combination, Counter, Instance, Symbol
 from perfcast.static.formulas import Poly, polynomial, python_expression
 from perfcast.static.mapping import FunctionMapper, MappedFunction, _find_call

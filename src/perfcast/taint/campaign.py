@@ -31,6 +31,7 @@ from pathlib import Path
 
 from perfcast.appspec import RANKS, TAINT_PROFILE_SUFFIX, AppSpec, beside, expand
 from perfcast.errors import InputError
+from perfcast.experiment.points import format_point
 from perfcast.taint.driver import TaintOptions, taint_program
 from perfcast.taint.params import ArgvParameter
 from perfcast.taint.profile_model import TaintProfile, TaintRun
@@ -135,7 +136,9 @@ def taint_point(spec: AppSpec, override: Mapping[str, float] | None = None) -> d
                 path=spec.path,
             )
         if value <= 0:
-            raise InputError(f"the taint point gives {name} = {value}; values must be positive")
+            raise InputError(
+                f"the taint point gives {format_point({name: value})}; values must be positive"
+            )
         point[name] = value
     return point
 

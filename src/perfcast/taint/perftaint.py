@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfcast.clang import demangle
+from perfcast.clang_toolchain import demangle
 from perfcast.errors import InputError
 from perfcast.experiment.calltree import join_callpath
 from perfcast.inputs import JsonChecker, read_json

@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfcast.clang import command_output, find_clang
+from perfcast.clang_toolchain import command_output, find_clang
 
 
 @dataclass(frozen=True)

@@ -198,7 +198,7 @@ class Suggestions:
             rows.append(
                 [
                     str(rank),
-                    format_point(s.point).replace(" ", ""),
+                    format_point(s.point, separator=","),
                     str(s.runs),
                     f"{s.core_hours:.3g}",
                     f"{per:.3g}",

@@ -52,7 +52,7 @@ from perfcast.errors import InputError
 from perfcast.experiment.calltree import SEPARATOR, recorded_callpath
 from perfcast.experiment.experiment import Experiment, Metric, Row
 from perfcast.experiment.io.registry import Format, require_regular_file
-from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, MAX_SUFFIX, TIME_METRIC
+from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, TIME_METRIC, with_max
 from perfcast.experiment.points import format_point
 
 CALIPER_PROFILES = "caliper"
@@ -65,12 +65,12 @@ TIME_INCLUSIVE = TIME_METRIC + INCLUSIVE_SUFFIX
 TIME_NAMES = {
     # SPOT channel (``spot``, ``profile.mpi``): statistics over ranks of inclusive time
     "avg#inclusive#sum#time.duration": TIME_INCLUSIVE,
-    "max#inclusive#sum#time.duration": TIME_INCLUSIVE + MAX_SUFFIX,
+    "max#inclusive#sum#time.duration": with_max(TIME_INCLUSIVE),
     # hatchet-region-profile and runtime-report aggregated over ranks by cali-query
     "inclusive#sum#time.duration": TIME_INCLUSIVE,
     "sum#time.duration": TIME_METRIC,
     "avg#sum#time.duration": TIME_METRIC,
-    "max#sum#time.duration": TIME_METRIC + MAX_SUFFIX,
+    "max#sum#time.duration": with_max(TIME_METRIC),
 }
 """Caliper's time attributes named as perfcast names time; values are seconds."""
 
@@ -331,8 +331,8 @@ def _read_split_json(path: Path) -> _Run:
     for (callpath, metric), measured in by_rank.items():
         run.rows.append((callpath, metric, sum(measured) / len(measured)))
         if rank is not None:
-            run.rows.append((callpath, metric + MAX_SUFFIX, max(measured)))
-            run.units[metric + MAX_SUFFIX] = run.units.get(metric, "")
+            run.rows.append((callpath, with_max(metric), max(measured)))
+            run.units[with_max(metric)] = run.units.get(metric, "")
     return _completed(run)
 
 
@@ -487,7 +487,7 @@ def check_settings(
         for point, group in by_point.items():
             inside = sorted({str(run.globals.get(name, "(absent)")) for run in group})
             if len(inside) > 1:
-                label = format_point(dict(zip(chosen, point, strict=True)))
+                label = format_point(zip(chosen, point, strict=True))
                 raise InputError(
                     f"the runs at {label} differ in {name!r} ({', '.join(inside[:6])}), which "
                     f"is not a parameter: they would be averaged into noise. Keep one with "

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from perfcast.errors import InputError, PerfcastError
-from perfcast.experiment.experiment import Experiment, point_label
+from perfcast.experiment.experiment import Experiment
 from perfcast.experiment.io.jsonlines import read_jsonlines
 from perfcast.experiment.io.jsontext import JSONSyntaxError, decode, try_decode
 from perfcast.experiment.io.registry import Format, read_utf8
@@ -35,6 +35,7 @@ from perfcast.experiment.io.table import (
     repetitions,
     to_name,
 )
+from perfcast.experiment.points import format_point
 from perfcast.outputs import OutputKind, write_output
 
 UNITS_KEY = "units"
@@ -208,11 +209,12 @@ def write_json(experiment: Experiment, path: Path) -> None:
     gaps = np.argwhere(cells.counts == 0)
     if len(gaps):  # Extra-P (and perfcast's reader) reject such a file: refuse to write it
         (callpath, metric), point = cells.series[gaps[0][0]], cells.points[gaps[0][1]]
+        where = format_point(zip(experiment.parameters, point, strict=True))
         raise PerfcastError(
-            f"call path {callpath!r}, metric {metric!r} has no measurement at "
-            f"{point_label(experiment.parameters, point)}; Extra-P's JSON needs every call "
-            "path measured at every point (a call path absent from a completed run was not "
-            "called there: Experiment.with_absent_as_zero and perfcast export write it as 0)"
+            f"call path {callpath!r}, metric {metric!r} has no measurement at {where}; "
+            "Extra-P's JSON needs every call path measured at every point (a call path absent "
+            "from a completed run was not called there: Experiment.with_absent_as_zero and "
+            "perfcast export write it as 0)"
         )
     points = [json.dumps([_plain(v) for v in point]) for point in cells.points.tolist()]
     by_callpath: dict[str, list[int]] = {}

@@ -27,8 +27,8 @@ from perfcast.experiment.experiment import (
     Metric,
     first_use_codes,
     intern,
-    point_label,
 )
+from perfcast.experiment.points import format_point
 
 Point = tuple[float, ...]
 
@@ -276,10 +276,11 @@ class MeasurementTable:
         cp, mt = series[incomplete[0]]
         missing = [p for p, i in self._points.items() if not seen[incomplete[0], i]]
         callpaths, metrics = list(self._callpaths), list(self._metrics)
+        first = format_point(zip(self.parameters, missing[0], strict=True))
         raise InputError(
             f"call path {callpaths[cp]!r}, metric {metrics[mt]!r} has no measurement at "
-            f"{len(missing)} of the {n_points} points, first at "
-            f"{point_label(self.parameters, missing[0])} ({len(incomplete)} call path/metric "
+            f"{len(missing)} of the {n_points} points, first at {first} "
+            f"({len(incomplete)} call path/metric "
             "pair(s) incomplete); every call path must be measured at every point, as in "
             "Extra-P: add the missing measurements or remove the call path",
             path=self.path,

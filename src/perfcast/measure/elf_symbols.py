@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfcast.clang import demangle
+from perfcast.clang_toolchain import demangle
 from perfcast.errors import InputError
 
 _ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
