@@ -101,6 +101,7 @@ from clang import cindex
 from clang.cindex import Cursor, CursorKind, TypeKind
 
 from perfcast.clang import find_clang
+from perfcast.csource.languages import HEADER_SUFFIXES, language_of
 from perfcast.csource.memory import (
     ALLOCATION_CALLS,
     ANY_KIND,
@@ -117,11 +118,9 @@ from perfcast.csource.syntax import (
     CONTAINER_KINDS,
     FRAME_KINDS,
     FUNCTION_KINDS,
-    HEADER_SUFFIXES,
     LOOP_KINDS,
     SourceText,
     Token,
-    language_of,
     strip,
 )
 from perfcast.csource.verdicts import (
