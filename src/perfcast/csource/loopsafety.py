@@ -125,14 +125,10 @@ from perfcast.csource.syntax import (
 )
 from perfcast.csource.verdicts import (
     MAX_FOLLOW_DEPTH,
+    Hop,
     Reason,
     Refusal,
-    argument_hop,
-    call_hop,
-    callee_hop,
-    in_body,
-    memory_hop,
-    return_hop,
+    Step,
 )
 from perfcast.errors import InputError
 
@@ -232,7 +228,7 @@ def _spread_effects(
                 continue
             for callee in sorted(callees):
                 if callee in effects:
-                    effects[usr] = effects[callee].after(callee_hop(names[callee]))
+                    effects[usr] = effects[callee].after(Hop(Step.CALL_IN_CALLEE, names[callee]))
                     changed = True
                     break
     return effects
@@ -481,8 +477,8 @@ class Program:
             trail.visited.add(key)
             refusal = site.analysis.judge(seed, None, site.function, trail.deeper())
             if refusal is not None:
-                hop = return_hop(what, at.location.line, site.function.spelling, place)
-                return refusal.after(hop)
+                caller = site.function.spelling
+                return refusal.after(Hop(Step.RETURN, caller, at.location.line, what, place))
         return None
 
     def follow_argument(
@@ -526,7 +522,8 @@ class Program:
         seed = {_key(parameter): f"{parameter.spelling}, the parameter of {name} it is passed to,"}
         refusal = where.judge(seed, None, function, trail.deeper())
         if refusal is not None:
-            return refusal.after(argument_hop(what, name, call.location.line, self.place(function)))
+            place = self.place(function)
+            return refusal.after(Hop(Step.ARGUMENT, name, call.location.line, what, place))
         return None
 
     @functools.cached_property
@@ -580,7 +577,9 @@ class Program:
             return _at(Reason.UNSEEN_CALLEE, call, subject=callee.spelling, note=_missing(failures))
         effect = effects.get(usr)
         return (
-            None if effect is None else effect.after(call_hop(callee.spelling, call.location.line))
+            None
+            if effect is None
+            else effect.after(Hop(Step.CALL, callee.spelling, call.location.line))
         )
 
     @functools.cached_property
@@ -738,7 +737,7 @@ class FileAnalysis:
             return effect
         callee = _callee(call)
         if callee is not None and callee.get_usr() in self.effects:
-            hop = call_hop(callee.spelling, call.location.line)
+            hop = Hop(Step.CALL, callee.spelling, call.location.line)
             return self.effects[callee.get_usr()].after(hop)
         return None
 
@@ -802,7 +801,7 @@ class FileAnalysis:
             if kind == CK.CALL_EXPR:
                 effect = self._effect_of(node)
                 if effect is not None:
-                    return effect.after(in_body())
+                    return effect.after(Hop(Step.BODY))
             inner = breakable + (kind in BREAKABLE)
             for child in node.get_children():
                 refusal = walk(child, inner)
@@ -1103,7 +1102,8 @@ class FileAnalysis:
         for analysis, function in facts.functions:
             refusal = analysis.judge(seed, None, function, trail)
             if refusal is not None:
-                return refusal.after(memory_hop(function.spelling, self.program.place(function)))
+                place = self.program.place(function)
+                return refusal.after(Hop(Step.MEMORY_READ, function.spelling, place=place))
         return None
 
     def _call_writes(self, call: Cursor) -> list[Cursor]:
