@@ -129,9 +129,9 @@ def _build(args: argparse.Namespace) -> int:
             "usage: perfcast static SOURCE --binary BINARY -o MODEL.py: missing "
             + "; ".join(missing)
         )
+    from perfcast.csource.languages import language_of
     from perfcast.static import DEFAULT_ARCHITECTURE, analyze
     from perfcast.static.codegen import check_model_targets, summary, write_model
-    from perfcast.csource.languages import language_of
     from perfcast.static.source import finds_mpi_header, mpi_wrapper_flags
 
     check_model_targets(args.output)
