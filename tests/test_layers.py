@@ -38,7 +38,10 @@ def _lint_imports() -> str:
 
 def _layers_contract() -> dict:
     config = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]
-    (contract,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    # the package's layers; csource has layers of its own
+    (contract,) = [
+        c for c in config["contracts"] if c["type"] == "layers" and c["containers"] == ["perfcast"]
+    ]
     return contract
 
 
@@ -70,7 +73,6 @@ def test_the_import_contracts_are_kept():
 
 def test_the_layers_name_every_top_level_module():
     contract = _layers_contract()
-    assert contract["containers"] == ["perfcast"]
     assert contract["exhaustive"] is True
     declared, optional = _declared_layers(contract)
     modules = {module.name for module in pkgutil.iter_modules(perfcast.__path__)}

@@ -129,16 +129,17 @@ def _build(args: argparse.Namespace) -> int:
             "usage: perfcast static SOURCE --binary BINARY -o MODEL.py: missing "
             + "; ".join(missing)
         )
+    from perfcast.csource.languages import language_of
     from perfcast.static import DEFAULT_ARCHITECTURE, analyze
     from perfcast.static.codegen import check_model_targets, summary, write_model
-    from perfcast.static.source import finds_mpi_header, mpi_wrapper_flags, source_language
+    from perfcast.static.source import finds_mpi_header, mpi_wrapper_flags
 
     check_model_targets(args.output)
     flags = shlex.split(args.cflags)
     if not finds_mpi_header(flags):
         # MPI programs include mpi.h from wherever the wrapper keeps it; its own flags
         # are the ones the program was compiled with, so no one has to spell them out.
-        shown, wrapper_flags = mpi_wrapper_flags(source_language(args.source))
+        shown, wrapper_flags = mpi_wrapper_flags(language_of(args.source))
         if wrapper_flags:
             print(f"note: parsing with the MPI flags of `{shown}`: {' '.join(wrapper_flags)}")
             flags = [*wrapper_flags, *flags]

@@ -73,8 +73,8 @@ def pointed_to(parameter: cindex.Type) -> tuple[cindex.Type, bool] | None:
 
 
 def memory_key(kind: str) -> tuple[str, int]:
-    """The key under which the loop analysis
-    (:meth:`perfcast.csource.loopsafety.FileAnalysis._reads`) reports a read of memory."""
+    """The key under which :meth:`perfcast.csource.accesses.Accesses.reads` reports a
+    read of memory of ``kind``."""
     return ("memory " + kind, -2)
 
 

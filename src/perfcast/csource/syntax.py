@@ -17,12 +17,6 @@ from clang.cindex import Cursor, CursorKind
 
 CK = CursorKind
 
-CXX_SUFFIXES = frozenset({".cc", ".cpp", ".cxx", ".c++", ".C", ".hpp", ".hh", ".hxx"})
-"""File suffixes read as C++ (every other file as C)."""
-HEADER_SUFFIXES = frozenset({".h", ".hh", ".hpp", ".hxx", ".H", ".inl", ".inc"})
-"""Files that are not parsed on their own: what they define is seen in every file that
-includes them, with that file's language and flags."""
-
 LOOP_KINDS = {
     CK.FOR_STMT: "for",
     CK.WHILE_STMT: "while",
@@ -73,11 +67,6 @@ NESTING_STATEMENTS = frozenset(
 )
 """Statements that end where their last sub-statement ends (a ``do`` ends at its own
 ``;``, after the condition)."""
-
-
-def language_of(path: Path) -> str:
-    """The language libclang reads ``path`` as (``-x``): C++ by suffix, else C."""
-    return "c++" if path.suffix in CXX_SUFFIXES else "c"
 
 
 @dataclass

@@ -3,9 +3,9 @@
 A refusal names one :class:`Reason`, the place that decides it (the MPI call, the branch,
 the ``break``) and what it is about (the callee, the variable and how it depends on the
 skipped bodies); ``via`` is the path from the loop to that place: the calls, returns and
-memory reads followed across functions and files. Callers test the reason and print
-:meth:`Refusal.describe`; every sentence the analysis says comes from :data:`WORDING` and
-the hop phrases below. A loop the rule may take has no refusal: ``None``.
+memory reads followed across functions and files, each a typed :class:`Hop`. Callers test
+the reason and print :meth:`Refusal.describe`; every sentence the analysis says comes from
+:data:`WORDING` and :data:`HOP_WORDING`. A loop the rule may take has no refusal: ``None``.
 """
 
 from __future__ import annotations
@@ -140,6 +140,56 @@ WORDING = {
 place is in a file the path to it has not named."""
 
 
+class Step(enum.Enum):
+    """What one hop of a refusal's path from the loop to the deciding place follows (the
+    value is a short label)."""
+
+    BODY = "the loop's body"
+    CALL = "call"
+    """A call the body or a callee makes, at a line of the file the path is in."""
+    CALL_IN_CALLEE = "call in a callee"
+    """A call a callee makes, named without a line: calls are gathered per function,
+    across the profile's files."""
+    RETURN = "return"
+    """A value returned into a caller."""
+    ARGUMENT = "argument"
+    """A value passed into a callee."""
+    MEMORY_READ = "memory read"
+    """Memory the body writes, read in a function of the program."""
+
+
+HOP_WORDING = {
+    Step.BODY: "its body ",
+    Step.CALL: "calls {function} (line {line}), which ",
+    Step.CALL_IN_CALLEE: "calls {function}, which ",
+    Step.RETURN: "{subject} is returned (line {line}) to {function} ({place}), where ",
+    Step.ARGUMENT: "{subject} is passed to {function} (line {line}) ({place}), where ",
+    Step.MEMORY_READ: "its body writes memory read in {function} ({place}): ",
+}
+"""The phrase of each step, which the next hop or the reason's sentence continues."""
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One step of the path from a loop to the place that decides its refusal."""
+
+    step: Step
+    function: str = ""
+    """The function called, returned into (the caller), passed into (the callee) or
+    reading the memory."""
+    line: int = 0
+    """The line of the call, the ``return`` or the call the argument is passed in."""
+    subject: str = ""
+    """The value returned or passed and how it depends on the skipped bodies."""
+    place: str = ""
+    """``file:line`` of the caller's call, the callee's or the reader's definition."""
+
+    def describe(self) -> str:
+        return HOP_WORDING[self.step].format(
+            function=self.function, line=self.line, subject=self.subject, place=self.place
+        )
+
+
 @dataclass(frozen=True)
 class Refusal:
     """Why the rule may not take a loop, and where that is decided."""
@@ -157,8 +207,8 @@ class Refusal:
     note: str = ""
     """What else the sentence says: why a profile file is missing, where a function is
     referred to."""
-    via: tuple[str, ...] = ()
-    """The hops from the loop to the place, each worded by the functions below."""
+    via: tuple[Hop, ...] = ()
+    """The hops from the loop to the place, the outermost first."""
     in_file: str = ""
     """The file to name beside the line, where no hop names it (an effect found in another
     file); empty where the line is read in the file the path last named."""
@@ -168,42 +218,8 @@ class Refusal:
         sentence = WORDING[self.reason].format(
             subject=self.subject, target=self.target, note=self.note, line=self.line, at=at
         )
-        return "".join(self.via) + sentence
+        return "".join(hop.describe() for hop in self.via) + sentence
 
-    def after(self, hop: str) -> Refusal:
+    def after(self, hop: Hop) -> Refusal:
         """This refusal reached through one more hop, the outermost first."""
         return replace(self, via=(hop, *self.via))
-
-
-# ---- the hops of a path, worded -------------------------------------------------------------
-
-
-def in_body() -> str:
-    """The loop's body itself does what follows."""
-    return "its body "
-
-
-def call_hop(name: str, line: int) -> str:
-    """A call the body or a callee makes, at ``line`` of the file the path is in."""
-    return f"calls {name} (line {line}), which "
-
-
-def callee_hop(name: str) -> str:
-    """A function a callee calls, named without a line (its calls were gathered per
-    function, across the profile's files)."""
-    return f"calls {name}, which "
-
-
-def return_hop(subject: str, line: int, caller: str, place: str) -> str:
-    """A value returned at ``line`` into ``caller``, whose call is at ``place``."""
-    return f"{subject} is returned (line {line}) to {caller} ({place}), where "
-
-
-def argument_hop(subject: str, callee: str, line: int, place: str) -> str:
-    """A value passed at ``line`` to ``callee``, defined at ``place``."""
-    return f"{subject} is passed to {callee} (line {line}) ({place}), where "
-
-
-def memory_hop(function: str, place: str) -> str:
-    """Memory the body writes, read in ``function`` (defined at ``place``)."""
-    return f"its body writes memory read in {function} ({place}): "

@@ -29,7 +29,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfcast.csource.loopsafety import FileAnalysis, Program, Span
+from perfcast.csource.loopsafety import LoopSafety, Span
+from perfcast.csource.program import Program
+from perfcast.csource.sourcefile import SourceFile
 from perfcast.csource.verdicts import Reason, Refusal
 from perfcast.errors import InputError, PerfcastError
 from perfcast.measure import toolchain
@@ -117,6 +119,7 @@ def plan_threshold(
         if function.file is not None:
             by_file.setdefault((base / function.file).resolve(), []).extend(function.loops)
     program = Program(base, by_file, [*parse_flags, *mpi_compile_flags()])
+    safety = LoopSafety(program)
     verdicts: dict[tuple[Path, int], ThresholdLoop] = {}
     digests: dict[Path, str] = {}
     for path, loops in sorted(by_file.items()):
@@ -129,28 +132,28 @@ def plan_threshold(
                 for lp in _parameter_loops(loop)
             ]
         else:
-            analysis = program.analysis(path)
-            digests[path] = hashlib.sha256(analysis.source.data).hexdigest()
-            found = [verdict for loop in loops for verdict in _decide(analysis, loop)]
+            file = program.file(path)
+            digests[path] = hashlib.sha256(file.source.data).hexdigest()
+            found = [verdict for loop in loops for verdict in _decide(safety, file, loop)]
         # a loop listed twice (by two functions, e.g. template instances) is rewritten once
         for verdict in found:
             verdicts.setdefault((verdict.file, verdict.line), verdict)
     return ThresholdPlan(tuple(verdicts.values()), digests)
 
 
-def _decide(analysis: FileAnalysis, loop: Loop) -> Iterator[ThresholdLoop]:
+def _decide(safety: LoopSafety, file: SourceFile, loop: Loop) -> Iterator[ThresholdLoop]:
     """The verdicts for ``loop`` and its nested parameter loops: a loop the rule covers
     hides the loops inside it; a refused one hands the question to its inner loops."""
-    path = analysis.path
+    path = file.path
     if not loop.params:
         for inner in loop.loops:
-            yield from _decide(analysis, inner)
+            yield from _decide(safety, file, inner)
         return
-    verdict = analysis.check(loop.line, loop.kind)
+    verdict = safety.check(file, loop.line, loop.kind)
     yield ThresholdLoop(path, loop.line, loop.kind, loop.params, verdict)
     for inner in loop.loops:
         if isinstance(verdict, Refusal):
-            yield from _decide(analysis, inner)
+            yield from _decide(safety, file, inner)
             continue
         covered_by = Refusal(Reason.COVERED, path, loop.line)
         for covered in _parameter_loops(inner):

@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from perfcast.csource.languages import language_of
 from perfcast.errors import InputError
 from perfcast.lazy import optional_module
 from perfcast.static import expressions as ex
 
 ANNOTATION_KEYS = frozenset({"lp_init", "lp_cond", "lp_iters", "br_ratio", "skip"})
-CXX_SUFFIXES = frozenset({".cc", ".cpp", ".cxx", ".C", ".hpp", ".hh"})
 COMPILERS_FOR_HEADERS = ("clang-16", "clang", "clang-19", "clang-14", "gcc")
 
 Position = tuple[int, int]
@@ -150,10 +150,6 @@ MPI_WRAPPERS = {"c": "mpicc", "c++": "mpicxx"}
 _WRAPPER_FLAG_PREFIXES = ("-I", "-D", "-isystem", "-pthread")
 
 
-def source_language(path: str | Path) -> str:
-    return "c++" if Path(path).suffix in CXX_SUFFIXES else "c"
-
-
 @cache
 def mpi_wrapper_flags(language: str) -> tuple[str, tuple[str, ...]]:
     """(command shown, flags): the compile flags the MPI wrapper adds for ``language``.
@@ -196,7 +192,7 @@ def parse_source(path: str | Path, flags: Sequence[str] = ()) -> SourceProgram:
     path = Path(path).resolve()
     if not path.is_file():
         raise InputError("source file not found", path=path)
-    language = source_language(path)
+    language = language_of(path)
     args = ["-x", language, *(["-std=c++17"] if language == "c++" else [])]
     include = builtin_include_directory()
     if include:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfcast.csource.syntax import CXX_SUFFIXES
+from perfcast.csource.languages import CXX_SUFFIXES
 from perfcast.errors import InputError
 from perfcast.taint.build import RuntimeParts, find_library
 from perfcast.taint.instrument import INCLUDE_DIR

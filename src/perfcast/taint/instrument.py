@@ -24,9 +24,9 @@ from pathlib import Path
 from clang import cindex
 from clang.cindex import Cursor, CursorKind
 
+from perfcast.csource.languages import CXX_SUFFIXES
 from perfcast.csource.syntax import (
     CONTAINER_KINDS,
-    CXX_SUFFIXES,
     FUNCTION_KINDS,
     LOOP_KINDS,
     SourceText,
