@@ -209,18 +209,13 @@ MODEL_REMEDY = (
 """What to do about models that rest on shared cores."""
 
 
-def provenance_notes(
-    provenance: Provenance | None,
-    models: Collection[tuple[str, str]] | None = None,
-    *,
-    predicted: bool = False,
-) -> list[Note]:
+def provenance_notes(provenance: Provenance | None) -> list[Note]:
     """What every reader of models with this provenance must know: :func:`runs_notes`, then
-    :func:`shared_cores_notes` (of ``models``, default all; ``predicted``: worded for
-    predictions)."""
+    :func:`shared_cores_notes` of all its models. ``perfcast predict`` puts its
+    extrapolation notes between the two and names only the models it predicts."""
     if provenance is None:
         return []
-    return runs_notes(provenance) + shared_cores_notes(provenance, models, predicted=predicted)
+    return runs_notes(provenance) + shared_cores_notes(provenance)
 
 
 def runs_notes(provenance: Provenance) -> list[Note]:
