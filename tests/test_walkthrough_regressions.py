@@ -32,11 +32,10 @@ from perfcast.errors import InputError
 from perfcast.experiment import write_experiment
 from perfcast.experiment.experiment import Experiment, Metric
 from perfcast.experiment.names import display_names, name_list, short_callpath
-from perfcast.measure.oversubscription import models_note
 from perfcast.measure.profiles import RankProfile, UnmatchedFilterWarning, _warn_unmatched
 from perfcast.modeling import ModelSet
 from perfcast.modeling.advice import extend_series
-from perfcast.modeling.provenance import SharedCores
+from perfcast.modeling.provenance import SharedCores, models_note
 from perfcast.taint.profile_model import FORMAT, TaintProfile
 
 ERASE = (

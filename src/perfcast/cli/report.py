@@ -40,7 +40,7 @@ from perfcast.modeling import PMNFModeler
 from perfcast.modeling.intervals import DEFAULT_LEVEL
 from perfcast.modeling.modelset import MODEL_FILE, ModelSet
 from perfcast.modeling.options import add_flags, from_arguments
-from perfcast.modeling.provenance import Provenance
+from perfcast.modeling.provenance import Provenance, provenance_notes
 from perfcast.outputs import SNIFF_BYTES, check_target
 from perfcast.report.campaign import campaign_facts
 from perfcast.report.compare import (
@@ -277,18 +277,6 @@ def _from_measurements(path: Path, args: argparse.Namespace, effort: EffortModel
 
 
 def _model_notes(provenance: Provenance | None) -> list[str]:
-    """What the model file's provenance says every reader must know."""
-    if provenance is None:
-        return []
-    notes = []
-    shared = provenance.shared_cores
-    if shared is not None and shared.models:
-        from perfcast.measure.oversubscription import models_note
-
-        notes.append(models_note(shared.models, shared))
-    if provenance.platform is not None:
-        notes.append(
-            f"The runs were simulated on {provenance.platform.describe()}: every number "
-            "describes that platform, not a measured machine"
-        )
-    return notes
+    """What the model file's provenance says every reader must know (the wording
+    ``perfcast predict`` and a library user get too)."""
+    return [note.text for note in provenance_notes(provenance)]

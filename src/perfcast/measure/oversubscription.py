@@ -15,22 +15,21 @@ Every stored run keeps its ranks and the cores it had (``runs.ranks``/``runs.cor
 campaign runs; :func:`oversubscription` finds such runs in a store, for ``perfcast model``,
 which names the models fitted on their wall time (:func:`shared_core_models`) and records
 them in the model file, so that ``perfcast predict`` can say so next to each prediction
-(:func:`models_note`).
+(:func:`perfcast.modeling.provenance.models_note`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from perfcast.appspec import RANKS
 from perfcast.experiment.experiment import CALLPATH, METRIC, Experiment, Metric
 from perfcast.experiment.metrics import CPU_TIME_METRIC
-from perfcast.experiment.names import display_names
 from perfcast.measure.store import OK, StoredRun, open_store
 from perfcast.measure.virtual import select_runs
-from perfcast.modeling.provenance import SharedCores
+from perfcast.modeling.provenance import SharedCores, core_count, rank_counts, ranks_on_cores
 
 CONSEQUENCE = (
     "time at those points includes waiting for a core, MPI time most (a collective waits "
@@ -40,11 +39,6 @@ REMEDY = (
     "the CPU time of computation stays usable (metric cpu_time, measured with "
     "PERFCAST_CPU_TIME=1); for communication, measure where each rank has a core of its "
     "own (e.g. --backend slurm)"
-)
-MODEL_REMEDY = (
-    "fit CPU time instead (metrics cpu_time and cpu_time_inclusive, measured with "
-    "PERFCAST_CPU_TIME=1; effort priors fit it with --time-metric cpu_time), or measure "
-    "where each rank has a core of its own (e.g. --backend slurm)"
 )
 EFFORT_CAVEAT = (
     "the MPI laws of --priors effort (Table I) assume one rank per core: fitted to these "
@@ -65,9 +59,9 @@ def plan_note(ranks: Iterable[int], cores_for: Callable[[int], int | None]) -> s
         return None
     if len(over) == 1:
         ((cores, counts),) = over.items()
-        where = f"{_ranks(counts)}: more ranks than the {_cores(cores)} a run has here"
+        where = f"{rank_counts(counts)}: more ranks than the {core_count(cores)} a run has here"
     else:
-        where = f"more ranks than cores a run has here ({_places(over)})"
+        where = f"more ranks than cores a run has here ({ranks_on_cores(over)})"
     return f"{where}, so ranks take turns on them: {CONSEQUENCE}. {_capital(REMEDY)}"
 
 
@@ -94,7 +88,7 @@ class Oversubscription:
         )
         text = (
             f"{self.runs} of {self.stored} runs in {store} had more ranks than cores "
-            f"({_places(self.ranks_on)}{unknown}): {CONSEQUENCE}. {_capital(REMEDY)}"
+            f"({ranks_on_cores(self.ranks_on)}{unknown}): {CONSEQUENCE}. {_capital(REMEDY)}"
         )
         if effort_priors:
             text += f". {_capital(EFFORT_CAVEAT)}"
@@ -154,44 +148,6 @@ def shared_core_models(
         ranks_on=dict(shared.ranks_on),
         models=frozenset((str(callpath), str(metric)) for callpath, metric in pairs),
     )
-
-
-def models_note(
-    models: Collection[tuple[str, str]], shared: SharedCores, *, predicted: bool = False
-) -> str:
-    """Which of ``models`` rest on wall time of runs that shared cores, and what to do;
-    ``predicted`` words it for ``perfcast predict``."""
-    named = sorted(models)
-    short = display_names({callpath for callpath, _ in named[:3]})
-    shown = ", ".join(f"{metric} of {short[callpath]}" for callpath, metric in named[:3])
-    if len(named) > 3:
-        shown += f" and {len(named) - 3} more"
-    plural = len(named) != 1
-    extrapolating = "extrapolating them predicts" if plural else "extrapolating it predicts"
-    if predicted:
-        extrapolating = "these predictions extrapolate"
-    count = f"{len(named)} {'predicted ' if predicted else ''}{'models' if plural else 'model'}"
-    return (
-        f"{count} ({shown}) {'rest' if plural else 'rests'} on wall time of runs with more "
-        "ranks than cores "
-        f"({_places(shared.ranks_on)}): {'their' if plural else 'its'} growth includes "
-        "waiting for a core, so "
-        f"{extrapolating} the scheduler of that machine, not the program. "
-        f"{_capital(MODEL_REMEDY)}"
-    )
-
-
-def _ranks(counts: Iterable[int]) -> str:
-    return f"{RANKS} = {', '.join(str(c) for c in sorted(counts))}"
-
-
-def _cores(count: int) -> str:
-    return f"{count} core" if count == 1 else f"{count} cores"
-
-
-def _places(ranks_on: dict[int, set[int]] | dict[int, tuple[int, ...]]) -> str:
-    """``p = 3, 4 on 2 cores; p = 8 on 4 cores``"""
-    return "; ".join(f"{_ranks(ranks_on[c])} on {_cores(c)}" for c in sorted(ranks_on))
 
 
 def _capital(text: str) -> str:

@@ -91,9 +91,29 @@ class Finding:
         return cls(data["stage"], data["callpath"], metric, data["kind"], data["message"], extra)
 
 
+@dataclass(frozen=True)
+class Note:
+    """One statement for the user about using a model set (not about one fit, which is a
+    :class:`Finding`): where its runs came from, how far a prediction reaches beyond them,
+    a value no measured quantity can take. The ``check`` that made it lets a library user
+    act on one kind without parsing the text, which is for people.
+
+    Attributes:
+        check: a short machine-readable tag naming the check (``"negative"``,
+            ``"callee-above-caller"``, ``"shared-cores"``, ...).
+        text: the sentence as ``perfcast predict`` prints it after ``note:``.
+        models: the (call path, metric) pairs it concerns, where it names some; empty for a
+            note on the whole set or on the points.
+    """
+
+    check: str
+    text: str
+    models: tuple[tuple[str, str], ...] = ()
+
+
 def unique(findings: Iterable[Finding]) -> tuple[Finding, ...]:
     """``findings`` in order, each once: a stage run twice says nothing new."""
     return tuple(dict.fromkeys(findings))
 
 
-__all__ = ["STAGES", "Finding", "unique"]
+__all__ = ["STAGES", "Finding", "Note", "unique"]

@@ -21,6 +21,10 @@ change how far a prediction can be trusted, so the model file carries them:
   measured time it makes up for the most part (:mod:`perfcast.measure.overhead`): a tiny
   function called millions of times measures perfcast, not itself.
 
+Every command words these facts for its reader the same way (:func:`provenance_notes`),
+as data: ``perfcast model``, ``perfcast report`` and ``perfcast predict`` print them, and a
+library user gets them from the same functions.
+
 In the model file this is the optional ``"provenance"`` object with its own ``"version"``
 (:data:`VERSION`); files without it (written before it existed) stay readable, and a file
 from a newer perfcast whose version this one does not know is read without it. (Not named
@@ -30,12 +34,15 @@ from a newer perfcast whose version this one does not know is read without it. (
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfcast.appspec import RANKS
 from perfcast.errors import InputError
+from perfcast.experiment.names import display_names
+from perfcast.modeling.findings import Note
 
 VERSION = 1
 KEY = "provenance"
@@ -192,6 +199,100 @@ class Provenance:
                     path=path,
                 )
         return cls(ranges, shared_cores, platform, compilers, instrumentation)
+
+
+MODEL_REMEDY = (
+    "Fit CPU time instead (metrics cpu_time and cpu_time_inclusive, measured with "
+    "PERFCAST_CPU_TIME=1; effort priors fit it with --time-metric cpu_time), or measure "
+    "where each rank has a core of its own (e.g. --backend slurm)"
+)
+"""What to do about models that rest on shared cores."""
+
+
+def provenance_notes(provenance: Provenance | None) -> list[Note]:
+    """What every reader of models with this provenance must know: :func:`runs_notes`, then
+    :func:`shared_cores_notes` of all its models. ``perfcast predict`` puts its
+    extrapolation notes between the two and names only the models it predicts."""
+    if provenance is None:
+        return []
+    return runs_notes(provenance) + shared_cores_notes(provenance)
+
+
+def runs_notes(provenance: Provenance) -> list[Note]:
+    """Which program and machine the numbers describe, where that is not what a reader
+    assumes: the compiler of the measured build, and a simulated platform."""
+    notes = []
+    if provenance.compilers is not None:
+        text = provenance.compilers.describe("the program the models rest on")
+        notes.append(Note("compiler", text))
+    if provenance.platform is not None:
+        notes.append(
+            Note(
+                "platform",
+                f"the models rest on runs on {provenance.platform.describe()} "
+                "(a virtual cluster, SimGrid SMPI): the predictions describe that platform's "
+                "machine, not one that was measured",
+            )
+        )
+    return notes
+
+
+def shared_cores_notes(
+    provenance: Provenance,
+    models: Collection[tuple[str, str]] | None = None,
+    *,
+    predicted: bool = False,
+) -> list[Note]:
+    """The note on those of ``models`` (default: all) that rest on wall time of runs with
+    more ranks than cores (empty: none)."""
+    shared = provenance.shared_cores
+    if shared is None:
+        return []
+    named = shared.models if models is None else shared.models & set(models)
+    if not named:
+        return []
+    text = models_note(named, shared, predicted=predicted)
+    return [Note("shared-cores", text, tuple(sorted(named)))]
+
+
+def models_note(
+    models: Collection[tuple[str, str]], shared: SharedCores, *, predicted: bool = False
+) -> str:
+    """Which of ``models`` rest on wall time of runs that shared cores, and what to do;
+    ``predicted`` words it for ``perfcast predict``."""
+    named = sorted(models)
+    short = display_names({callpath for callpath, _ in named[:3]})
+    shown = ", ".join(f"{metric} of {short[callpath]}" for callpath, metric in named[:3])
+    if len(named) > 3:
+        shown += f" and {len(named) - 3} more"
+    plural = len(named) != 1
+    extrapolating = "extrapolating them predicts" if plural else "extrapolating it predicts"
+    if predicted:
+        extrapolating = "these predictions extrapolate"
+    count = f"{len(named)} {'predicted ' if predicted else ''}{'models' if plural else 'model'}"
+    return (
+        f"{count} ({shown}) {'rest' if plural else 'rests'} on wall time of runs with more "
+        "ranks than cores "
+        f"({ranks_on_cores(shared.ranks_on)}): {'their' if plural else 'its'} growth includes "
+        "waiting for a core, so "
+        f"{extrapolating} the scheduler of that machine, not the program. "
+        f"{MODEL_REMEDY}"
+    )
+
+
+def rank_counts(counts: Iterable[int]) -> str:
+    """``p = 3, 4``"""
+    return f"{RANKS} = {', '.join(str(c) for c in sorted(counts))}"
+
+
+def core_count(count: int) -> str:
+    """``1 core``, ``4 cores``"""
+    return f"{count} core" if count == 1 else f"{count} cores"
+
+
+def ranks_on_cores(ranks_on: Mapping[int, Collection[int]]) -> str:
+    """``p = 3, 4 on 2 cores; p = 8 on 4 cores``"""
+    return "; ".join(f"{rank_counts(ranks_on[c])} on {core_count(c)}" for c in sorted(ranks_on))
 
 
 def _platform(data: object) -> SimulatedPlatform | None:

@@ -43,7 +43,7 @@ from perfcast.experiment.metrics import (
 )
 from perfcast.experiment.names import name_list
 from perfcast.modeling.modelset import ModelSet
-from perfcast.modeling.provenance import Provenance
+from perfcast.modeling.provenance import Provenance, shared_cores_notes
 from perfcast.priors import (
     PriorFit,
     PriorInputs,
@@ -317,11 +317,8 @@ def model_campaign(request: ModelRequest, effort: EffortModeler | None = None) -
         notes += machine.overhead_notes(timed, provenance)
     else:
         provenance = Provenance(timed.ranges())
-    shared = provenance.shared_cores
-    if shared is not None and shared.models:
-        from perfcast.measure.oversubscription import models_note
-
-        notes.append(models_note(shared.models, shared))
+    # the store's notes above already named its compiler and platform, with its counts
+    notes += [note.text for note in shared_cores_notes(provenance)]
     return CampaignModels(
         result.models.with_provenance(provenance),
         experiment,
