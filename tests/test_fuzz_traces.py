@@ -27,11 +27,11 @@ from perfcast.simulate.synthesis import synthesize
 from perfcast.simulate.trace import read_trace
 
 try:
-    from fuzz_helpers import case_settings, census, time_limit
+    from fuzz_helpers import case_settings, census, numpy_warnings_fail, time_limit
     from test_simulate_synthesis import chain, write_trace
 except ImportError:  # run as a script from the repository root
     sys.path.insert(0, str(Path(__file__).parent))
-    from fuzz_helpers import case_settings, census, time_limit
+    from fuzz_helpers import case_settings, census, numpy_warnings_fail, time_limit
     from test_simulate_synthesis import chain, write_trace
 
 COUNTS = (3, 4, 6)
@@ -85,7 +85,7 @@ def run_case(which: int, name: str, data: bytes, directory: Path) -> str:
         shutil.rmtree(directory)
     traces = seeds(directory)
     (traces[which] / name).write_bytes(data)
-    with time_limit(CASE_SECONDS):
+    with time_limit(CASE_SECONDS), numpy_warnings_fail():
         try:
             synthesize([read_trace(t) for t in traces], 16, directory / "out")
         except PerfcastError as error:

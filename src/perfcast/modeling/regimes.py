@@ -652,20 +652,23 @@ def _best_fit(
     """(batch, lines) smallest log misfit of the fits of ``values`` on the ``columns``
     (batch, k, 3) kept by each of ``subsets``, with non-negative term coefficients."""
     best = np.full((len(columns), len(values)), np.inf)
-    log_values = np.log(values)
-    start = np.broadcast_to(values, (len(columns), *values.shape))
-    for subset in subsets:
-        kept = columns * subset
-        # relative least squares first, then Gauss-Newton steps on the log residuals:
-        # log f(c + d) ~ log f + X d / f, a least squares in d weighted by 1 / f^2
-        fitted, usable = _weighted_fit(kept, subset, counts / start**2, start)
-        for step in range(GAUSS_NEWTON_STEPS + 1):
-            safe = np.where(usable[:, :, None], fitted, start)
-            misfit = (counts * (np.log(safe) - log_values) ** 2).sum(axis=2)
-            best = np.minimum(best, np.where(usable, misfit, np.inf))
-            if step < GAUSS_NEWTON_STEPS:
-                target = safe * (1 + log_values - np.log(safe))
-                fitted, usable = _weighted_fit(kept, subset, counts / safe**2, target)
+    # values spanning 1e-140 to 1e140 (each within the modeler's bound) give weights 1 / f^2
+    # beyond the doubles: inf or nan, whose fits are unusable and their misfit inf
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        log_values = np.log(values)
+        start = np.broadcast_to(values, (len(columns), *values.shape))
+        for subset in subsets:
+            kept = columns * subset
+            # relative least squares first, then Gauss-Newton steps on the log residuals:
+            # log f(c + d) ~ log f + X d / f, a least squares in d weighted by 1 / f^2
+            fitted, usable = _weighted_fit(kept, subset, counts / start**2, start)
+            for step in range(GAUSS_NEWTON_STEPS + 1):
+                safe = np.where(usable[:, :, None], fitted, start)
+                misfit = (counts * (np.log(safe) - log_values) ** 2).sum(axis=2)
+                best = np.minimum(best, np.where(usable, misfit, np.inf))
+                if step < GAUSS_NEWTON_STEPS:
+                    target = safe * (1 + log_values - np.log(safe))
+                    fitted, usable = _weighted_fit(kept, subset, counts / safe**2, target)
     return best
 
 
