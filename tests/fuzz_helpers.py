@@ -7,6 +7,7 @@ import os
 import signal
 import traceback
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -69,12 +70,12 @@ def case_settings(examples: int) -> Any:
     )
 
 
-def census(strategy: Any, run: Callable[[Any], str], count: int) -> None:
+def census(
+    strategy: Any, run: Callable[[Any], str], count: int, *, quiet: bool = False
+) -> Counter[str]:
     """Run ``count`` cases of ``strategy`` through ``run`` (which returns how a case ended)
-    and print how many ended each way, every crash counted by its site: what a suite's
-    property would fail on, all at once instead of at the first."""
-    from collections import Counter
-
+    and print (unless ``quiet``) and return how many ended each way, every crash counted by
+    its site: what a suite's property would fail on, all at once instead of at the first."""
     from hypothesis import given
 
     outcomes: Counter[str] = Counter()
@@ -90,5 +91,7 @@ def census(strategy: Any, run: Callable[[Any], str], count: int) -> None:
             outcomes[crash_site(error)] += 1
 
     one()
-    for outcome, times in outcomes.most_common():
-        print(f"{times:6}  {outcome}")
+    if not quiet:
+        for outcome, times in outcomes.most_common():
+            print(f"{times:6}  {outcome}")
+    return outcomes

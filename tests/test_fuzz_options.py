@@ -37,11 +37,15 @@ except ImportError:  # run as a script from the repository root
     from test_simulate_synthesis import chain, write_trace
 
 CASE_SECONDS = 60.0
-NUMBERS = ("0", "-1", "1", "2", "7", "1e3", "1048577", "2e9", str(2**64), "9" * 400, "1.5")
-NUMBERS += ("nan", "inf", "-inf", "", " ", "0x10", "\u00e9", "1e-300", "5e-324", "1e308")
+NUMBERS = (
+    *("0", "-1", "1", "2", "7", "1e3", "1048577", "2e9", str(2**64), "9" * 400, "1.5"),
+    *("nan", "inf", "-inf", "", " ", "0x10", "\u00e9", "1e-300", "5e-324", "1e308"),
+)
 PATHS = ("FILE", "DIR", "DANGLING", "UNDER_FILE", "x" * 300, ".", "", "new")
-TERMS = ("n", "p", "n^2", "n^100", "p^(1/1000)", "log2(n)^50", "1e300*n", "5e-324*n", "n*p")
-TERMS += ("0*n", "n^n", "2^n", "(n", "n^-1", "3*p*n + n^(5/2)*log2(p)", "\u00e9", "")
+TERMS = (
+    *("n", "p", "n^2", "n^100", "p^(1/1000)", "log2(n)^50", "1e300*n", "5e-324*n", "n*p"),
+    *("0*n", "n^n", "2^n", "(n", "n^-1", "3*p*n + n^(5/2)*log2(p)", "\u00e9", ""),
+)
 SYNTH_OPTIONS = (
     "--count", "--seed", "--kernels", "--computation", "--communication", "--name",
     "--parameters", "--reference", "--smallest", "--communication-share",

@@ -89,6 +89,13 @@ def test_damaged_platform_files_raise_only_perfcast_errors(case: bytes) -> None:
     run_case(case, Path(WORKDIR.name))
 
 
+@pytest.mark.long
+@case_settings(4000)
+@given(damaged())
+def test_damaged_platform_files_long(case: bytes) -> None:
+    run_case(case, Path(WORKDIR.name))
+
+
 if __name__ == "__main__":
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 500
     census(damaged(), lambda case: run_case(case, Path(WORKDIR.name)), count)

@@ -107,6 +107,13 @@ def test_damaged_traces_raise_only_perfcast_errors(case: tuple[int, str, bytes])
     run_case(*case, Path(WORKDIR.name) / "case")
 
 
+@pytest.mark.long
+@case_settings(1500)
+@given(damage())
+def test_damaged_traces_long(case: tuple[int, str, bytes]) -> None:
+    run_case(*case, Path(WORKDIR.name) / "case")
+
+
 if __name__ == "__main__":
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 300
     census(damage(), lambda c: run_case(c[0], c[1], c[2], Path(WORKDIR.name) / "case"), count)
