@@ -114,11 +114,10 @@ def code_run(directory: Path) -> tuple[int, int]:
     clang = shutil.which("clang-16") or shutil.which("clang")
     if clang is None:
         return 0, 0
-    canary = directory / "CANARY"
-    names = [
-        f'inj"""+str(__import__("os").system("touch {canary}"))+""".c',
-        f"inj'''+str(__import__('os').system('touch {canary}'))+'''.c",
-        f"inj\\\n__import__('os').system('touch {canary}')#.c",
+    names = [  # each touches CANARY in the working directory if it runs
+        'inj"""+str(__import__("os").system("touch CANARY"))+""".c',
+        "inj'''+str(__import__('os').system('touch CANARY'))+'''.c",
+        "inj\\\n__import__('os').system('touch CANARY')#.c",
     ]
     ran = 0
     for number, name in enumerate(names):
@@ -126,19 +125,18 @@ def code_run(directory: Path) -> tuple[int, int]:
         case.mkdir(parents=True)
         source = case / name
         source.write_text(CODE_SOURCE)
-        binary = case / "app"
-        subprocess.run([clang, "-g", "-O2", str(source), "-o", str(binary)], check=True)
-        model = case / "model.py"
+        subprocess.run([clang, "-g", "-O2", str(source), "-o", str(case / "app")], check=True)
         for argv in (
-            ["static", str(source), "--binary", str(binary), "-o", str(model)],
-            ["static", "eval", str(model), "--function", "tri", "n=10"],
+            ["static", name, "--binary", "app", "-o", "model.py"],
+            ["static", "eval", "model.py", "--function", "tri", "n=10"],
         ):
             subprocess.run(
-                [sys.executable, "-m", "perfcast", *argv], capture_output=True, timeout=120
+                [sys.executable, "-m", "perfcast", *argv],
+                cwd=case,
+                capture_output=True,
+                timeout=120,
             )
-        if canary.exists():
-            ran += 1
-            canary.unlink()
+        ran += (case / "CANARY").exists()
     return len(names), ran
 
 
@@ -218,7 +216,8 @@ def main() -> None:
         "| surface | inputs | tracebacks (cases / sites) | hangs | overwritten | code run |",
         "|---|---|---|---|---|---|",
     ]
-    notes = []
+    notes: list[str] = []
+    ends: list[str] = []  # how the cases ended, refusals included
     for name, parts in surfaces:
         started = time.monotonic()
         outcomes: Counter[str] = Counter()
@@ -235,12 +234,16 @@ def main() -> None:
             f"{row['hangs']} | {row['overwritten']} | {code} |"
         )
         notes += [f"{name}: {o}" for o in row["other"]]
+        ends.append(f"{name}: " + ", ".join(f"{n} {o}" for o, n in outcomes.most_common()))
         print(lines[-1], f"({time.monotonic() - started:.0f} s)", flush=True)
     shutil.rmtree(work, ignore_errors=True)
     text = "\n".join(
         [
             " ".join(["# PYTHONPATH=src python3 benchmarks/hostile_inputs.py", *sys.argv[1:]]),
             *lines,
+            "",
+            "how the cases ended:",
+            *ends,
             *(["", "failed properties and crash sites:", *notes] if notes else []),
         ]
     )
