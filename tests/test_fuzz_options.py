@@ -179,6 +179,7 @@ def run_case(argv: list[str], directory: Path) -> str:
     with (
         time_limit(CASE_SECONDS),
         numpy_warnings_fail(),
+        contextlib.chdir(directory),  # relative outputs ('.', '', a long name) land here
         contextlib.redirect_stderr(error),
         contextlib.redirect_stdout(io.StringIO()),
     ):

@@ -182,6 +182,8 @@ DEGENERATE = {
     "steep": [[1.0, 1.1], [1e40, 1e40], [1e80, 1e80], [1e120, 1e120], [1e149, 1e149]],
     # repetitions 1e-140 apart under a spread of 1e140: an F statistic beyond the doubles
     "span": [[1e-140, 1.1e-140], [1e-100, 1.1e-100], [1e-50, 1.1e-50], [1, 1.1], [1e140, 1e140]],
+    # a break from 1e140 back to 1e-140 extrapolates a regime ratio past the doubles
+    "break": [[1e-140] * 2, [1e-140] * 2, [1e140] * 2, [1e140] * 2, [1e-140] * 2],
     "huge": [[1e300, 1e300], [1e305, 1e305], [1e307, 1e307], [1e308, 1e308], [1.7e308, 1e308]],
     "subnormal": [[5e-324, 5e-324]] * 5,
 }
@@ -193,7 +195,8 @@ def test_degenerate_measurements_print_no_numpy_warning(name, tmp_path, capsys):
     """model, report --at and predict on constant, zero, single-point and extreme values end
     with models or one-line errors: NumPy's RuntimeWarnings (issue 27, class 7) printed
     Python's ``file:line: RuntimeWarning: overflow`` from robust.py, fitting.py, search.py,
-    regimes.py and noise.py; here they are errors, so one would fail the test."""
+    regimes.py and noise.py; here they are errors, so one would fail the test. ("break"
+    was an OverflowError in the regime search, found by benchmarks/hostile_inputs.py.)"""
     text = _extrap_text(tmp_path / f"{name}.txt", DEGENERATE[name])
     models = tmp_path / "models.json"
     status, error = _run(["model", str(text), "-o", str(models)], capsys)

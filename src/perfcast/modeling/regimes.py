@@ -99,6 +99,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -147,6 +148,9 @@ P_RESOLUTION = 1e-12
 exact to about 1e-13 with an odd numerator degree."""
 
 _RANK_TOLERANCE = 1e-10
+_LOG_MAX = math.log(sys.float_info.max)
+"""Largest exponent ``math.exp`` takes without an OverflowError."""
+
 _CONDITION = 1e-10
 """Smallest determinant of a 3 x 3 normal matrix relative to its diagonal's product."""
 
@@ -541,7 +545,9 @@ class _Search:
             interval=self._interval(split, kind, variance, df),
             kind=kind,
             p_value=p_value,
-            ratio=math.exp(jump + change * (log_above - split.threshold)),
+            # a break between values 1e-140 and 1e140 can extrapolate past the doubles:
+            # the ratio is then the largest double, not an OverflowError
+            ratio=math.exp(min(jump + change * (log_above - split.threshold), _LOG_MAX)),
             growth=(start, start + change),
         )
         return p_value, statistic, change_record
