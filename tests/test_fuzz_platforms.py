@@ -24,10 +24,10 @@ from perfcast.errors import PerfcastError
 from perfcast.simulate.platform import PlatformSpec, read_platform
 
 try:
-    from fuzz_helpers import case_settings, census, time_limit
+    from fuzz_helpers import case_settings, census, numpy_warnings_fail, time_limit
 except ImportError:  # run as a script from the repository root
     sys.path.insert(0, str(Path(__file__).parent))
-    from fuzz_helpers import case_settings, census, time_limit
+    from fuzz_helpers import case_settings, census, numpy_warnings_fail, time_limit
 
 SEEDS = (
     PlatformSpec(
@@ -70,7 +70,7 @@ def damaged(draw: st.DrawFn) -> bytes:
 def run_case(data: bytes, directory: Path) -> str:
     path = directory / "platform.xml"
     path.write_bytes(data)
-    with time_limit(CASE_SECONDS):
+    with time_limit(CASE_SECONDS), numpy_warnings_fail():
         try:
             read_platform(path)
         except PerfcastError as error:
@@ -86,6 +86,13 @@ WORKDIR = tempfile.TemporaryDirectory(prefix="perfcast-fuzz-platforms-")
 @case_settings(400)
 @given(damaged())
 def test_damaged_platform_files_raise_only_perfcast_errors(case: bytes) -> None:
+    run_case(case, Path(WORKDIR.name))
+
+
+@pytest.mark.long
+@case_settings(4000)
+@given(damaged())
+def test_damaged_platform_files_long(case: bytes) -> None:
     run_case(case, Path(WORKDIR.name))
 
 

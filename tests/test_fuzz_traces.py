@@ -27,11 +27,11 @@ from perfcast.simulate.synthesis import synthesize
 from perfcast.simulate.trace import read_trace
 
 try:
-    from fuzz_helpers import case_settings, census, time_limit
+    from fuzz_helpers import case_settings, census, numpy_warnings_fail, time_limit
     from test_simulate_synthesis import chain, write_trace
 except ImportError:  # run as a script from the repository root
     sys.path.insert(0, str(Path(__file__).parent))
-    from fuzz_helpers import case_settings, census, time_limit
+    from fuzz_helpers import case_settings, census, numpy_warnings_fail, time_limit
     from test_simulate_synthesis import chain, write_trace
 
 COUNTS = (3, 4, 6)
@@ -85,7 +85,7 @@ def run_case(which: int, name: str, data: bytes, directory: Path) -> str:
         shutil.rmtree(directory)
     traces = seeds(directory)
     (traces[which] / name).write_bytes(data)
-    with time_limit(CASE_SECONDS):
+    with time_limit(CASE_SECONDS), numpy_warnings_fail():
         try:
             synthesize([read_trace(t) for t in traces], 16, directory / "out")
         except PerfcastError as error:
@@ -104,6 +104,13 @@ WORKDIR = tempfile.TemporaryDirectory(prefix="perfcast-fuzz-traces-")
 @case_settings(150)
 @given(damage())
 def test_damaged_traces_raise_only_perfcast_errors(case: tuple[int, str, bytes]) -> None:
+    run_case(*case, Path(WORKDIR.name) / "case")
+
+
+@pytest.mark.long
+@case_settings(1500)
+@given(damage())
+def test_damaged_traces_long(case: tuple[int, str, bytes]) -> None:
     run_case(*case, Path(WORKDIR.name) / "case")
 
 

@@ -165,6 +165,71 @@ def test_a_target_far_beyond_the_measurements_is_a_number_not_a_traceback(tmp_pa
     assert "RuntimeWarning" not in error and "Traceback" not in error
 
 
+def _extrap_text(path: Path, rows: list[list[float]]) -> Path:
+    """An Extra-P text file of one region over x = 20..60, one row of repetitions a point."""
+    points = "".join(f"POINTS ( {x} )\n" for x in (20, 30, 40, 50, 60)[: len(rows)])
+    data = "".join("DATA " + " ".join(repr(v) for v in row) + "\n" for row in rows)
+    path.write_text(f"PARAMETER x\n\n{points}\nREGION r\nMETRIC time\n{data}")
+    return path
+
+
+DEGENERATE = {
+    "constant": [[5.0, 5.0, 5.0]] * 5,
+    "zeros": [[0.0, 0.0]] * 5,
+    "one point": [[1.0, 2.0, 3.0]],
+    "negative": [[-1.0, -2.0], [-3.0, -4.0], [-5.0, -6.0], [-7.0, -8.0], [-9.0, -10.0]],
+    # 1 to 1e149: each value within the bound, their products in a fit beyond the doubles
+    "steep": [[1.0, 1.1], [1e40, 1e40], [1e80, 1e80], [1e120, 1e120], [1e149, 1e149]],
+    # repetitions 1e-140 apart under a spread of 1e140: an F statistic beyond the doubles
+    "span": [[1e-140, 1.1e-140], [1e-100, 1.1e-100], [1e-50, 1.1e-50], [1, 1.1], [1e140, 1e140]],
+    # a break from 1e140 back to 1e-140 extrapolates a regime ratio past the doubles
+    "break": [[1e-140] * 2, [1e-140] * 2, [1e140] * 2, [1e140] * 2, [1e-140] * 2],
+    "huge": [[1e300, 1e300], [1e305, 1e305], [1e307, 1e307], [1e308, 1e308], [1.7e308, 1e308]],
+    "subnormal": [[5e-324, 5e-324]] * 5,
+}
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("name", DEGENERATE)
+def test_degenerate_measurements_print_no_numpy_warning(name, tmp_path, capsys):
+    """model, report --at and predict on constant, zero, single-point and extreme values end
+    with models or one-line errors: NumPy's RuntimeWarnings (issue 27, class 7) printed
+    Python's ``file:line: RuntimeWarning: overflow`` from robust.py, fitting.py, search.py,
+    regimes.py and noise.py; here they are errors, so one would fail the test. ("break"
+    was an OverflowError in the regime search, found by benchmarks/hostile_inputs.py.)"""
+    text = _extrap_text(tmp_path / f"{name}.txt", DEGENERATE[name])
+    models = tmp_path / "models.json"
+    status, error = _run(["model", str(text), "-o", str(models)], capsys)
+    if name in ("huge", "subnormal"):
+        assert status == 2 and "beyond what a fit can square" in error, error
+    page = tmp_path / "page.html"
+    _, report = _run(["report", str(text), "--at", "x=1e20", "-o", str(page)], capsys)
+    if models.is_file():
+        _, predicted = _run(["predict", str(models), "x=1e20"], capsys)
+        error += predicted
+    for said in (error, report):
+        assert "Warning:" not in said and "Traceback" not in said, said
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize(
+    ("kernel", "words"),
+    [
+        (["--computation", "n^100"], "term n^(100) at p=6, n=5000 is beyond the doubles"),
+        (["--computation", "1e300*n"], "is 5e+303 at p=6, n=5000, beyond the 4.61e+18 (2^62)"),
+        (["--communication", "bcast:1e300*n"], "lower its coefficient or --reference"),
+    ],
+)
+def test_a_synthetic_term_a_program_cannot_count_is_refused(kernel, words, tmp_path, capsys):
+    """``synth --computation n^100`` stopped with a ZeroDivisionError (the term is inf at
+    the reference, its coefficient zero); ``1e300*n`` wrote a loop of 5e303 iterations into
+    a 64-bit counter."""
+    out = tmp_path / "bench"
+    status, error = _run(["synth", "-o", str(out), "--seed", "1", *kernel], capsys)
+    assert status == 2 and words in error, error
+    assert not out.exists()
+
+
 def test_a_synthetic_program_cannot_be_sized_at_the_edge_of_the_floats(tmp_path, capsys):
     out = tmp_path / "bench"
     argv = ["synth", "-o", str(out), "--reference", "1e308,1e308", "--kernels", "1"]

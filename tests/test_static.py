@@ -385,3 +385,12 @@ def test_a_byte_that_is_not_utf8_in_a_comment_is_read_and_said(tmp_path):
     assert any(
         "latin1.c:2: bytes that are not UTF-8 (the first 0xe9)" in w for w in program.warnings
     )
+
+
+@needs_clang
+def test_an_include_of_a_device_is_refused_with_its_line(tmp_path):
+    """``#include "/dev/zero"`` made libclang read without end in perfcast's own process
+    (15 GB, then the kernel's out-of-memory kill; issue 27's static fuzz suite)."""
+    source = write(tmp_path, "app.c", 'int f(int n) {\n#include "/dev/zero"\n  return n; }\n')
+    with pytest.raises(InputError, match=r"#include of /dev/zero, which is not a regular file"):
+        parse_source(source)

@@ -375,3 +375,15 @@ def test_sixteen_loops_of_sixteen_parameters_ten_calls_deep_import_at_once(
     deepest = profile.functions[names[-1]].callpaths["->".join(names)]
     # every parameter of a loop around one of its calls stays in how often it runs
     assert set(parameters) <= set(render(deepest.visits).replace(" + ", "*").split("*"))
+
+
+def test_a_caller_without_an_instance_of_its_own_leaves_its_callees_unbounded(
+    tmp_path: Path,
+) -> None:
+    """JSONConverter's output whose kernel is called from main->solve, and solve listed
+    nowhere (a caller without loops, or a damaged file): kernel's visits have no known
+    bound, instead of a KeyError on solve's call path (issue 27's perf-taint fuzz suite)."""
+    data = converted()
+    del data["functions"]["_Z5solveii"]
+    profile = import_perftaint(write(tmp_path / "converted.json", data))
+    assert set(profile.functions) == {"main", "init(int)", "kernel(int)", "MPI_Allreduce"}

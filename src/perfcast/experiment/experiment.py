@@ -33,6 +33,12 @@ if TYPE_CHECKING:
 
 AGGREGATIONS = ("median", "mean", "min", "max")
 
+MAX_MAGNITUDE = 1e150
+"""Largest magnitude of a measured value, and the inverse of the smallest non-zero one,
+the modeler accepts: fits square values, and relative weights square their inverses, so
+beyond it the sums leave the doubles (1.7e308 made NumPy print overflow warnings and the
+fit meaningless). No time or count comes near it; a value that does is a unit error."""
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -425,6 +431,20 @@ class Experiment:
                 f"{table.metrics[table.metric[row]]!r}, "
                 f"{where}; "
                 "remove or re-measure them",
+                path=self.source,
+            )
+        magnitude = np.abs(table.value)
+        bad = (magnitude > MAX_MAGNITUDE) | ((magnitude > 0) & (magnitude < 1 / MAX_MAGNITUDE))
+        if bad.any():
+            row = int(np.argmax(bad))
+            raise InputError(
+                f"{int(bad.sum())} measurement(s) lie beyond what a fit can square (magnitude "
+                f"above {MAX_MAGNITUDE:g} or, other than zero, below {1 / MAX_MAGNITUDE:g}), "
+                f"first {table.value[row]:g} at call path "
+                f"{table.callpaths[table.callpath[row]]!r}, metric "
+                f"{table.metrics[table.metric[row]]!r}, "
+                f"{_format_point(self.parameters, [v[row] for v in table.coordinates])}; "
+                "express the metric in other units or remove them",
                 path=self.source,
             )
 

@@ -99,6 +99,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -148,6 +149,9 @@ P_RESOLUTION = 1e-12
 exact to about 1e-13 with an odd numerator degree."""
 
 _RANK_TOLERANCE = 1e-10
+_LOG_MAX = math.log(sys.float_info.max)
+"""Largest exponent ``math.exp`` takes without an OverflowError."""
+
 _CONDITION = 1e-10
 """Smallest determinant of a 3 x 3 normal matrix relative to its diagonal's product."""
 
@@ -542,7 +546,9 @@ class _Search:
             interval=self._interval(split, kind, variance, df),
             kind=kind,
             p_value=p_value,
-            ratio=math.exp(jump + change * (log_above - split.threshold)),
+            # a break between values 1e-140 and 1e140 can extrapolate past the doubles:
+            # the ratio is then the largest double, not an OverflowError
+            ratio=math.exp(min(jump + change * (log_above - split.threshold), _LOG_MAX)),
             growth=(start, start + change),
         )
         return p_value, statistic, change_record
@@ -653,20 +659,23 @@ def _best_fit(
     """(batch, lines) smallest log misfit of the fits of ``values`` on the ``columns``
     (batch, k, 3) kept by each of ``subsets``, with non-negative term coefficients."""
     best = np.full((len(columns), len(values)), np.inf)
-    log_values = np.log(values)
-    start = np.broadcast_to(values, (len(columns), *values.shape))
-    for subset in subsets:
-        kept = columns * subset
-        # relative least squares first, then Gauss-Newton steps on the log residuals:
-        # log f(c + d) ~ log f + X d / f, a least squares in d weighted by 1 / f^2
-        fitted, usable = _weighted_fit(kept, subset, counts / start**2, start)
-        for step in range(GAUSS_NEWTON_STEPS + 1):
-            safe = np.where(usable[:, :, None], fitted, start)
-            misfit = (counts * (np.log(safe) - log_values) ** 2).sum(axis=2)
-            best = np.minimum(best, np.where(usable, misfit, np.inf))
-            if step < GAUSS_NEWTON_STEPS:
-                target = safe * (1 + log_values - np.log(safe))
-                fitted, usable = _weighted_fit(kept, subset, counts / safe**2, target)
+    # values spanning 1e-140 to 1e140 (each within the modeler's bound) give weights 1 / f^2
+    # beyond the doubles: inf or nan, whose fits are unusable and their misfit inf
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        log_values = np.log(values)
+        start = np.broadcast_to(values, (len(columns), *values.shape))
+        for subset in subsets:
+            kept = columns * subset
+            # relative least squares first, then Gauss-Newton steps on the log residuals:
+            # log f(c + d) ~ log f + X d / f, a least squares in d weighted by 1 / f^2
+            fitted, usable = _weighted_fit(kept, subset, counts / start**2, start)
+            for step in range(GAUSS_NEWTON_STEPS + 1):
+                safe = np.where(usable[:, :, None], fitted, start)
+                misfit = (counts * (np.log(safe) - log_values) ** 2).sum(axis=2)
+                best = np.minimum(best, np.where(usable, misfit, np.inf))
+                if step < GAUSS_NEWTON_STEPS:
+                    target = safe * (1 + log_values - np.log(safe))
+                    fitted, usable = _weighted_fit(kept, subset, counts / safe**2, target)
     return best
 
 

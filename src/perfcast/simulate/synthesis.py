@@ -706,7 +706,13 @@ def _check_inputs(traces: Sequence[Trace], ranks: int, output: Path) -> None:
                     "run the same way",
                     path=trace.directory,
                 )
-    if output.exists() and (not output.is_dir() or any(output.iterdir())):
+    try:  # a name too long for the file system raises here rather than answering
+        taken = output.exists() and (not output.is_dir() or any(output.iterdir()))
+    except OSError as exc:
+        raise InputError(
+            f"cannot be the output: {exc.strerror}: name another", path=output
+        ) from None
+    if taken:
         raise InputError("exists and is not an empty directory: name a new one", path=output)
 
 
@@ -1253,7 +1259,12 @@ def _write(
     """Write the action files, block tables, index and summary; returns the action lines."""
     import numpy as np
 
-    output.directory.mkdir(parents=True, exist_ok=True)
+    try:  # under a file, or where we may not write
+        output.directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(
+            f"cannot create the directory: {exc.strerror}", path=output.directory
+        ) from None
     base = output.directory.resolve()
     random = np.random.default_rng(output.seed)
     shared = _shared(blocks, random) if output.noise == "correlated" else {}

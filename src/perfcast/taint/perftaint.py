@@ -395,7 +395,9 @@ class _Importer(JsonChecker):
             else:  # no call site known: bounded through the caller's total
                 caller = path[:-1]
                 total = product(visits_of(caller, seen | {path}), totals.get(caller, CONSTANT))
-                result = _visits_within(total, totals[path])
+                # a caller perf-taint recorded no instance of (reached from its callee's
+                # stack) has no known total, like the caller's own above: a constant
+                result = _visits_within(total, totals.get(path, CONSTANT))
             memo[path] = result
             return result
 

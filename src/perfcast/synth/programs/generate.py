@@ -268,6 +268,9 @@ class ProgramGenerator:
         budget = _log_uniform(rng, self.iterations)
         weights = [_log_uniform(rng, self.term_weights) for _ in terms]
         reference, smallest = self.reference_point, self.smallest_point
+        for term in terms:
+            if term.coefficient is not None:
+                _check_count(term.coefficient, term.factors, reference)
         coefficients = [
             term.coefficient or budget * weight / sum(weights) / _basis(term.factors, reference)
             for term, weight in zip(terms, weights, strict=True)
@@ -303,6 +306,7 @@ class ProgramGenerator:
     def _message(self, term: ParsedTerm, rng: np.random.Generator) -> Message:
         factors = tuple(check_exponent(f, "message") for f in term.factors)
         if term.coefficient is not None:
+            _check_count(term.coefficient, factors, self.reference_point)
             return Message(term.coefficient, factors)
         elements = _log_uniform(rng, self.message_elements)
         return Message(elements / _basis(factors, self.reference_point), factors)
@@ -333,11 +337,36 @@ def random_program(
     return generator.random_program(name, kernels, rng)
 
 
+MAX_COUNT = 2.0**62
+"""Most iterations of a term's loops, or doubles in a message, at the reference: the
+generated program counts them in a 64-bit ``long long``, and a count beyond it (``1e300*n``)
+would overflow there. (A term beyond the doubles, ``n^100`` at n = 5000, made a coefficient
+of zero and a ZeroDivisionError: :func:`_basis` refuses it.)"""
+
+
 def _basis(factors: Sequence[Factor], point: dict[str, float]) -> float:
     value = float(Term(1.0, tuple(factors)).basis({k: np.asarray(v) for k, v in point.items()}))
+    where = ", ".join(f"{name}={v:g}" for name, v in point.items())
     if not value > 0:
-        raise InputError(f"term {' * '.join(f.text() for f in factors)} vanishes at {point}")
+        raise InputError(f"term {' * '.join(f.text() for f in factors)} vanishes at {where}")
+    if not np.isfinite(value):
+        raise InputError(
+            f"term {' * '.join(f.text() for f in factors)} at {where} is beyond the doubles "
+            "(1.8e308): lower its exponents or --reference"
+        )
     return value
+
+
+def _check_count(coefficient: float, factors: Sequence[Factor], point: dict[str, float]) -> None:
+    """Refuse a given coefficient whose term exceeds :data:`MAX_COUNT` at the reference."""
+    count = coefficient * _basis(factors, point)
+    if not count <= MAX_COUNT:
+        where = ", ".join(f"{name}={v:g}" for name, v in point.items())
+        raise InputError(
+            f"term {coefficient:g} * {' * '.join(f.text() for f in factors)} is {count:.3g} at "
+            f"{where}, beyond the {MAX_COUNT:.3g} (2^62) a generated program counts: lower "
+            "its coefficient or --reference"
+        )
 
 
 def _log_uniform(rng: np.random.Generator, bounds: tuple[float, float]) -> float:
