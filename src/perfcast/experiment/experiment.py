@@ -437,13 +437,14 @@ class Experiment:
         bad = (magnitude > MAX_MAGNITUDE) | ((magnitude > 0) & (magnitude < 1 / MAX_MAGNITUDE))
         if bad.any():
             row = int(np.argmax(bad))
+            at = [v[row] for v in table.coordinates]
             raise InputError(
                 f"{int(bad.sum())} measurement(s) lie beyond what a fit can square (magnitude "
                 f"above {MAX_MAGNITUDE:g} or, other than zero, below {1 / MAX_MAGNITUDE:g}), "
                 f"first {table.value[row]:g} at call path "
                 f"{table.callpaths[table.callpath[row]]!r}, metric "
                 f"{table.metrics[table.metric[row]]!r}, "
-                f"{_format_point(self.parameters, [v[row] for v in table.coordinates])}; "
+                f"{format_point(zip(self.parameters, at, strict=True))}; "
                 "express the metric in other units or remove them",
                 path=self.source,
             )
