@@ -27,7 +27,7 @@ static long by_stoi(int n) { long s = 0; for (int i = 0; i < n; i++) s += i; ret
 static long by_int(int n) { long s = 0; for (int i = 0; i < n; i++) s += 2 * i; return s; }
 static long by_double(double x) { long s = 0; for (int i = 0; i < x; i++) s += 3 * i; return s; }
 static long by_long(long n) { long s = 0; for (long i = 0; i < n; i++) s += 4 * i; return s; }
-static long by_unsigned(unsigned n) { long s = 0; for (unsigned i = 0; i < n; i++) s += i; return s; }
+static long by_unsigned(unsigned n) { long s = 0; for (unsigned i = 0; i < n; i++) s++; return s; }
 static long by_word(int n) { long s = 0; for (int i = 0; i < n; i++) s += 6 * i; return s; }
 static long by_line(short n) { long s = 0; for (short i = 0; i < n; i++) s += 7 * i; return s; }
 int main(int argc, char **argv) {

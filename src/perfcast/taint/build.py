@@ -51,7 +51,9 @@ RUNTIME_ABI = {
 _SSTREAM = "_ZNSt7__cxx11{}IcSt11char_traitsIcESaIcEE{}"
 _FROM_STRING = "ERKNS_12basic_stringIcS2_S3_EESt13_Ios_Openmode"
 _STR_SETTER = "3strERKNS_12basic_stringIcS2_S3_EE"
-_ISTREAM_STRING = "IcSt11char_traitsIcESaIcEERSt13basic_istreamIT_T0_ES7_RNSt7__cxx1112basic_stringIS4_S5_T1_EE"
+_ISTREAM_STRING = (
+    "IcSt11char_traitsIcESaIcEERSt13basic_istreamIT_T0_ES7_RNSt7__cxx1112basic_stringIS4_S5_T1_EE"
+)
 CXX_RUNTIME_ABI = {
     symbol: "custom"
     for symbol in (
@@ -140,7 +142,8 @@ class RuntimeBuilder:
                 for name in CXX_RUNTIME_LIBRARIES
             ]
             objects.append(self._cxx_runtime_object())
-            abilists.append(self._write("stdlib", "\n".join(_abi_entries(CXX_RUNTIME_ABI, "custom"))))
+            wrapped = _abi_entries(CXX_RUNTIME_ABI, "custom")
+            abilists.append(self._write("stdlib", "\n".join(wrapped)))
             abilists.append(
                 self._library_abilist([p for p in found if p is not None], set(CXX_RUNTIME_ABI))
             )
@@ -170,8 +173,9 @@ class RuntimeBuilder:
         target = self.cache / f"rt-stdlib-{_digest(source, self.toolchain.clangxx)}.o"
         if not target.exists():
             tmp = target.with_suffix(f".{os.getpid()}.o")
+            source_file = str(CXX_RUNTIME_SOURCE)
             _compile(
-                [self.toolchain.clangxx, "-c", "-O2", "-fPIC", str(CXX_RUNTIME_SOURCE), "-o", str(tmp)],
+                [self.toolchain.clangxx, "-c", "-O2", "-fPIC", source_file, "-o", str(tmp)],
                 "the perfcast taint runtime's libstdc++ wrappers",
             )
             tmp.replace(target)
