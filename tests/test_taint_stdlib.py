@@ -96,6 +96,55 @@ def test_parameters_read_through_strings_and_string_streams_keep_their_labels(
     assert "last seen where std::istream::operator>> read its value" in warning
 
 
+DERIVED = r"""
+#include <sstream>
+#include <string>
+static long by_reader(int n) { long s = 0; for (int i = 0; i < n; i++) s += i; return s; }
+static long by_both(int n) { long s = 0; for (int i = 0; i < n; i++) s += 2 * i; return s; }
+static long by_buffer(int n) { long s = 0; for (int i = 0; i < n; i++) s += 3 * i; return s; }
+struct Reader : std::istringstream {
+  explicit Reader(const std::string &s) : std::istringstream(s) {}
+};
+struct Both : std::stringstream {
+  explicit Both(const std::string &s) : std::stringstream(s) {}
+};
+int main(int argc, char **argv) {
+  Reader reader{std::string(argv[1])};
+  int n = 0;
+  reader >> n;
+  Both both{std::string(argv[2])};
+  int m = 0;
+  both >> m;
+  std::stringbuf buffer{std::string(argv[3])};
+  std::istream in(&buffer);
+  int k = 0;
+  in >> k;
+  return (by_reader(n) + by_both(m) + by_buffer(k)) < 0;
+}
+"""
+
+
+@pytest.mark.parametrize("optimisation", ["-O0", "-O2"])
+def test_streams_of_derived_classes_and_a_bare_stringbuf_keep_labels(
+    tmp_path: Path, optimisation: str
+) -> None:
+    """A class derived from std::istringstream or std::stringstream calls the stream's
+    base-object constructor (which takes the VTT), a bare std::stringbuf its own."""
+    (tmp_path / "derived.cc").write_text(DERIVED)
+    profile = taint_program(
+        ["c++", optimisation, "derived.cc", "-o", "derived"],
+        "./derived 7 5 3",
+        [ArgvParameter.parse(f"{name}=argv:{n}") for n, name in enumerate("nmk", 1)],
+        cwd=tmp_path,
+    ).to_json()
+    functions = profile["functions"]
+    assert [functions[f"by_{f}(int)"]["dependency"] for f in ("reader", "both", "buffer")] == [
+        "n",
+        "m",
+        "k",
+    ]
+
+
 @pytest.mark.skipif(shutil.which("mpicxx") is None, reason="Open MPI's mpicxx is not installed")
 @pytest.mark.skipif(not (APPS / "minife").is_dir(), reason=f"miniFE is missing: {APPS}")
 def test_minife_nx_reaches_assembly_and_cg(tmp_path: Path) -> None:
