@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +22,9 @@ from perfcast.taint.libdb import LibraryDatabase
 from perfcast.taint.toolchain import Toolchain, mpi_compile_flags, mpi_library
 
 RUNTIME_SOURCE = Path(__file__).parent / "runtime" / "perfcast_taint_rt.c"
+CXX_RUNTIME_SOURCE = Path(__file__).parent / "runtime" / "perfcast_taint_stdlib.cc"
+LIBSTDCXX_HEADER = Path(__file__).parent / "runtime" / "perfcast_libstdcxx.h"
+"""Included first in C++ compiles: std::string's code goes into the program (see the file)."""
 CXX_RUNTIME_LIBRARIES = ("libstdc++.so.6", "libgcc_s.so.1")
 MPI_CXX_LIBRARY = "libmpi_cxx.so"
 SYSTEM_LIBRARY_DIRS = (Path("/usr/lib/x86_64-linux-gnu"), Path("/lib/x86_64-linux-gnu"))
@@ -44,6 +47,34 @@ RUNTIME_ABI = {
     "__isoc99_sscanf": "custom",
 }
 """ABI category of each runtime entry point; ``custom`` ones receive their arguments' labels."""
+
+_SSTREAM = "_ZNSt7__cxx11{}IcSt11char_traitsIcESaIcEE{}"
+_FROM_STRING = "ERKNS_12basic_stringIcS2_S3_EESt13_Ios_Openmode"
+_STR_SETTER = "3strERKNS_12basic_stringIcS2_S3_EE"
+_ISTREAM_STRING = (
+    "IcSt11char_traitsIcESaIcEERSt13basic_istreamIT_T0_ES7_RNSt7__cxx1112basic_stringIS4_S5_T1_EE"
+)
+CXX_RUNTIME_ABI = {
+    symbol: "custom"
+    for symbol in (
+        # istream >> T for the arithmetic T: out of line for short and int, the rest through
+        # the extern-template _M_extract<T> (or the inline operator where not inlined)
+        *(f"_ZNSirsER{t}" for t in "sitjlmxybfde"),
+        *(f"_ZNSi10_M_extractI{t}EERSiRT_" for t in "tjlmxybfde"),
+        f"_ZStrs{_ISTREAM_STRING}",  # istream >> std::string
+        f"_ZSt7getline{_ISTREAM_STRING}",
+        f"_ZSt7getline{_ISTREAM_STRING}S4_",
+        # string streams built from a string (complete and base-object constructors), str(s)
+        *(
+            _SSTREAM.format(cls, member)
+            for cls in ("15basic_stringbuf", "19basic_istringstream", "18basic_stringstream")
+            for member in (f"C1{_FROM_STRING}", f"C2{_FROM_STRING}", _STR_SETTER)
+        ),
+    )
+}
+"""libstdc++ symbols the C++ part of the runtime wraps (perfcast_taint_stdlib.cc): their
+labels would be lost inside the uninstrumented library. Listed once each: the generated list
+of libstdc++'s symbols leaves them out (a second category, ``discard``, would win)."""
 
 
 def cache_dir() -> Path:
@@ -110,7 +141,12 @@ class RuntimeBuilder:
                 next((d / name for d in SYSTEM_LIBRARY_DIRS if (d / name).exists()), None)
                 for name in CXX_RUNTIME_LIBRARIES
             ]
-            abilists.append(self._library_abilist([p for p in found if p is not None]))
+            objects.append(self._cxx_runtime_object())
+            wrapped = _abi_entries(CXX_RUNTIME_ABI, "custom")
+            abilists.append(self._write("stdlib", "\n".join(wrapped)))
+            abilists.append(
+                self._library_abilist([p for p in found if p is not None], set(CXX_RUNTIME_ABI))
+            )
         if mpi:
             objects.append(self._mpi_wrappers())
             abilists.append(self._mpi_abilist())
@@ -128,6 +164,19 @@ class RuntimeBuilder:
             _compile(
                 [self.toolchain.clang, "-c", "-O2", "-fPIC", str(RUNTIME_SOURCE), "-o", str(tmp)],
                 "the perfcast taint runtime",
+            )
+            tmp.replace(target)
+        return target
+
+    def _cxx_runtime_object(self) -> Path:
+        source = CXX_RUNTIME_SOURCE.read_bytes()
+        target = self.cache / f"rt-stdlib-{_digest(source, self.toolchain.clangxx)}.o"
+        if not target.exists():
+            tmp = target.with_suffix(f".{os.getpid()}.o")
+            source_file = str(CXX_RUNTIME_SOURCE)
+            _compile(
+                [self.toolchain.clangxx, "-c", "-O2", "-fPIC", source_file, "-o", str(tmp)],
+                "the perfcast taint runtime's libstdc++ wrappers",
             )
             tmp.replace(target)
         return target
@@ -177,10 +226,11 @@ class RuntimeBuilder:
         bindings = None if library is None else library.parent / MPI_CXX_LIBRARY
         return [bindings] if bindings is not None and bindings.exists() else []
 
-    def _library_abilist(self, libraries: Sequence[Path]) -> Path:
+    def _library_abilist(self, libraries: Sequence[Path], wrapped: Collection[str] = ()) -> Path:
         lines = []
         for library in libraries:
-            lines += _abi_entries(exported_functions(library), "discard")
+            symbols = [s for s in exported_functions(library) if s not in wrapped]
+            lines += _abi_entries(symbols, "discard")
         return self._write("libs", "\n".join(lines))
 
     def _write(self, kind: str, text: str) -> Path:

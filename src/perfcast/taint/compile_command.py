@@ -17,7 +17,7 @@ from pathlib import Path
 
 from perfcast.csource.languages import CXX_SUFFIXES
 from perfcast.errors import InputError
-from perfcast.taint.build import RuntimeParts, find_library
+from perfcast.taint.build import LIBSTDCXX_HEADER, RuntimeParts, find_library
 from perfcast.taint.instrument import INCLUDE_DIR
 from perfcast.taint.toolchain import Toolchain, mpi_compile_flags
 
@@ -139,6 +139,11 @@ class CompileCommand:
         extra = ["-fsanitize=dataflow", "-DPERFCAST_TAINT", "-I", str(INCLUDE_DIR)]
         if not control_flow:
             extra.append("-DPERFCAST_NO_CONTROL_FLOW")
+        if self.cplusplus:
+            # std::string's code compiled into the program, so that DataFlowSanitizer
+            # instruments its copies: parameters read through std::string keep their labels
+            # (the header says how; the string streams' part is the runtime's)
+            extra += ["-include", str(LIBSTDCXX_HEADER)]
         for abilist in runtime.abilists:
             extra += ["-mllvm", f"-dfsan-abilist={abilist}"]
         for source in self.sources:

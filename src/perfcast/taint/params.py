@@ -6,9 +6,10 @@ A parameter is bound to where its value arrives in the program's ``argv``:
 * ``iters=flag:-i`` -- the value after ``-i`` (``-i 10``) or in ``-i=10``.
 
 The runtime labels the bytes of that argument before ``main`` runs; the label follows the
-value through ``atoi``/``strtol``/``strtod``/``sscanf`` into the program (not through
-``std::string`` or ``std::istream``, which run in the uninstrumented libstdc++). One name may
-be bound in several places (``n=flag:--nx`` and ``n=flag:--ny``): every copy carries it.
+value through ``atoi``/``strtol``/``strtod``/``sscanf`` into the program, and in C++ through
+``std::string`` and string streams (``std::istringstream >> n``; how: the taint README). One
+name may be bound in several places (``n=flag:--nx`` and ``n=flag:--ny``): every copy
+carries it.
 Parameters marked in the source with ``perfcast_register(&var, "name")`` need no binding.
 """
 

@@ -288,16 +288,17 @@ class ProfileBuilder:
         elif coverage.source and coverage.source.startswith(("argv:", "flag:")):
             seen = (
                 f"last seen on the command line ({coverage.source}); no atoi, atol, atoll, "
-                "atof or sscanf call read it"
+                "atof, sscanf or std::istream::operator>> read it"
             )
         else:
             seen = f"last seen where it was marked ({coverage.source or 'unknown'})"
         return (
             f"parameter {name} reaches no loop condition, no branch and no MPI call in this "
-            f"run: its label was probably lost, {seen}. A value read with std::istream >>, "
-            "through std::string or by the program's own parser loses its label: mark the "
-            f'variable once it is read (perfcast_register(&var, "{name}")). perfcast design '
-            f"keeps {name} at all its values"
+            f"run: its label was probably lost, {seen}. A value parsed inside a library "
+            "the analysis does not follow (std::from_chars, wide-character streams) or by "
+            "the program's own parser loses its label: mark the variable once it is read "
+            f'(perfcast_register(&var, "{name}")). perfcast design keeps {name} at all its '
+            "values"
         )
 
     def _same_name_warnings(self) -> list[str]:

@@ -362,6 +362,12 @@ static dfsan_label consumed(const char *s, size_t n, const char *routine) {
   return label;
 }
 
+/* The same for the C++ part of the runtime (perfcast_taint_stdlib.cc: std::istream >>);
+ * `routine` must be a string literal (read_by keeps the pointer). */
+dfsan_label __perfcast_consumed(const void *s, size_t n, const char *routine) {
+  return consumed(s, n, routine);
+}
+
 /* libc's converters are uninstrumented: give their result the labels of the digits read.
  * (strtol, strtod and their kin have DataFlowSanitizer's own wrappers.) */
 int __dfsw_atoi(const char *s, dfsan_label s_label, dfsan_label *ret_label) {
