@@ -12,23 +12,34 @@ strategies and the same per-case runner, so a case here is one those suites run)
   x=1e20`` and ``predict x=1e20`` (:func:`edges`);
 * taint import: damaged perf-taint files (``test_fuzz_taint_import``);
 * synth: hostile options (``test_fuzz_options``);
-* static: damaged binaries and hostile C sources (``test_fuzz_static``).
+* static: damaged binaries and hostile C sources (``test_fuzz_static``);
+* platform describe and calibrate: hostile options, ``-o`` paths and names
+  (``test_fuzz_platform_options``; calibrate's measurement stubbed, and a case refused
+  after it was reached counts as a failed property);
+* names and outputs across commands: names and values that run ``touch MARK`` if expanded
+  or evaluated, and files of the user's at every ``-o`` target, through model, report,
+  predict, export, platform describe and calibrate, synth, simulate ``--synthesize``,
+  taint import, init and static with ``static eval`` (``test_fuzz_names``).
 
 A case is a traceback when an exception other than perfcast's own escaped, or NumPy
 printed a RuntimeWarning (counted by its innermost perfcast frame: cases / sites); a hang
 when it ran past the suite's per-case limit; overwritten when a file the command did not
-name as its output changed (the options suite checks every file of its case). Code run
-is checked apart: ``static`` on sources named to run code when the generated model is
-loaded, then ``static eval``, and a canary file that must not appear.
+name as its output changed (the options suites, and the names suite, which puts the
+user's files at every target, check every file of their case). Code run is checked in
+the names suite (a file MARK that must not appear) and, for the static row, by ``static``
+on three sources named to close the generated model's docstring, then ``static eval``.
 
-    PYTHONPATH=src python3 benchmarks/hostile_inputs.py [SCALE]
+    PYTHONPATH=src python3 benchmarks/hostile_inputs.py [SCALE] [--seed N | --random]
 
-SCALE (default 1) multiplies the case counts (1: 960 cases, about ten minutes on two
-cores). Results: ``benchmarks/results/hostile_inputs.txt``.
+SCALE (default 1) multiplies the case counts (1: 1,533 cases, under a minute on two
+cores). The cases are drawn with a fixed seed (default 27, issue 27), so a rerun
+draws the same cases and the committed table is reproducible; ``--random`` draws new ones.
+Results: ``benchmarks/results/hostile_inputs.txt``.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import shutil
@@ -46,7 +57,9 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import fuzz_helpers
+import test_fuzz_names
 import test_fuzz_options
+import test_fuzz_platform_options
 import test_fuzz_platforms
 import test_fuzz_taint_import
 import test_fuzz_traces
@@ -154,22 +167,50 @@ def tally(outcomes: Counter[str]) -> dict[str, Any]:
         "sites": len(sites),
         "hangs": sum(n for o, n in outcomes.items() if o.startswith("CaseTimeout")),
         "overwritten": sum(n for o, n in outcomes.items() if "changed" in o),
-        "other": sorted(
-            o
-            for o in outcomes
-            if (o.startswith("AssertionError") and "changed" not in o) or o in sites
-        ),
+        "code": sum(n for o, n in outcomes.items() if o.startswith("AssertionError: code ran")),
+        "other": sorted(o for o in outcomes if o.startswith("AssertionError") or o in sites),
     }
 
 
+def static_names(directory: Path) -> Counter[str]:
+    """The names suite's static cases: every name as source, binary and ``--arch`` name,
+    then ``static eval`` given a value that runs code, and again over the user's files."""
+    outcomes: Counter[str] = Counter()
+    test_fuzz_names.SURFACES["static"] = test_fuzz_names.static_lines
+    value = '__import__("os").system("touch MARK")'
+    try:
+        for name in ("plain", *test_fuzz_names.CODE_NAMES):
+            for case in (("static", name, value, None), ("static", name, "10", b"notes\n")):
+                try:
+                    outcomes[test_fuzz_names.run_case(case, directory)] += 1
+                except (AssertionError, fuzz_helpers.CaseTimeout) as error:
+                    outcomes[f"{type(error).__name__}: {str(error)[:100]}"] += 1
+                except Exception as error:
+                    outcomes[fuzz_helpers.crash_site(error)] += 1
+    finally:
+        del test_fuzz_names.SURFACES["static"]
+    return outcomes
+
+
 def main() -> None:
-    scale = float(sys.argv[1]) if len(sys.argv) > 1 else 1.0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("scale", nargs="?", type=float, default=1.0)
+    drawn = parser.add_mutually_exclusive_group()
+    drawn.add_argument("--seed", type=int, default=27, help="hypothesis seed (default 27)")
+    drawn.add_argument("--random", action="store_true", help="draw new cases each run")
+    chosen = parser.parse_args()
+    scale = chosen.scale
+    seed = None if chosen.random else chosen.seed
     work = Path(tempfile.mkdtemp(prefix="perfcast-hostile-"))
 
     def n(count: int) -> int:
         return max(1, round(count * scale))
 
-    options, traces, edge = work / "options", work / "traces", work / "edges"
+    options, traces, edge, names = work / "options", work / "traces", work / "edges", work / "n"
+    describe, calibrate = (
+        test_fuzz_platform_options.run_describe,
+        test_fuzz_platform_options.run_calibrate,
+    )
     Part = tuple[Any, Callable[[Any], str], int]
     surfaces: list[tuple[str, list[Part]]] = [
         (
@@ -196,11 +237,32 @@ def main() -> None:
             "synth options",
             [(test_fuzz_options.synth_options(), lambda a: options_run(a, options), n(100))],
         ),
+        (
+            "platform describe, calibrate: options, names, `-o`",
+            [
+                (
+                    test_fuzz_platform_options.describe_options(),
+                    lambda a: describe(a, options),
+                    n(150),
+                ),
+                (
+                    test_fuzz_platform_options.calibrate_options(),
+                    lambda a: calibrate(a, options),
+                    n(100),
+                ),
+            ],
+        ),
+        (
+            "names and outputs across commands",
+            [(test_fuzz_names.cases(), lambda c: test_fuzz_names.run_case(c, names), n(300))],
+        ),
     ]
+    skipped = []
     try:
         import test_fuzz_static
     except Exception as missing:  # pytest's importorskip: the static extra is not installed
         print(f"static skipped: {missing}")
+        skipped.append("static")
     else:
         static = test_fuzz_static.run_case
         surfaces.append(
@@ -222,9 +284,11 @@ def main() -> None:
         started = time.monotonic()
         outcomes: Counter[str] = Counter()
         for strategy, run, count in parts:
-            outcomes += fuzz_helpers.census(strategy, run, count, quiet=True)
+            outcomes += fuzz_helpers.census(strategy, run, count, quiet=True, seed=seed)
+        if name.startswith("names") and test_fuzz_names.CLANG and "static" not in skipped:
+            outcomes += static_names(work / "static-names")
         row = tally(outcomes)
-        code = "-"
+        code = str(row["code"]) if name.startswith("names") else "-"
         if name.startswith("static"):
             inputs, ran = code_run(work)
             row["inputs"] += inputs
@@ -239,7 +303,8 @@ def main() -> None:
     shutil.rmtree(work, ignore_errors=True)
     text = "\n".join(
         [
-            " ".join(["# PYTHONPATH=src python3 benchmarks/hostile_inputs.py", *sys.argv[1:]]),
+            " ".join(["# PYTHONPATH=src python3 benchmarks/hostile_inputs.py", *sys.argv[1:]])
+            + f"  (cases drawn with {'no fixed seed' if seed is None else f'seed {seed}'})",
             *lines,
             "",
             "how the cases ended:",

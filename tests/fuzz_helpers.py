@@ -71,15 +71,26 @@ def case_settings(examples: int) -> Any:
 
 
 def census(
-    strategy: Any, run: Callable[[Any], str], count: int, *, quiet: bool = False
+    strategy: Any,
+    run: Callable[[Any], str],
+    count: int,
+    *,
+    quiet: bool = False,
+    seed: int | None = None,
 ) -> Counter[str]:
     """Run ``count`` cases of ``strategy`` through ``run`` (which returns how a case ended)
     and print (unless ``quiet``) and return how many ended each way, every crash counted by
-    its site: what a suite's property would fail on, all at once instead of at the first."""
+    its site: what a suite's property would fail on, all at once instead of at the first.
+    With ``seed`` the cases drawn are the same on every run (hypothesis' ``@seed``)."""
     from hypothesis import given
+    from hypothesis import seed as seeded
 
     outcomes: Counter[str] = Counter()
 
+    def same(test: Any) -> Any:
+        return test if seed is None else seeded(seed)(test)
+
+    @same
     @case_settings(count)
     @given(strategy)
     def one(case: Any) -> None:

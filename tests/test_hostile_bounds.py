@@ -10,12 +10,15 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from campaign_helpers import copy_stencil, write_spec
+from test_fuzz_platform_options import stubbed_measurement
 
 import perfcast.cli as cli
+import perfcast.simulate.calibrate as calibration
 from perfcast.errors import InputError
 from perfcast.simulate.platform import MAX_RANKS, PlatformSpec, read_platform
 
@@ -363,15 +366,80 @@ def _running_in_group(group: int) -> list[int]:
     [
         ("missing/platform.xml", "local", "its directory does not exist"),
         ("platform.xml", "bad name!", "platform name 'bad name!'"),
+        ("dangling.xml", "local", "its directory does not exist"),  # a link into missing/
+        ("platform.xml --cores 1000001", "local", "at most 1,000,000 (hosts SimGrid"),
     ],
 )
 def test_calibrate_refuses_what_would_refuse_its_result_before_measuring(
     where, name, words, tmp_path, capsys
 ):
+    (tmp_path / "dangling.xml").symlink_to(tmp_path / "missing" / "platform.xml")
+    where, *more = where.split()
     output = tmp_path / where
-    status, error = _run(["platform", "calibrate", "-o", str(output), "--name", name], capsys)
-    assert status == 2 and words in error
-    assert "compute reference" not in error and not output.exists()  # nothing was measured
+    reached: list[Sequence[int]] = []
+    with stubbed_measurement(reached):
+        argv = ["platform", "calibrate", "-o", str(output), "--name", name, *more]
+        status, error = _run(argv, capsys)
+    assert status == 2 and words in error, error
+    assert not reached and not output.exists()  # refused before measuring
+
+
+def test_calibrate_replays_its_check_on_two_hosts_and_takes_any_valid_name(tmp_path, capsys):
+    """The ping-pong uses two hosts: a --cores 1000000 platform was built whole by SimGrid
+    in each of the 25 replays after measuring; a 300-character name (a valid zone id) was
+    the temporary platform file's name, too long for the file system, after measuring."""
+    if shutil.which("smpirun") is None:
+        pytest.skip("SimGrid's smpirun is not installed")
+    replayed: list[int] = []
+    real = calibration.simulate_pingpong
+
+    def counting(platform, sizes, *rest):
+        replayed.append(len(platform.hosts))
+        return real(platform, sizes, *rest)
+
+    output, name = tmp_path / "machine.xml", "n" * 300
+    argv = ["platform", "calibrate", "-o", str(output), "--name", name]
+    argv += ["--cores", "1000000", "--sizes", "1", "4096"]
+    reached: list[Sequence[int]] = []
+    with stubbed_measurement(reached), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(calibration, "simulate_pingpong", counting)
+        status, error = _run(argv, capsys)
+    assert status == 0, error
+    assert replayed == [2]
+    written = read_platform(output)
+    assert written.name == name and len(written.hosts) == 1_000_000
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        (["--bandwidth", "1e308"], "backbone_bandwidth defaults to 10 x bandwidth 1e+308"),
+        (
+            ["--bandwidth", "5e-324", "--topology", "two-clusters"],
+            "give it (--inter-bandwidth)",
+        ),
+        (["--latency", "1e307", "--topology", "two-clusters"], "give it (--inter-latency)"),
+    ],
+)
+def test_a_platform_default_derived_beyond_the_doubles_is_refused(options, words, tmp_path, capsys):
+    """--bandwidth 1e308 wrote bb_bw="infBps" (the backbone's default is 10x), 5e-324 an
+    inter-site link of "0.0Bps" (a tenth), --latency 1e307 one of "infs" (100x)."""
+    output = tmp_path / "target.xml"
+    argv = ["platform", "describe", "-o", str(output), "--nodes", "2", *options]
+    status, error = _run(argv, capsys)
+    assert status == 2 and words in error, error
+    assert not output.exists()
+
+
+@pytest.mark.parametrize("name", ["y" * 255, "\u00e9" * 127])
+def test_an_output_name_the_file_system_takes_is_written(name, tmp_path, capsys):
+    """A 255-byte name is a valid file name; its temporary file (the name, a dot, the
+    process id, random digits and .tmp) was not, and the write was refused as too long."""
+    output = tmp_path / name
+    status, error = _run(["platform", "describe", "-o", str(output), "--nodes", "2"], capsys)
+    assert status == 0, error
+    assert read_platform(output).hosts == ("node-0", "node-1")
+    assert [p.name for p in tmp_path.iterdir()] == [name]  # no temporary file left
 
 
 SPEC = """\

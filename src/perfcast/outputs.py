@@ -41,6 +41,11 @@ write, little enough for a file of gigabytes."""
 
 PathLike = str | os.PathLike[str]
 
+TEMPORARY_STEM = 200
+"""Bytes of the target's name a temporary file beside it keeps: with the dot, the process
+id, 8 random hex digits and ``.tmp`` (at most 33 bytes more) it stays within the 255
+bytes of a file name on Linux and macOS."""
+
 
 @dataclass(frozen=True)
 class OutputKind:
@@ -153,7 +158,10 @@ def _replace_atomically(target: Path, data: bytes) -> None:
     """Temporary file beside ``target``, fsync, rename, fsync of the directory (which makes
     the rename itself survive a crash)."""
     directory = target.parent
-    temporary = directory / f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    # At most TEMPORARY_STEM bytes of the name: a name the file system takes (255 bytes)
+    # must not be refused as too long because of what the temporary file adds to it.
+    stem = os.fsdecode(os.fsencode(target.name)[:TEMPORARY_STEM])
+    temporary = directory / f".{stem}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     # O_EXCL: never write into a file someone else created under that name; mode 0o666 lets
     # the umask decide, as for any file a program creates.
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from perfcast.cli import whole_number
 from perfcast.errors import InputError
+from perfcast.measure.local import available_cores
 from perfcast.outputs import OutputKind, check_target, write_output
 from perfcast.simulate.calibrate import (
     DEFAULT_REPETITIONS,
@@ -111,7 +112,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     calibrate_verb.add_argument("--name", default="local", help="platform name (default local)")
     calibrate_verb.add_argument(
         "--cores",
-        type=whole_number(1, MAX_RANKS, "ranks a platform may have"),
+        type=whole_number(1, MAX_NODES, "hosts SimGrid simulates; one per core here"),
         help="hosts in the platform (default: this machine's cores)",
     )
     calibrate_verb.add_argument(
@@ -170,15 +171,25 @@ def _speed(args: argparse.Namespace) -> float:
 def run_calibrate(args: argparse.Namespace) -> int:
     # everything that would refuse the result is checked before a minute of measuring
     check_target(args.output, PLATFORM_FILE)
-    if not args.output.absolute().parent.is_dir():
+    # where the file will land: a symbolic link's target (a dangling link into a missing
+    # directory was found only when the result was written, after measuring)
+    landing = Path(os.path.realpath(args.output)).parent
+    if not landing.is_dir():
         raise InputError(
-            "its directory does not exist (or is not a directory): create it first, so that "
-            "the calibration's result can be written",
+            f"its directory does not exist (or is not a directory): {landing}; create it "
+            "first, so that the calibration's result can be written",
             path=args.output,
         )
-    PlatformSpec(name=args.name, nodes=2)  # the name, as the written platform will hold it
+    if not os.access(landing, os.W_OK | os.X_OK):
+        raise InputError(
+            f"its directory {landing} is not writable: write the calibration elsewhere",
+            path=args.output,
+        )
     if args.cores is not None and args.cores < 2:
         raise InputError("--cores must be at least 2: the ping-pong's two ranks need a core each")
+    # the name and the host count, as the written platform will hold them (a calibrated
+    # platform has one single-core host per core)
+    PlatformSpec(name=args.name, nodes=args.cores or available_cores())
     busy = os.getloadavg()[0]
     if busy >= BUSY_LOAD:
         print(

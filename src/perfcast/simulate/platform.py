@@ -117,6 +117,37 @@ class PlatformSpec:
             positive = number > 0 or (number == 0 and field.endswith("latency"))
             if not (isinstance(number, int | float) and math.isfinite(number) and positive):
                 raise InputError(f"{field} must be a positive finite number, not {number!r}")
+        # the defaults derived from the numbers given must be numbers too (--bandwidth 1e308
+        # wrote bb_bw="infBps", --bandwidth 5e-324 an inter-site link of "0.0Bps")
+        derived = [("backbone_bandwidth", self.backbone, f"10 x bandwidth {self.bandwidth!r}")]
+        if self.topology == "two-clusters":
+            derived += [
+                ("inter_bandwidth", self.site_bandwidth, f"bandwidth {self.bandwidth!r} / 10"),
+                ("inter_latency", self.site_latency, f"100 x latency {self.latency!r}"),
+            ]
+        for field, number, default in derived:
+            positive = number > 0 or (number == 0 and field.endswith("latency"))
+            if not (math.isfinite(number) and positive):
+                option = field.replace("_", "-")
+                raise InputError(
+                    f"{field} defaults to {default}, which is {number!r}: give it "
+                    f"(--{option}) as a positive finite number"
+                )
+
+    @property
+    def backbone(self) -> float:
+        """bytes/s of the switch: ``backbone_bandwidth``, or 10x ``bandwidth``."""
+        return self.backbone_bandwidth or 10 * self.bandwidth
+
+    @property
+    def site_bandwidth(self) -> float:
+        """bytes/s of the two-clusters link: ``inter_bandwidth``, or a tenth of ``bandwidth``."""
+        return self.inter_bandwidth or self.bandwidth / 10
+
+    @property
+    def site_latency(self) -> float:
+        """seconds of the two-clusters link: ``inter_latency``, or 100x ``latency``."""
+        return self.latency * 100 if self.inter_latency is None else self.inter_latency
 
     def hosts(self) -> list[str]:
         """One host name per core, node by node: a host file placing rank i on core i."""
@@ -154,7 +185,7 @@ class PlatformSpec:
         ]
 
     def _cluster(self, ident: str, prefix: str, count: int, extra: str = "") -> str:
-        backbone = self.backbone_bandwidth or 10 * self.bandwidth
+        backbone = self.backbone
         attributes = {
             "id": ident,
             "prefix": prefix,
@@ -183,8 +214,7 @@ class PlatformSpec:
 
     def _two_clusters(self) -> str:
         first = (self.nodes + 1) // 2
-        bandwidth = self.inter_bandwidth or self.bandwidth / 10
-        latency = self.latency * 100 if self.inter_latency is None else self.inter_latency
+        bandwidth, latency = self.site_bandwidth, self.site_latency
         sites = [
             self._cluster("site-0", "site-0-node-", first),
             self._cluster("site-1", "site-1-node-", self.nodes - first),

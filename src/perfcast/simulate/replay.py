@@ -117,7 +117,7 @@ def replay(
     if isinstance(platform, PlatformSpec):
         _check_cores(ranks, len(platform.hosts()), platform.name, where)
         with tempfile.TemporaryDirectory(prefix="perfcast-platform-") as work:
-            xml = Path(work) / f"{platform.name}.xml"
+            xml = Path(work) / "platform.xml"  # a zone id may be no file name
             xml.write_text(platform.to_xml())
             return _replay_file(index, read_platform(xml), ranks, timeout, where)
     _check_cores(ranks, len(platform.hosts), platform.name, platform.path)
