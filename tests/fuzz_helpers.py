@@ -9,7 +9,8 @@ import traceback
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import chdir, contextmanager, redirect_stderr, redirect_stdout
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +107,27 @@ def census(
         for outcome, times in outcomes.most_common():
             print(f"{times:6}  {outcome}")
     return outcomes
+
+
+def run_cli(argv: list[str], seconds: float, directory: Path | None = None) -> tuple[int, str]:
+    """``perfcast ARGV`` in-process as a fuzz case runs it: within ``seconds``, NumPy
+    warnings as failures, in ``directory`` when given (relative outputs such as '.' land
+    there, never in the checkout), stdout dropped. Returns the exit status (argparse's
+    refusal included) and what went to stderr, which must hold no traceback or warning."""
+    from perfcast import cli
+
+    error = StringIO()
+    with (
+        time_limit(seconds),
+        numpy_warnings_fail(),
+        chdir(directory) if directory is not None else chdir(Path.cwd()),
+        redirect_stderr(error),
+        redirect_stdout(StringIO()),
+    ):
+        try:
+            status = cli.main(argv)
+        except SystemExit as stopped:  # argparse refusing a value
+            status = int(stopped.code or 0)
+    said = error.getvalue()
+    assert "Traceback" not in said and "Warning:" not in said, said
+    return status, said

@@ -26,8 +26,6 @@ needs clang and its extras and runs in its own, slower test.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 import shutil
@@ -44,13 +42,13 @@ from hypothesis import strategies as st
 import perfcast.cli as cli
 
 try:
-    from fuzz_helpers import case_settings, census, numpy_warnings_fail, time_limit
+    from fuzz_helpers import case_settings, census, run_cli
     from test_fuzz_platform_options import stubbed_measurement
     from test_simulate_synthesis import chain, write_trace
     from test_taint_import import run_output
 except ImportError:  # run as a script from the repository root
     sys.path.insert(0, str(Path(__file__).parent))
-    from fuzz_helpers import case_settings, census, numpy_warnings_fail, time_limit
+    from fuzz_helpers import case_settings, census, run_cli
     from test_fuzz_platform_options import stubbed_measurement
     from test_simulate_synthesis import chain, write_trace
     from test_taint_import import run_output
@@ -194,20 +192,7 @@ def run_lines(argvs: list[list[str]], directory: Path) -> str:
     did its work, else 'refused'; a traceback, a warning or another status fails."""
     ended = "done"
     for argv in argvs:
-        error = io.StringIO()
-        with (
-            time_limit(CASE_SECONDS),
-            numpy_warnings_fail(),
-            contextlib.chdir(directory),
-            contextlib.redirect_stderr(error),
-            contextlib.redirect_stdout(io.StringIO()),
-        ):
-            try:
-                status = cli.main(argv)
-            except SystemExit as stopped:  # argparse refusing a value
-                status = int(stopped.code or 0)
-        said = error.getvalue()
-        assert "Traceback" not in said and "Warning:" not in said, said
+        status, said = run_cli(argv, CASE_SECONDS, directory)
         assert status in (0, 2), f"{argv} exited {status}: {said}"
         if status == 2:
             assert re.search(rf"perfcast {argv[0]}( [a-z]+)?: error: ", said), said

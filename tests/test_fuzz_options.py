@@ -14,8 +14,6 @@ counts distinct crash sites over N cases of each command.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
 import shutil
 import sys
@@ -26,15 +24,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import perfcast.cli as cli
 from perfcast.simulate.platform import PlatformSpec
 
 try:
-    from fuzz_helpers import case_settings, census, numpy_warnings_fail, time_limit
+    from fuzz_helpers import case_settings, census, run_cli
     from test_simulate_synthesis import chain, write_trace
 except ImportError:  # run as a script from the repository root
     sys.path.insert(0, str(Path(__file__).parent))
-    from fuzz_helpers import case_settings, census, numpy_warnings_fail, time_limit
+    from fuzz_helpers import case_settings, census, run_cli
     from test_simulate_synthesis import chain, write_trace
 
 CASE_SECONDS = 60.0
@@ -178,22 +175,9 @@ def run_case(argv: list[str], directory: Path) -> str:
     directory.mkdir(parents=True)
     argv = _resolve(argv, directory)
     before = _snapshot(directory)
-    error = io.StringIO()
-    with (
-        time_limit(CASE_SECONDS),
-        numpy_warnings_fail(),
-        contextlib.chdir(directory),  # relative outputs ('.', '', a long name) land here
-        contextlib.redirect_stderr(error),
-        contextlib.redirect_stdout(io.StringIO()),
-    ):
-        try:
-            status = cli.main(argv)
-        except SystemExit as stopped:  # argparse refusing a value
-            status = int(stopped.code or 0)
+    status, said = run_cli(argv, CASE_SECONDS, directory)
     changed = [p for p, data in before.items() if not p.is_file() or p.read_bytes() != data]
     assert not changed, f"{argv} changed {changed}"
-    said = error.getvalue()
-    assert "Traceback" not in said and "Warning:" not in said, said
     if status == 0:
         return "done"
     assert status == 2, f"{argv} exited {status}: {said}"

@@ -15,9 +15,7 @@ a byte that is not UTF-8) and models it against the intact binary. Each case run
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import io
 import re
 import shutil
 import subprocess
@@ -33,14 +31,13 @@ pytest.importorskip("islpy")
 pytest.importorskip("clang.cindex")
 pytest.importorskip("elftools")
 
-import perfcast.cli as cli
 
 try:
-    from fuzz_helpers import case_settings, census, numpy_warnings_fail, time_limit
+    from fuzz_helpers import case_settings, census, run_cli
     from test_static import ANNOTATED, NESTS
 except ImportError:  # run as a script from the repository root
     sys.path.insert(0, str(Path(__file__).parent))
-    from fuzz_helpers import case_settings, census, numpy_warnings_fail, time_limit
+    from fuzz_helpers import case_settings, census, run_cli
     from test_static import ANNOTATED, NESTS
 
 CLANG = shutil.which("clang-16") or shutil.which("clang")
@@ -150,17 +147,8 @@ def run_case(which: str, data: bytes) -> str:
     case_binary.write_bytes(data if which == "binary" else binary)
     model = CASE / "model.py"
     model.unlink(missing_ok=True)
-    error = io.StringIO()
     argv = ["static", str(case_source), "--binary", str(case_binary), "-o", str(model)]
-    with (
-        time_limit(CASE_SECONDS),
-        numpy_warnings_fail(),
-        contextlib.redirect_stderr(error),
-        contextlib.redirect_stdout(io.StringIO()),
-    ):
-        status = cli.main(argv)
-    said = error.getvalue()
-    assert "Traceback" not in said and "Warning:" not in said, said
+    status, said = run_cli(argv, CASE_SECONDS)
     if status == 0:
         return "modeled"
     # the file at fault: the source, the binary, or a file the source includes
