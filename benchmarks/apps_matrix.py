@@ -70,6 +70,9 @@ CACHE = HERE / ".apps-matrix-cache"
 RESULTS = CACHE / "results.json"
 CLOCK_SOURCE = HERE / "init_finalize_clock.c"
 PERFCAST = f"{shlex.quote(sys.executable)} -m perfcast"
+SOURCE = REPO / "src"
+"""The perfcast under test: this checkout's, ahead of any installed one (every command's
+PYTHONPATH starts with it)."""
 MPIRUN = "mpirun --allow-run-as-root --oversubscribe"
 STAGES = (
     "taint",
@@ -110,6 +113,7 @@ class App:
     native: tuple[int, str]  # ranks, arguments of the native, traced and threshold runs
     synthesis: tuple[tuple[int, str], ...]  # (ranks, arguments) of the traced inputs
     synthesize: tuple[int, tuple[str, ...]]  # target p, extra flags (--grid)
+    native_note: str = ""  # why the native point is what it is, where the app decides
     prepare: tuple[str, ...] = ()  # shell commands run once in every copy
     files: tuple[tuple[str, str], ...] = ()  # (name, text) written into every copy
 
@@ -125,10 +129,10 @@ MINIFE_SOURCES = (
     "utils/param_utils.cpp utils/utils.cpp utils/mytimer.cpp"
 )
 COMD_WRAPPER = """#!/bin/sh
-# $1 is the compiler prefix (perfcast build ... --, or nothing), $2 the optimisation flags.
-# CoMD writes $(CC) into a C string literal (CoMD_info.h), which a compiler command with
-# spaces and quotes breaks: the prefix goes into a one-word wrapper script
-printf '#!/bin/sh\\nexec %s mpicc "$@"\\n' "$1" > pcc
+# $1 is the compiler command (mpicc, or perfcast build ... -- mpicc), $2 the optimisation
+# flags. CoMD writes $(CC) into a C string literal (CoMD_info.h), which a compiler command
+# with spaces and quotes breaks: the command goes into a one-word wrapper script
+printf '#!/bin/sh\\nexec %s "$@"\\n' "$1" > pcc
 chmod +x pcc
 make -s -C src-mpi CC="$PWD/pcc" OPTFLAGS="$2"
 """
@@ -147,7 +151,7 @@ def _minife_build(prefix: str, flags: str) -> str:
 
 
 def _comd_build(prefix: str, flags: str) -> str:
-    return f"sh perfcast-cc.sh {shlex.quote(prefix)} {shlex.quote(flags)}"
+    return f"sh perfcast-cc.sh {shlex.quote(prefix + 'mpicc')} {shlex.quote(flags)}"
 
 
 def _is_build(prefix: str, flags: str) -> str:
@@ -183,6 +187,7 @@ APPLICATIONS = {
         static=("lulesh.cc", "CalcKinematicsForElems", "-DUSE_MPI=1"),
         # ranks must be a cube: 1 is the only one within this machine's 2 cores
         native=(1, "-s 30 -i 30 -q"),
+        native_note="ranks must be a cube and 8 exceed the 2 cores: no communication at p=1",
         # perfcast wants 3 or more ranks in every input trace: the cubes 8, 27, 64
         synthesis=((8, "-s 3 -i 4 -q"), (27, "-s 3 -i 4 -q"), (64, "-s 3 -i 4 -q")),
         synthesize=(512, ("--grid", "cube")),
@@ -207,8 +212,9 @@ APPLICATIONS = {
             "src/miniFE.x",
         ),
         static=("src/main.cpp", "waxpby", f"-Isrc -Iutils -Ifem {MINIFE_FLAGS}"),
-        native=(2, "-nx 40"),
-        synthesis=((2, "-nx 16"), (3, "-nx 16"), (4, "-nx 16")),
+        native=(2, "-nx 60"),
+        # perfcast wants 3 or more ranks in every input trace
+        synthesis=((3, "-nx 16"), (4, "-nx 16"), (6, "-nx 16")),
         synthesize=(16, ()),
         prepare=("cd src && ./generate_info_header mpicxx -O2 miniFE MINIFE",),
     ),
@@ -264,10 +270,12 @@ APPLICATIONS = {
         static=("src-mpi/ljForce.c", "ljForce", "-std=c99 -DDOUBLE -DDO_MPI"),
         native=(2, _comd_args(2, 1, 1, 24, 20)),
         # the rank grid is the user's -i -j -k: MPI_Dims_create's factorisation of each p
+        # (x fastest in CoMD, the last dimension fastest in perfcast's grids); perfcast wants
+        # a rank of every role (corner, edge, face, interior): 3 or more along each dimension
         synthesis=(
-            (2, _comd_args(2, 1, 1, 16, 5)),
-            (4, _comd_args(2, 2, 1, 16, 5)),
-            (8, _comd_args(2, 2, 2, 16, 5)),
+            (27, _comd_args(3, 3, 3, 24, 5)),
+            (36, _comd_args(4, 3, 3, 24, 5)),
+            (48, _comd_args(4, 4, 3, 24, 5)),
         ),
         synthesize=(64, ("--grid", "dims_create")),
         prepare=(
@@ -308,6 +316,9 @@ class StageError(Exception):
 TRACEBACK = "Traceback (most recent call last)"
 COMPILER_ERROR = re.compile(r"\S+\.(c|cc|cpp|cxx|h|hpp):\d+:\d+: (fatal )?error: .*")
 PERFCAST_ERROR = re.compile(r"^perfcast [\w ]+: error: (.*)$", re.MULTILINE)
+BROKEN = ("could not replay", "Deadlock")
+"""Words of a one-line error that reports perfcast's own output broken (a trace it wrote that
+SimGrid cannot replay), a failure rather than a refusal."""
 FRAME = re.compile(r'File "([^"]*/perfcast/[^"]+)", line (\d+), in (\w+)')
 
 
@@ -338,6 +349,8 @@ def _judge(label: str, command: str, done: subprocess.CompletedProcess[str]) -> 
     message = PERFCAST_ERROR.findall(output)
     if compiler is not None:
         return StageError("FAILS", f"{label}: compiler error: {compiler.group(0)[:300]}")
+    if message and any(sign in message[-1] for sign in BROKEN):
+        return StageError("FAILS", f"{label}: {message[-1][:400]}")
     if message and done.returncode == 2:
         return StageError("refused", f"{label}: {message[-1][:400]}")
     return StageError("FAILS", f"{label}: exit {done.returncode}: {_tail(output)[:400]}")
@@ -359,7 +372,7 @@ def shell(
             command,
             shell=True,
             cwd=cwd,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, **(env or {}), "PYTHONPATH": _pythonpath()},
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -379,6 +392,17 @@ def shell(
     if done.returncode != 0:
         raise _judge(label, command, done)
     return done.stdout + done.stderr
+
+
+def _pythonpath() -> str:
+    return os.pathsep.join(filter(None, [str(SOURCE), os.environ.get("PYTHONPATH")]))
+
+
+def _commit() -> str:
+    done = subprocess.run(
+        ["git", "-C", str(REPO), "log", "-1", "--format=%h %s"], capture_output=True, text=True
+    )
+    return done.stdout.strip()[:80] or "unknown commit"
 
 
 # --- one application ----------------------------------------------------------------------
@@ -696,7 +720,8 @@ def stage_simulate(run: AppRun) -> Cell:
     error = predicted / native - 1
     slowdown = answer.get("slowdown")
     text = (
-        f"p={ranks}: predicted {predicted:.3f} s vs native {native:.3f} s ({compiler}): "
+        f"p={ranks}{' (' + run.app.native_note + ')' if run.app.native_note else ''}: "
+        f"predicted {predicted:.3f} s vs native {native:.3f} s ({compiler}): "
         f"error {100 * error:+.1f} %; traced run {traced:.3f} s"
         + (f", slowdown {slowdown:.1f}x" if isinstance(slowdown, float) else "")
         + ("; compiler note: yes" if note else "; no compiler note")
@@ -719,6 +744,8 @@ VERDICT = re.compile(
 
 def _reason_label(sentence: str) -> str:
     """The short label of a refusal sentence (perfcast.csource.verdicts' Reason)."""
+    if str(SOURCE) not in sys.path:
+        sys.path.insert(0, str(SOURCE))  # the perfcast under test, as its commands run
     try:
         from perfcast.csource.verdicts import WORDING
     except ImportError:  # another layout of the package: the sentence's start
@@ -859,7 +886,7 @@ STAGE_FUNCTIONS: dict[str, Callable[[AppRun], Cell]] = {
 # --- the benchmark ------------------------------------------------------------------------
 
 
-CLUSTER_NODES = 64
+CLUSTER_NODES = 512
 
 
 def machine_setup() -> tuple[Path | StageError, Path | StageError, float | None]:
@@ -989,7 +1016,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.refresh:
         for name in args.apps:
             shutil.rmtree(CACHE / name, ignore_errors=True)
-        (CACHE / "local.xml").unlink(missing_ok=True)
+        for platform in ("local.xml", "cluster.xml"):
+            (CACHE / platform).unlink(missing_ok=True)
     setup = machine_setup()
     results = {} if args.refresh else _load()
     for name in args.apps:
@@ -1015,6 +1043,7 @@ def main(argv: list[str] | None = None) -> int:
         f"this run: {elapsed:.0f} s wall ({reused}); {os.cpu_count()} cores; 1-minute load "
         f"average {load_before[0]:.2f} before, {load_after[0]:.2f} after (other work on the "
         "machine slows native and traced runs)",
+        f"perfcast: {SOURCE.relative_to(REPO)} of this checkout ({_commit()})",
         f"user's compilers: mpicc = {wrappers['mpicc']}, mpicxx = {wrappers['mpicxx']}; "
         "perfcast build compiles with clang-16",
         "platforms: this machine (perfcast platform calibrate"
