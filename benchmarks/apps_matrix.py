@@ -25,7 +25,9 @@ gives a user:
    figure: error = predicted / native - 1.
 6. **threshold**: ``perfcast build --trace --threshold APP.taint.json``: loops applied and
    refused (by reason, as ``perfcast build`` printed them), the traced run's time saved
-   against the full trace and its prediction's error against the native run.
+   against the full trace and its prediction's error against the native run. A build that
+   prints no verdict at all although the profile names parameter-dependent loops FAILS: the
+   rule then silently applies to nothing.
 7. **synthesis**: the trace build run at three rank counts (``PERFCAST_TRACE_CLOCK=cpu``:
    more ranks than cores), ``perfcast simulate T1 T2 T3 --synthesize P -o DIR --platform
    local.xml``; figure: the predicted time at P.
