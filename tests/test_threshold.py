@@ -1044,3 +1044,23 @@ def test_the_sample_sort_built_under_the_rule_sorts_and_keeps_its_mpi_calls(
             for rank in (0, 1)
         ]
     assert mpi_calls["1"] == mpi_calls["0"] and all(mpi_calls["1"])
+
+
+def test_a_make_that_compiles_in_the_sources_directory_finds_the_profiles_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """perfcast taint names files relative to the project (``IS/is.c`` in NAS's tree); make
+    compiles in ``IS/``. Resolved against that directory nothing matched and the rule planned
+    nothing, silently, on NAS IS and miniFE (benchmarks/results/apps_matrix.txt)."""
+    (tmp_path / "IS").mkdir()
+    source = tmp_path / "IS" / "app.c"
+    source.write_text(KNOWN_COST)
+    line = marked_lines(KNOWN_COST)["rule"]
+    monkeypatch.chdir(tmp_path / "IS")
+    plan = plan_threshold(profile_for("IS/app.c", [loop(line)]), [Path("app.c")])
+    assert [(entry.file, entry.line, entry.applied) for entry in plan.loops] == [
+        (source.resolve(), line, True)
+    ]
+    # a name that ends no compiled source leaves the working directory as the root
+    other = plan_threshold(profile_for("elsewhere/app.c", [loop(line)]), [Path("app.c")])
+    assert [entry.applied for entry in other.loops] == [False]

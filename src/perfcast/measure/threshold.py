@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,6 +98,33 @@ class ThresholdPlan:
         return [loop for loop in self.loops if loop.applied and loop.file == path]
 
 
+def profile_root(profile: TaintProfile, sources: Iterable[Path]) -> Path:
+    """The directory the profile's file names are relative to, found from a compiled source.
+
+    ``perfcast taint`` names files relative to the project directory, the deepest one that
+    holds all sources (``IS/is.c`` in NAS's tree), while ``make`` compiles each file in its
+    own directory (``IS/``): resolved against the compile's working directory no name
+    matched, and the rule planned nothing and said nothing on NAS IS and miniFE
+    (``benchmarks/results/apps_matrix.txt``). A compiled source whose path ends in a
+    profile's name gives the directory above that name; the longest such name wins (it is
+    the least likely to end another path by chance). Without one, the current directory."""
+    names = sorted(
+        {Path(f.file) for f in profile.functions.values() if f.file is not None},
+        key=lambda name: -len(name.parts),
+    )
+    resolved = [Path(source).resolve() for source in sources]
+    for name in names:
+        if name.is_absolute():
+            continue
+        for source in resolved:
+            if (
+                len(source.parts) > len(name.parts)
+                and source.parts[-len(name.parts) :] == name.parts
+            ):
+                return Path(*source.parts[: -len(name.parts)])
+    return Path.cwd()
+
+
 def plan_threshold(
     profile: TaintProfile,
     sources: Sequence[Path],
@@ -107,13 +134,14 @@ def plan_threshold(
 ) -> ThresholdPlan:
     """Which loops of ``sources`` the rule may rewrite, each refusal with its reason.
 
-    ``root`` is the directory the profile's file names are relative to (where ``perfcast
-    taint`` ran; default the current directory); ``parse_flags`` are the compile command's
-    include, define and language flags, which libclang needs to read the files as the
-    compiler does. Loops of files not among ``sources`` are listed as not applied.
+    ``root`` is the directory the profile's file names are relative to (the project
+    directory of ``perfcast taint``; default: found from ``sources``, :func:`profile_root`);
+    ``parse_flags`` are the compile command's include, define and language flags, which
+    libclang needs to read the files as the compiler does. Loops of files not among
+    ``sources`` are listed as not applied.
     """
-    base = (root or Path.cwd()).resolve()
     wanted = {Path(source).resolve() for source in sources}
+    base = (root or profile_root(profile, wanted)).resolve()
     by_file: dict[Path, list[Loop]] = {}
     for function in profile.functions.values():
         if function.file is not None:
