@@ -530,8 +530,11 @@ def halo(dimensions: int, corners: bool = False, periodic: bool = False) -> Prog
         (halo(3), (8, 12, 27), 64, (4, 4, 4)),
         (halo(3, corners=True), (8, 12, 27), 48, (4, 4, 3)),
         (halo(2, periodic=True), (9, 12, 16), 30, (6, 5)),
+        # CoMD's shape: one dimension 3 in every trace, where the neighbour across the wrap
+        # is the same move of two positions in all of them (its synthesis deadlocked)
+        (halo(3, periodic=True), (27, 36, 48), 64, (4, 4, 4)),
     ],
-    ids=["5-point", "7-point", "27-point", "periodic"],
+    ids=["5-point", "7-point", "27-point", "periodic", "periodic-3-wide"],
 )
 def test_a_grid_program_is_synthesised_exactly(
     tmp_path: Path, program: Program, counts: tuple[int, ...], target: int, dims: tuple[int, ...]

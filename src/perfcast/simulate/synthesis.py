@@ -891,7 +891,8 @@ def _grid_relation(
     """The relation of a peer field of the ranks at ``role`` whose traces ran on ``grids``
     (by rank count): a collective's root is a fixed rank where one fits; any other peer is
     the same offset in grid positions in every observation (without wrapping, else
-    wrapped around the grid with the smallest offset that fits). A point-to-point peer is
+    wrapped around the grid with the smallest offset that fits; wrapped also where that
+    makes a move of two or more a neighbour's). A point-to-point peer is
     a neighbour even where a fixed rank fits too: a role seen in one run (the interior of
     3x3x3) cannot tell them apart, and a decomposition's messages go to neighbours."""
     if action.name in ROOTED:
@@ -909,16 +910,29 @@ def _grid_relation(
             residues = [{} for _ in dims]
         for found, a, b, size in zip(residues, here, there, dims, strict=True):
             found.setdefault(size, set()).add((b - a) % size)
-    if len(moves) == 1:
-        return Relation("grid", vector=moves.pop())
     vector = [_smallest_offset(found) for found in residues]
-    if all(v is not None for v in vector):
-        return Relation("grid", vector=tuple(v for v in vector if v is not None), periodic=True)
+    wrapped = tuple(v for v in vector if v is not None)
+    if len(moves) == 1:
+        move = next(iter(moves))
+        # in a dimension that has the same size in every trace, the neighbour across the
+        # wrap (position 0 -> 2 of 3) is one move in all of them: read as a move of two it
+        # pairs with the wrong rank on a larger grid (CoMD, 3x3x3 .. 4x4x3 -> 4x4x4, whose
+        # synthesised trace deadlocked); a decomposition's messages go to neighbours
+        if not (len(wrapped) == len(move) and _nearer(wrapped, move)):
+            return Relation("grid", vector=move)
+    if len(wrapped) == len(vector):
+        return Relation("grid", vector=wrapped, periodic=True)
     seen = ", ".join(f"rank {r} of {p} ({grid.text(grids[p])}) -> {q}" for p, r, q in peers[:6])
     raise PerfcastError(
         f"cannot synthesise: the peer of the ({role}) ranks' '{action.text()}' (line "
         f"{action.line} of the first such rank) is no fixed offset in grid positions: {seen}"
     )
+
+
+def _nearer(wrapped: tuple[int, ...], move: tuple[int, ...]) -> bool:
+    """Whether the wrapped reading of a peer is a neighbour (at most one position along
+    every dimension) where the move without wrapping is not."""
+    return max(map(abs, wrapped)) <= 1 < max(map(abs, move))
 
 
 def _smallest_offset(residues: dict[int, set[int]]) -> int | None:
