@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Protocol
 
 from perfcast.effort.counts import CountModeler
@@ -83,6 +84,13 @@ class PriorFit:
     def notes(self) -> list[str]:
         """The sources' notes, each once."""
         return list(dict.fromkeys(note for d in self.derived for note in d.notes))
+
+    @cached_property
+    def reports(self) -> tuple[str | None, ...]:
+        """Each derivation's own report of the final models (None: it has none), rendered
+        once: the priors stage's report prints them, and the modeling workflow leaves out
+        the notes of a source whose report shows them."""
+        return tuple(d.report(self.models, self.free) for d in self.derived)
 
 
 def fit_with_priors(

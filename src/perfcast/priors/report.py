@@ -16,8 +16,7 @@ def render_priors(fit: PriorFit, metric: str, precision: int = 4) -> str:
     the composition's findings."""
     lines: list[str] = []
     reported = set()
-    for derived in fit.derived:
-        report = derived.report(fit.models, fit.free)
+    for derived, report in zip(fit.derived, fit.reports, strict=True):
         if report is not None:
             lines += [report, ""]
             reported.add(derived.source)

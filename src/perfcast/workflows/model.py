@@ -165,8 +165,8 @@ def fit_models(
     sources = prior_sources(priors, inputs, effort)
     fit = fit_with_priors(effort.modeler, experiment, sources, fixed=effort)
     notes: list[str] = []
-    for derived in fit.derived:
-        if derived.report(fit.models, fit.free) is None:  # an own report shows its notes
+    for derived, report in zip(fit.derived, fit.reports, strict=True):
+        if report is None:  # an own report shows its notes
             notes.extend(derived.notes)
     by_source: dict[str, dict[str, list[str]]] = {}
     for conflict in fit.conflicts:
