@@ -9,7 +9,7 @@ import traceback
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import chdir, contextmanager, redirect_stderr, redirect_stdout
+from contextlib import chdir, contextmanager, nullcontext, redirect_stderr, redirect_stdout
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -120,7 +120,7 @@ def run_cli(argv: list[str], seconds: float, directory: Path | None = None) -> t
     with (
         time_limit(seconds),
         numpy_warnings_fail(),
-        chdir(directory) if directory is not None else chdir(Path.cwd()),
+        chdir(directory) if directory is not None else nullcontext(),
         redirect_stderr(error),
         redirect_stdout(StringIO()),
     ):
