@@ -19,10 +19,11 @@ gives a user:
    binary the user's compiler built with ``-g``; figure: the kernel's model.
 5. **simulate**: the program built by the user's compiler (``mpicc``/``mpicxx``: gcc here)
    and timed natively (MPI_Init to MPI_Finalize of the slowest rank, ``init_finalize_clock.c``,
-   median of 3), against ``perfcast build --trace`` (clang-16: perfcast's note on the compiler
-   is quoted), one traced run at the same point and ``perfcast simulate TRACE --platform
-   local.xml --native S`` on this machine calibrated (``perfcast platform calibrate``);
-   figure: error = predicted / native - 1.
+   median of 3), against two traces at the same point: ``perfcast build --trace
+   --user-compiler`` (that same gcc build, traced through its MPI calls) and ``perfcast build
+   --trace`` (clang-16: whether perfcast noted the compiler is quoted), each one traced run
+   and ``perfcast simulate TRACE --platform local.xml --native S`` on this machine calibrated
+   (``perfcast platform calibrate``); figure: error = predicted / native - 1 for both.
 6. **threshold**: ``perfcast build --trace --threshold APP.taint.json``: loops applied and
    refused (by reason, as ``perfcast build`` printed them), the traced run's time saved
    against the full trace and its prediction's error against the native run. A build that
@@ -490,6 +491,8 @@ class AppRun:
             prefix = ""
         elif kind == "trace":
             prefix = f"{PERFCAST} build --trace -- "
+        elif kind == "user-trace":
+            prefix = f"{PERFCAST} build --trace --user-compiler -- "
         else:
             if not self.profile.is_file():
                 raise StageError("FAILS", "no taint profile (the taint stage made none)")
@@ -710,21 +713,24 @@ COMPILER_NOTE = re.compile(r"perfcast build: note: (.*)")
 
 def stage_simulate(run: AppRun) -> Cell:
     native = run.native_seconds()
-    _, printed = run.built("trace")
     ranks, arguments = run.app.native
-    trace = run.trace("trace", ranks, arguments, f"full-p{ranks}")
-    answer = run.simulate(trace, native, "simulate")
-    predicted = float(answer["platforms"][0]["time"])
-    traced = float(answer["trace_seconds"])
-    run.memo["full"] = (predicted, traced)
-    compiler = _compiler(run)
+    user = run.simulate(
+        run.trace("user-trace", ranks, arguments, f"user-p{ranks}"), native, "simulate-user"
+    )
+    predicted = float(user["platforms"][0]["time"])
+    _, printed = run.built("trace")
+    clang = run.simulate(run.trace("trace", ranks, arguments, f"full-p{ranks}"), native, "simulate")
+    clang_predicted = float(clang["platforms"][0]["time"])
+    traced = float(clang["trace_seconds"])
+    run.memo["full"] = (clang_predicted, traced)
     note = COMPILER_NOTE.search(printed)
-    error = predicted / native - 1
-    slowdown = answer.get("slowdown")
+    slowdown = clang.get("slowdown")
     text = (
         f"p={ranks}{' (' + run.app.native_note + ')' if run.app.native_note else ''}: "
-        f"predicted {predicted:.3f} s vs native {native:.3f} s ({compiler}): "
-        f"error {100 * error:+.1f} %; traced run {traced:.3f} s"
+        f"native {native:.3f} s ({_compiler(run)}); trace of that build (--user-compiler): "
+        f"predicted {predicted:.3f} s, error {100 * (predicted / native - 1):+.1f} %; "
+        f"trace of the clang-16 build: predicted {clang_predicted:.3f} s, error "
+        f"{100 * (clang_predicted / native - 1):+.1f} %, traced run {traced:.3f} s"
         + (f", slowdown {slowdown:.1f}x" if isinstance(slowdown, float) else "")
         + ("; compiler note: yes" if note else "; no compiler note")
     )

@@ -95,7 +95,7 @@ def test_filter_file_is_read_and_embedded(tmp_path):
     assert read_filter(path) == ["solve", "Domain::x(int)", 'operator"" _km']
     wrapped = wrap(["mpicc", "a.o", "-o", "app"], BuildOptions(filter_file=path))
     embedded = Path(wrapped.argv[-1])
-    assert embedded.name.startswith("perfcast_filter")
+    assert embedded.name.startswith("perfcast_embedded_filter")
     symbols = subprocess.run(["nm", str(embedded)], capture_output=True, text=True).stdout
     assert "perfcast_embedded_filter" in symbols
     with pytest.raises(InputError, match=r"missing\.txt: no such filter file"):

@@ -176,6 +176,43 @@ def test_text_names_each_platform_and_the_blocks(
     assert lines[-1].split() == ["0.02", "3", "main->MPI_Init", "->", "main->solve->MPI_Send"]
 
 
+@needs_simgrid
+@pytest.mark.parametrize("user", ["gcc (Debian 12.2.0-14) 12.2.0", "clang version 16.0.6"])
+def test_a_trace_of_a_build_that_is_not_the_users_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], user: str
+) -> None:
+    trace = write_trace(tmp_path / "trace", WORK, [2.0, 1.0])
+    summary = json.loads((trace / "trace.json").read_text())
+    measured = "Debian clang version 16.0.6"
+    summary["compilers"] = {"measured": measured, "user": user}
+    (trace / "trace.json").write_text(json.dumps(summary))
+    platform = write_platform(tmp_path, PlatformSpec("fast", nodes=2))
+    assert cli.main(["simulate", str(trace), "--platform", str(platform)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith(f"built by {measured}")
+    noted = [line for line in lines if line.startswith("note: ")]
+    if "gcc" in user:  # the prediction is of the clang build, not the one the user runs
+        assert len(noted) == 1 and user in noted[0] and "--user-compiler" in noted[0]
+    else:
+        assert noted == []
+    assert cli.main(["simulate", str(trace), "--platform", str(platform), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["compilers"] == {"measured": measured, "user": user}
+    assert (shown["compiler_note"] is None) == ("gcc" not in user)
+
+
+def test_damaged_compilers_in_a_trace_are_refused_with_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = write_trace(tmp_path / "trace", WORK, [2.0, 1.0])
+    summary = json.loads((trace / "trace.json").read_text())
+    summary["compilers"] = {"measured": 3}
+    (trace / "trace.json").write_text(json.dumps(summary))
+    platform = write_platform(tmp_path, PlatformSpec("fast", nodes=2))
+    message = error_of(["simulate", str(trace), "--platform", str(platform)], capsys)
+    assert "trace.json" in message and "compilers" in message
+
+
 def error_of(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     """The one line ``perfcast simulate`` prints on stderr when it exits with status 2."""
     assert cli.main(argv) == 2

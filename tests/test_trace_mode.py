@@ -392,6 +392,10 @@ def test_the_stencil_example_traces_through_make_and_replays(tmp_path: Path) -> 
     ) in paths
     sweeps = [b for b in trace.blocks[0] if b.closing == "main->global_residual->MPI_Allreduce"]
     assert sweeps[0].count == 100
+    # the clang-16 build is not the user's (mpicc runs gcc here): the trace says so, and so
+    # does every simulation of it
+    assert trace.compilers is not None and "clang" in trace.compilers.measured
+    assert trace.compilers.differ == ("clang" not in trace.compilers.user)
     simulated = replay(trace, 2, tmp_path)
     # The replay runs each rank's compute at the traced core's speed, in the order the
     # exchanges made the ranks wait for each other: the sum over phases of the slower rank's
@@ -403,6 +407,51 @@ def test_the_stencil_example_traces_through_make_and_replays(tmp_path: Path) -> 
     assert all(compute[rank] <= trace.elapsed[rank] for rank in range(2))  # parts of the run
     assert max(compute) <= simulated
     assert simulated == pytest.approx(lockstep_compute(trace), abs=STENCIL_COMMUNICATION)
+
+
+@needs_simgrid
+def test_the_users_own_compiler_builds_the_traced_program(tmp_path: Path) -> None:
+    """``--user-compiler``: make's gcc build of the stencil, traced through its MPI calls
+    alone, replays as the clang build's trace does, and its build record names gcc twice."""
+    source = tmp_path / "stencil"
+    shutil.copytree(EXAMPLES / "stencil", source)
+    record = tmp_path / "builds.jsonl"
+    done = subprocess.run(
+        ["make", "-s", "CC=perfcast build --trace --user-compiler -- mpicc"],
+        cwd=source, timeout=TIMEOUT, capture_output=True, text=True,
+        env={**os.environ, "PERFCAST_BUILD_RECORD": str(record)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "note" not in done.stderr  # measured and user's compiler are one: nothing to say
+    (built,) = [json.loads(line) for line in record.read_text().splitlines()]
+    user = subprocess.run(["mpicc", "--showme:command"], capture_output=True, text=True)
+    assert built["measured"] == built["user"]
+    assert "clang" not in built["measured"] and user.stdout.split()[0] in built["measured"]
+    sections = subprocess.run(["readelf", "-S", str(source / "jacobi")], capture_output=True)
+    assert b"xray_instr_map" not in sections.stdout  # no clang instrumentation at all
+
+    run(source / "jacobi", "200", "100", np=2, trace_dir=tmp_path / "trace")
+    trace = read_trace(tmp_path / "trace")
+    # no function entries: a block is named by the MPI calls that open and close it
+    sweeps = [b for b in trace.blocks[0] if b.closing == "MPI_Allreduce"]
+    assert [(b.opening, b.count) for b in sweeps] == [("MPI_Sendrecv", 100)]
+    assert trace.compilers is not None and not trace.compilers.differ
+    assert trace.compilers.measured == built["measured"]
+    simulated = replay(trace, 2, tmp_path)
+    assert simulated == pytest.approx(lockstep_compute(trace), abs=STENCIL_COMMUNICATION)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (BuildOptions(user_compiler=True), "give --trace"),
+        (BuildOptions(user_compiler=True, trace=True, counters=True), "--counters cannot go"),
+        (BuildOptions(user_compiler=True, trace=True, smpi=True), "--smpi cannot go"),
+    ],
+)
+def test_user_compiler_refuses_what_needs_clang(options: BuildOptions, named: str) -> None:
+    with pytest.raises(PerfcastError, match=named):
+        wrap(["mpicc", "-O2", "app.c", "-o", "app"], options)
 
 
 STENCIL_COMMUNICATION = 100 * 3 * 2 * (3e-6 + 1600 / 1e9)

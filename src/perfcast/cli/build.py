@@ -47,6 +47,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "simulate; takes effect at the link step",
     )
     parser.add_argument(
+        "--user-compiler",
+        action="store_true",
+        help="with --trace: keep the compiler your command runs (gcc behind mpicc) rather "
+        "than clang-16, so the trace times the binary you run; blocks are then named by the "
+        "MPI calls around them (no function call paths, which need clang's XRay)",
+    )
+    parser.add_argument(
         "--threshold",
         type=Path,
         metavar="PROFILE",
@@ -84,5 +91,6 @@ def _handle(args: argparse.Namespace) -> int:
         trace=args.trace,
         threshold_profile=args.threshold,
         smpi=args.smpi,
+        user_compiler=args.user_compiler,
     )
     return run(command, options, verbose=args.verbose)

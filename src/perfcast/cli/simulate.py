@@ -393,6 +393,10 @@ def _as_json(result: Simulation, slowdown: float | None) -> dict[str, Any]:
             for platform in result.platforms
         ],
         "slowdown": slowdown,
+        "compilers": None
+        if result.compilers is None
+        else {"measured": result.compilers.measured, "user": result.compilers.user},
+        "compiler_note": result.compiler_note,
         "blocks": [
             {
                 "open": block.opening,
@@ -408,7 +412,10 @@ def _as_json(result: Simulation, slowdown: float | None) -> dict[str, Any]:
 def _as_text(result: Simulation, native: float | None, slowdown: float | None) -> list[str]:
     lines = [
         f"trace {result.trace}: {result.ranks} rank(s), traced run {result.trace_seconds:.4g} s"
+        + ("" if result.compilers is None else f", built by {result.compilers.measured}")
     ]
+    if result.compiler_note is not None:
+        lines.append(f"note: {result.compiler_note}")
     header = (
         "platform",
         "predicted s",

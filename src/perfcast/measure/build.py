@@ -153,6 +153,12 @@ class BuildOptions:
     smpi: bool = False
     """Build for SimGrid SMPI (``smpicc``/``smpicxx``): a shared object ``smpirun`` loads,
     timed on the simulated clock (docs/smpi-backend.md)."""
+    user_compiler: bool = False
+    """Keep the compiler the command runs (gcc behind ``mpicc``) instead of clang-16; only
+    with ``trace``. Why: a replay needs only each rank's MPI calls and the compute between
+    them, which the PMPI layer times in any binary, so the trace can be of the program the
+    user runs (issue 25: a gcc build ran 1.61 s where the clang build ran 1.02 s). What is
+    lost is XRay's function entries: blocks are named by the MPI calls around them."""
 
 
 @dataclass(frozen=True)
@@ -178,6 +184,9 @@ class WrappedCommand:
     filter_names: tuple[str, ...] = ()
     user_compiler: toolchain.Compiler | None = None
     """A link's: the compiler the user's command runs without perfcast (:func:`note_compiler`)."""
+    measured_compiler: str = ""
+    """A link's: the ``--version`` line of the compiler that built the program perfcast
+    measures (clang-16, or the user's own with :attr:`BuildOptions.user_compiler`)."""
 
     def __str__(self) -> str:
         prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
@@ -321,6 +330,8 @@ def read_filter(path: Path) -> list[str]:
 def wrap(command: Sequence[str], options: BuildOptions = BuildOptions()) -> WrappedCommand:
     """The instrumented form of ``command`` (building the runtime if this is a link)."""
     invocation = parse_command(command)
+    if options.user_compiler:
+        return _with_trace_runtime(invocation, options)
     clang = toolchain.find_xray_clang()
     argv = list(invocation.argv)
     env: dict[str, str] = {}
@@ -381,13 +392,67 @@ def wrap(command: Sequence[str], options: BuildOptions = BuildOptions()) -> Wrap
         after = []
     if names is not None:
         objects.append(toolchain.filter_object(names))
+    user = toolchain.user_compiler(invocation.argv[0], invocation.language)
+    if options.trace:
+        objects.append(toolchain.compilers_object(clang.version, user.version))
     argv += [str(path) for path in objects] + after
     return WrappedCommand(
         argv,
         env,
         program=output_of(invocation.argv),
         filter_names=tuple(names or ()),
-        user_compiler=toolchain.user_compiler(invocation.argv[0], invocation.language),
+        user_compiler=user,
+        measured_compiler=clang.version,
+    )
+
+
+_CLANG_ONLY = (
+    ("filter_file", "--filter", "measures functions through clang's XRay"),
+    ("keep_inlined", "--keep-inlined", "marks functions for clang's XRay"),
+    ("counters", "--counters", "counts basic blocks with clang's SanitizerCoverage"),
+    ("threshold_profile", "--threshold", "rewrites loops for the clang build"),
+    ("smpi", "--smpi", "builds with smpicc and clang"),
+)
+
+
+def _with_trace_runtime(invocation: Invocation, options: BuildOptions) -> WrappedCommand:
+    """The user's command as it is, its link step given the trace runtime's objects: the
+    traced program is the binary the user's compiler makes (:attr:`BuildOptions.user_compiler`).
+
+    The objects are C compiled once by clang-16 against the same MPI; they need no clang
+    runtime, so any compiler's link takes them. Without XRay's sleds the runtime sees no
+    function entries and times the compute between MPI calls only, which is all a replay
+    reads.
+    """
+    if not options.trace:
+        raise PerfcastError(
+            "--user-compiler builds the traced program with your own compiler: give --trace "
+            "(function call paths need clang-16's XRay, which the other modes use)"
+        )
+    for attribute, flag, why in _CLANG_ONLY:
+        if getattr(options, attribute):
+            raise PerfcastError(
+                f"{flag} cannot go with --user-compiler: it {why}, and --user-compiler keeps "
+                "your compiler. Trace with --trace --user-compiler, measure in a second build"
+            )
+    argv = list(invocation.argv)
+    if Path(argv[0]).name.startswith("mpi") and shutil.which(argv[0]) is None:
+        raise PerfcastError(f"{argv[0]} was not found on PATH: {toolchain.MPI_HINT}")
+    if invocation.step is not Step.LINK:
+        return WrappedCommand(argv)
+    if not invocation.mpi:
+        raise PerfcastError(
+            f"--trace records MPI calls, but {shlex.join(invocation.argv)!r} does not link "
+            "MPI: link with an MPI wrapper (mpicc, mpicxx) or add -lmpi"
+        )
+    user = toolchain.user_compiler(invocation.argv[0], invocation.language)
+    objects = toolchain.runtime_objects(mpi=True, trace=True)
+    objects.append(toolchain.compilers_object(user.version, user.version))
+    return WrappedCommand(
+        argv + [str(path) for path in objects],
+        program=output_of(invocation.argv),
+        user_compiler=user,
+        measured_compiler=user.version,
     )
 
 
@@ -591,7 +656,8 @@ def compiler_note(record: BuildRecord) -> str | None:
     return (
         f"{compilers.describe(record.program)}. To run what perfcast measures, build with "
         f"clang-{CLANG_VERSION} yourself (OMPI_CC=clang-{CLANG_VERSION} "
-        f"OMPI_CXX=clang++-{CLANG_VERSION} for mpicc and mpicxx)"
+        f"OMPI_CXX=clang++-{CLANG_VERSION} for mpicc and mpicxx); a trace for perfcast "
+        "simulate can time your own build: perfcast build --trace --user-compiler"
     )
 
 
@@ -602,7 +668,7 @@ def note_compiler(wrapped: WrappedCommand) -> None:
     if wrapped.user_compiler is None or wrapped.program is None:
         return
     record = BuildRecord(
-        str(wrapped.program), toolchain.find_xray_clang().version, wrapped.user_compiler.version
+        str(wrapped.program), wrapped.measured_compiler, wrapped.user_compiler.version
     )
     note = compiler_note(record)
     if note is not None:

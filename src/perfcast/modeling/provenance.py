@@ -83,9 +83,11 @@ class Compilers:
 
     @property
     def differ(self) -> bool:
-        """The user's build runs another compiler than the one measured (only clang can
-        instrument with XRay, so any user compiler that is not clang differs)."""
-        return "clang" not in self.user.lower()
+        """The user's build runs another compiler than the one measured: a gcc build
+        measured as built (``perfcast build --trace --user-compiler``) does not differ, and
+        neither does a user's clang of another version than perfcast's clang-16."""
+        both_clang = "clang" in self.user.lower() and "clang" in self.measured.lower()
+        return self.measured != self.user and not both_clang
 
     def describe(self, program: str = "the measured program") -> str:
         """The compiler of ``program``, and what a different user compiler means."""

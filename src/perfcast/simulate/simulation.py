@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfcast.errors import InputError
+from perfcast.modeling.provenance import Compilers
 from perfcast.simulate.platform import PlatformFile
 from perfcast.simulate.replay import Replay, replay
 from perfcast.simulate.trace import Block, Trace
@@ -74,6 +75,8 @@ class Simulation:
         platforms: one prediction per platform, in the order given.
         blocks: the trace's compute blocks summed over ranks by (opening, closing) call
             path, longest first (seconds on the traced machine).
+        compilers: the compiler that built the traced program and the user's own, where
+            the trace recorded them.
     """
 
     trace: Path
@@ -81,6 +84,18 @@ class Simulation:
     trace_seconds: float
     platforms: tuple[PlatformPrediction, ...]
     blocks: tuple[Block, ...]
+    compilers: Compilers | None = None
+
+    @property
+    def compiler_note(self) -> str | None:
+        """Which compiler built the traced program, where it is not the user's own: the
+        prediction is of that build (None: the user's compiler, or not recorded)."""
+        if self.compilers is None or not self.compilers.differ:
+            return None
+        return (
+            f"{self.compilers.describe('the traced program')}. To predict the program you "
+            "run, trace it with perfcast build --trace --user-compiler"
+        )
 
     @property
     def simulation_seconds(self) -> float:
@@ -124,6 +139,7 @@ def simulate(
         trace_seconds=max(trace.elapsed),
         platforms=predictions,
         blocks=_blocks(trace),
+        compilers=trace.compilers,
     )
 
 

@@ -1316,6 +1316,8 @@ def _write(
     }
     if structure.grid is not None:
         summary["grid"] = list(structure.grid.target)
+    if first.compilers is not None:  # the traces' build is the synthesised run's
+        summary["compilers"] = {"measured": first.compilers.measured, "user": first.compilers.user}
     (base / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     return written
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from perfcast.errors import InputError
 from perfcast.inputs import JsonChecker, read_json, read_text
+from perfcast.modeling.provenance import Compilers
 
 FORMAT = "perfcast-trace/1"
 BLOCKS_FORMAT = "perfcast-trace-blocks/1"
@@ -96,6 +97,9 @@ class Trace:
     threshold: tuple[LoopStats, ...] = ()
     """The loops the threshold iteration rule rewrote, by rank and loop (none without
     ``perfcast build --threshold``)."""
+    compilers: Compilers | None = None
+    """The compiler that built the traced program and the user's own (None in a trace
+    of a program ``perfcast build`` did not link, or written before traces recorded it)."""
 
     def write_index(self, path: Path) -> Path:
         """Write the index ``smpirun -replay`` reads (the rank files' absolute paths, one a
@@ -208,6 +212,13 @@ def read_trace(directory: Path) -> Trace:
     if clock not in CLOCKS:
         raise reader.fail("clock", " or ".join(repr(c) for c in CLOCKS))
     program = reader.text(table.get("program", ""), "program")
+    compilers = None
+    if "compilers" in table:
+        pair = reader.table(table["compilers"], "compilers")
+        compilers = Compilers(
+            reader.text(reader.required(pair, "measured", "compilers"), "compilers.measured"),
+            reader.text(reader.required(pair, "user", "compilers"), "compilers.user"),
+        )
     elapsed = reader.numbers(reader.required(table, "elapsed", where), "elapsed", ranks)
     credited = reader.numbers(reader.required(table, "credited", where), "credited", ranks)
     files = reader.file_names(reader.required(table, "files", where), "files", ranks)
@@ -244,6 +255,7 @@ def read_trace(directory: Path) -> Trace:
         rank_files=tuple(rank_files),
         blocks=blocks,
         threshold=read_threshold_stats(base),
+        compilers=compilers,
     )
 
 

@@ -62,6 +62,12 @@
 
 #include "perfcast_rt.h"
 
+/* The --version lines of the compiler that built the program and of the user's own, each
+ * ended by a zero byte (perfcast build links them: toolchain.compilers_object); weak, as a
+ * program linked by hand has none. */
+extern const unsigned char perfcast_build_compilers[] __attribute__((weak));
+extern const unsigned long perfcast_build_compilers_size __attribute__((weak));
+
 #define TRACE_DIR_VARIABLE "PERFCAST_TRACE_DIR"
 #define TRACE_CLOCK_VARIABLE "PERFCAST_TRACE_CLOCK"
 #define DEFAULT_TRACE_DIR "perfcast-trace"
@@ -738,6 +744,26 @@ static void write_json_string(FILE *file, const char *text)
     fputc('"', file);
 }
 
+/* `,\n  "compilers": {"measured": ..., "user": ...}` where the link embedded both lines. */
+static void write_compilers(FILE *file)
+{
+    if (perfcast_build_compilers == NULL || &perfcast_build_compilers_size == NULL)
+        return;
+    const char *measured = (const char *)perfcast_build_compilers;
+    size_t first = strnlen(measured, perfcast_build_compilers_size);
+    if (first + 1 >= perfcast_build_compilers_size)
+        return;
+    const char *user = measured + first + 1;
+    if (strnlen(user, perfcast_build_compilers_size - first - 1) + first + 2 >
+        perfcast_build_compilers_size)
+        return;
+    fputs(",\n  \"compilers\": {\"measured\": ", file);
+    write_json_string(file, measured);
+    fputs(", \"user\": ", file);
+    write_json_string(file, user);
+    fputc('}', file);
+}
+
 /* argv[0] as the program was started (the first string of /proc/self/cmdline). Under SMPI
  * the process is SimGrid's smpimain, which smpirun starts with the program second. */
 static void program_name(char *buffer, size_t capacity)
@@ -782,6 +808,7 @@ static void write_summary(const double *gathered, int all_written)
     fprintf(json, "  \"reference_speed\": %.0f,\n  \"clock\": \"%s\",\n  \"program\": ",
             REFERENCE_SPEED, cpu_clock ? "cpu" : "wall");
     write_json_string(json, program);
+    write_compilers(json);
     const char *lists[] = {"elapsed", "credited"};
     for (int list = 0; list < 2; ++list) {
         fprintf(json, ",\n  \"%s\": [", lists[list]);
