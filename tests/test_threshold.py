@@ -130,6 +130,11 @@ void with_pragma(long n, double *a) {
     for (long i = 0; i < n; i++) a[i] = 0; /* with_pragma */
 }
 
+void with_openmp(long n, float *a) {
+#pragma omp parallel for
+    for (long i = 0; i < n; i++) a[i] = 1; /* with_openmp */
+}
+
 void own_condition(long n, double *a) {
     long i = 0;
     while (i < n) { a[i] = 0; i++; } /* own_condition */
@@ -323,6 +328,7 @@ UNSAFE_VERDICTS: dict[str, tuple[str, Reason | None]] = {
     "global_write": ("for", Reason.WRITES_GLOBAL),
     "stored_globally": ("for", Reason.STORED_GLOBALLY),
     "with_pragma": ("for", Reason.PRAGMA),
+    "with_openmp": ("for", None),  # compiled without -fopenmp: the compiler ignores it
     "safe": ("for", None),
     "own_condition": ("while", Reason.HEADER_READS),
     "nested_outer": ("nested", None),
@@ -342,6 +348,18 @@ def test_each_unsafe_loop_is_refused_for_its_reason(
     _, reason = UNSAFE_VERDICTS[name]
     assert (entry.refusal.reason if entry.refusal else None) == reason, entry.describe()
     assert entry.applied == (reason is None)
+
+
+def test_an_openmp_loop_is_refused_where_the_file_is_compiled_with_openmp(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "unsafe.c"
+    source.write_text(UNSAFE)
+    at = marked_lines(UNSAFE)
+    profile = profile_for("unsafe.c", [loop(at["with_openmp"])])
+    plan = plan_threshold(profile, [source], root=tmp_path, parse_flags=["-fopenmp"])
+    (entry,) = plan.loops
+    assert entry.refusal is not None and entry.refusal.reason is Reason.PRAGMA
 
 
 UNSAFE_LINES = marked_lines(UNSAFE) | {

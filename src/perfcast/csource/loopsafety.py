@@ -65,8 +65,10 @@ refused, with the reason, when
   kind; a write through ``void *`` (``memset`` of a ``void *`` variable) writes every kind;
 * the loop's own header reads such a variable, or memory of a kind the body writes through
   a pointer (the body would decide the trip count), or calls a function;
-* it is written inside a macro, carries a ``#pragma``, sits in a ``constexpr`` function, or is
-  nested in a loop the rule already covers (outermost eligible loops only).
+* it is written inside a macro, carries a ``#pragma`` (an OpenMP one only where the file is
+  compiled with ``-fopenmp``: without it the compiler ignores the pragma), sits in a
+  ``constexpr`` function, or is nested in a loop the rule already covers (outermost eligible
+  loops only).
 
 **Limits.** Memory is told apart by type only, not by object: a loop writing ``double``
 memory is refused when *any* ``double`` memory of the program decides a branch, also an
@@ -142,6 +144,9 @@ class LoopSafety:
             for node, function in file.loops.get(line, [])
             if LOOP_KINDS[node.kind] == kind
         ]
+        if not found and file.openmp and _pragma_before(file, line) == "omp":
+            # libclang shows no children of an OpenMP directive: the loop is under it
+            return replace(where, reason=Reason.PRAGMA)
         if len(found) != 1:
             return where if not found else replace(where, reason=Reason.SEVERAL_LOOPS)
         cursor, function = found[0]
@@ -218,9 +223,21 @@ class LoopSafety:
 
 
 def _has_pragma(file: SourceFile, cursor: Cursor) -> bool:
-    lines = file.source.data[: cursor.extent.start.offset].decode(errors="replace")
-    previous = [text.strip() for text in lines.splitlines()[:-1] if text.strip()]
-    return bool(previous) and re.match(r"#\s*pragma\b", previous[-1]) is not None
+    """A ``#pragma`` the compiler obeys stands right before the loop. An OpenMP one in a
+    file compiled without OpenMP does not count: the compiler ignores it, so the loop runs
+    as written and the rewrite (which puts the loop in a block) changes nothing it means.
+    Under OpenMP a worksharing loop must stay a canonical ``for`` after its pragma."""
+    pragma = _pragma_before(file, cursor.extent.start.line)
+    return pragma is not None and (pragma != "omp" or file.openmp)
+
+
+def _pragma_before(file: SourceFile, line: int) -> str | None:
+    """The first word after ``#pragma`` on the last non-blank line before ``line`` (``omp``,
+    ``GCC``, ``""``), or None where that line is no pragma."""
+    lines = file.source.data.decode(errors="replace").splitlines()[: line - 1]
+    previous = [text.strip() for text in lines if text.strip()]
+    pragma = re.match(r"#\s*pragma\s*(\w*)", previous[-1]) if previous else None
+    return None if pragma is None else pragma.group(1)
 
 
 def _function_head(file: SourceFile, function: Cursor) -> list[Token]:

@@ -27,6 +27,9 @@ class SourceFile:
 
     def __init__(self, path: Path, parse_flags: Sequence[str]):
         self.path = path
+        self.openmp = any(flag.startswith(("-fopenmp", "-qopenmp")) for flag in parse_flags)
+        """Compiled with OpenMP: without it, every ``#pragma omp`` is ignored by the
+        compiler, and libclang parses the loop under it as a plain loop."""
         builtin = find_clang().resource_dir / "include"
         args = ["-x", language_of(path), *parse_flags, "-isystem", str(builtin)]
         try:

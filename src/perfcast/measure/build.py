@@ -473,9 +473,10 @@ def _smpi_mismatch(invocation: Invocation, options: BuildOptions) -> str:
     )
 
 
-PARSE_FLAG_PREFIXES = ("-I", "-D", "-U", "-std=", "-include", "-isystem", "-iquote")
+PARSE_FLAG_PREFIXES = ("-I", "-D", "-U", "-std=", "-include", "-isystem", "-iquote", "-fopenmp")
 """Compile flags that change how a file reads (libclang needs them to see what the compiler
-sees); ``-include``/``-isystem``/``-iquote`` may take their value as the next argument."""
+sees: ``-fopenmp`` makes ``#pragma omp`` count); ``-include``/``-isystem``/``-iquote`` may take
+their value as the next argument."""
 
 
 def _parse_flags(argv: Sequence[str]) -> list[str]:
