@@ -493,6 +493,11 @@ class AppRun:
             prefix = f"{PERFCAST} build --trace -- "
         elif kind == "user-trace":
             prefix = f"{PERFCAST} build --trace --user-compiler -- "
+        elif kind == "profile":  # threshold_coverage.py: the profile's functions, each timed
+            if not self.profile.is_file():
+                raise StageError("FAILS", "no taint profile (the taint stage made none)")
+            profile = shlex.quote(str(self.profile))
+            prefix = f"{PERFCAST} build --filter {profile} --keep-inlined -- "
         else:
             if not self.profile.is_file():
                 raise StageError("FAILS", "no taint profile (the taint stage made none)")

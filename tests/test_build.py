@@ -9,7 +9,7 @@ import pytest
 
 from perfcast.cli import main
 from perfcast.errors import InputError, PerfcastError
-from perfcast.measure import toolchain
+from perfcast.measure import elf_symbols, toolchain
 from perfcast.measure.build import (
     COUNTER_COMPILE_FLAGS,
     XRAY_COMPILE_FLAGS,
@@ -125,3 +125,30 @@ def test_cli_passes_the_compilers_exit_status_and_message(tmp_path, capsys):
     source.write_text("int main(void) { return undeclared; }\n")
     status = main(["build", "--", "cc", "-c", str(source), "-o", str(tmp_path / "b.o")])
     assert status != 0
+
+
+@pytest.mark.parametrize(
+    ("name", "qualified"),
+    [
+        ("void la::axpy<std::vector<double, std::allocator<double> > >(double)", "la::axpy"),
+        ("la::axpy(typename V::value_type, const V &, V &)", "la::axpy"),
+        ("miniFE::Vector<double, int, int>::Vector(int, int)", "miniFE::Vector::Vector"),
+        ("(anonymous namespace)::relax(int)", "(anonymous namespace)::relax"),
+        ("CalcKinematicsForElems(Domain&, double, int)", "CalcKinematicsForElems"),
+        ("bool operator< <int>(A<int> const&, A<int> const&)", None),  # < is no argument list
+        (
+            "miniFE::matvec_std<miniFE::CSRMatrix<double> >::operator()(int&)",
+            "miniFE::matvec_std::operator()",
+        ),
+        ("main", "main"),
+    ],
+)
+def test_the_qualified_name_is_what_source_and_symbol_both_say(name, qualified):
+    assert elf_symbols.qualified_name(name) == qualified
+
+
+def test_an_entry_naming_one_overload_exactly_selects_only_it():
+    symbols = ["_Z1fi", "_Z1fd", "_Z1gi"]  # f(int), f(double), g(int)
+    assert elf_symbols.select(symbols, ["f(int)"]) == ({"_Z1fi"}, set())
+    # spelt in no notation the program has: every function of that qualified name
+    assert elf_symbols.select(symbols, ["f(const T &)", "h"]) == ({"_Z1fi", "_Z1fd"}, {"h"})

@@ -13,7 +13,7 @@ import pytest
 
 from perfcast.errors import InputError
 from perfcast.measure.build import _probe_arguments, output_of
-from perfcast.measure.elf_symbols import measurable_names
+from perfcast.measure.elf_symbols import measurable_symbols
 from perfcast.measure.profiles import UnmatchedFilterWarning, combine_runs, read_profiles
 
 MPIRUN = ("mpirun", "--allow-run-as-root", "--oversubscribe")
@@ -173,6 +173,63 @@ def test_keep_inlined_finds_a_cxx_member_by_its_demangled_name(tmp_path):
     assert list(rows["value"]) == [5]
 
 
+TEMPLATES = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+namespace la {
+template <typename V>
+void axpy(typename V::value_type a, const V &x, V &y) {
+    for (std::size_t i = 0; i < x.size(); ++i) y[i] += a * x[i];
+}
+double dot(const std::vector<double> &x, const std::vector<double> &y) {
+    double s = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) s += x[i] * y[i];
+    return s;
+}
+}
+int main(int argc, char **argv) {
+    int n = std::atoi(argv[1]);
+    std::vector<double> x(n, 1.0), y(n, 2.0);
+    for (int k = 0; k < 3; ++k) la::axpy(0.5, x, y);
+    std::vector<float> u(n, 1.0f), v(n, 2.0f);
+    la::axpy(0.5f, u, v);
+    std::printf("%f %f\n", la::dot(x, y), v[0]);
+    return 0;
+}
+"""
+
+
+@pytest.mark.slow
+def test_a_filter_names_templates_as_the_source_spells_them(tmp_path):
+    """A taint profile names a template by its source (``la::axpy(typename V::value_type,
+    ...)``) and a function by libclang's spelling (``const std::vector<double> &``); the
+    program has ``void la::axpy<std::vector<double, ...> >(double, ...)``. Each entry that
+    names no function exactly selects those of its qualified name: both instantiations."""
+    (tmp_path / "la.cpp").write_text(TEMPLATES)
+    (tmp_path / "filter.txt").write_text(
+        "la::axpy(typename V::value_type, const V &, V &)\n"
+        "la::dot(const std::vector<double> &, const std::vector<double> &)\n"
+    )
+    note = perfcast_build(
+        "--filter", "filter.txt", "--keep-inlined", "--",
+        "clang++", "-O2", "la.cpp", "-o", "la", cwd=tmp_path,
+    )  # fmt: skip
+    assert note == ""  # every entry names functions of the program
+    run(tmp_path / "la", tmp_path / "profile", 1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnmatchedFilterWarning)
+        measured = read_profiles(tmp_path / "profile")
+    visits = {
+        path.removeprefix("main->"): int(measured.select(path, "visits")["value"].iloc[0])
+        for path in measured.callpaths
+        if path != "main"
+    }
+    axpy = {name: count for name, count in visits.items() if "la::axpy<" in name}
+    assert sorted(axpy.values()) == [1, 3]  # the float and the double instantiation
+    assert [count for name, count in visits.items() if name.startswith("la::dot(")] == [1]
+
+
 @pytest.mark.slow
 def test_many_runs_with_an_inlined_filter_entry_give_one_summarized_note(inlined, tmp_path):
     perfcast_build(
@@ -225,7 +282,7 @@ def test_only_elf_programs_with_an_xray_map_are_checked(tmp_path):
     subprocess.run(
         ["clang-16", str(tmp_path / "plain.c"), "-o", str(tmp_path / "plain")], check=True
     )
-    assert measurable_names(tmp_path / "plain") is None  # not linked by perfcast build
+    assert measurable_symbols(tmp_path / "plain") is None  # not linked by perfcast build
     (tmp_path / "script").write_text("#!/bin/sh\n")
     with pytest.raises(InputError, match="script: not a 64-bit little-endian ELF file"):
-        measurable_names(tmp_path / "script")
+        measurable_symbols(tmp_path / "script")

@@ -601,10 +601,11 @@ def keep_functions_flags(
 def absent_functions(program: Path, names: Sequence[str]) -> list[str] | None:
     """The entries of ``names`` that name no function the runtime can measure in
     ``program`` (main is always measured); None if the program has no XRay map."""
-    measurable = elf_symbols.measurable_names(program)
+    measurable = elf_symbols.measurable_symbols(program)
     if measurable is None:
         return None
-    return [name for name in names if name not in measurable and name != "main"]
+    _, unused = elf_symbols.select(measurable, names)
+    return [name for name in names if name in unused and name != "main"]
 
 
 def _note_absent(wrapped: WrappedCommand, options: BuildOptions) -> None:

@@ -8,7 +8,9 @@ binutils needed beyond ``c++filt`` for C++ names) so that the build can say so o
 link, and so that ``--keep-inlined`` can find the symbols to keep in each object file.
 
 Names are matched as the runtime matches them (``runtime/perfcast_rt.c``): the symbol, its
-demangled form, and the demangled form without its parameter list.
+demangled form, and the demangled form without its parameter list; an entry that names no
+function so is matched by its qualified name (:func:`select`), which is how a template named
+as the source spells it finds its instantiations.
 """
 
 from __future__ import annotations
@@ -146,9 +148,39 @@ def without_parameters(name: str) -> str | None:
     return None
 
 
+def qualified_name(name: str) -> str | None:
+    """``void ns::f<ns::V<double> >(double)`` -> ``ns::f``, as the runtime shortens names:
+    without the parameter list, every template argument list and a template's return type;
+    None for an operator spelt with ``<``, ``>`` or ``->`` (they are no argument list).
+
+    Why: a taint profile names a function template as the source spells it
+    (``miniFE::waxpby(typename VectorType::ScalarType, ...)``) and a program holds only its
+    instantiations (``void miniFE::waxpby<miniFE::Vector<double, int, int> >(double, ...)``),
+    which share nothing else; the qualified name is what both say.
+    """
+    at = name.find("operator")
+    if at >= 0 and name[at + len("operator") :].lstrip()[:1] in ("<", ">", "-"):
+        return None
+    text = without_parameters(name) or name
+    kept, depth = [], 0
+    for character in text:
+        if character == "<":
+            depth += 1
+        elif character == ">" and depth:
+            depth -= 1
+        elif depth == 0:
+            kept.append(character)
+    text, depth, start = "".join(kept).rstrip(), 0, 0
+    for index, character in enumerate(text):  # a return type ends at the last top-level space
+        depth += {"(": 1, ")": -1}.get(character, 0)
+        if character == " " and depth == 0:
+            start = index + 1
+    return text[start:] or None
+
+
 def names_of(symbols: Iterable[str]) -> dict[str, set[str]]:
-    """Every name a filter entry may give each symbol: itself, demangled, and without
-    the parameter list."""
+    """Every name a filter entry may give each symbol exactly: itself, demangled, and
+    without the parameter list."""
     symbols = list(symbols)
     demangled = demangle(symbols)
     names = {}
@@ -159,26 +191,51 @@ def names_of(symbols: Iterable[str]) -> dict[str, set[str]]:
     return names
 
 
-def measurable_names(program: Path) -> set[str] | None:
-    """Every name of every function of ``program`` the runtime can measure (those with an
+def select(symbols: Iterable[str], wanted: Iterable[str]) -> tuple[set[str], set[str]]:
+    """(the symbols a filter's entries select, the entries that select none), as the runtime
+    selects: a symbol an entry names exactly (:func:`names_of`); then, for every entry that
+    names none, the symbols whose :func:`qualified_name` is the entry's. An entry that names
+    one overload exactly keeps naming just that one; one spelled as the source spells a
+    template (or a signature in another notation) takes every instantiation of the name."""
+    symbols = list(symbols)
+    wanted = set(wanted)
+    forms = names_of(symbols)
+    chosen = {symbol for symbol, names in forms.items() if names & wanted}
+    used = {name for symbol in chosen for name in forms[symbol] & wanted}
+    fallback: dict[str, set[str]] = {}
+    for entry in wanted - used:
+        qualified = qualified_name(entry)
+        if qualified is not None:
+            fallback.setdefault(qualified, set()).add(entry)
+    if fallback:
+        demangled = demangle(symbols)
+        for symbol in symbols:
+            qualified = qualified_name(demangled.get(symbol, symbol))
+            if qualified in fallback:
+                chosen.add(symbol)
+                used |= fallback[qualified]
+    return chosen, wanted - used
+
+
+def measurable_symbols(program: Path) -> list[str] | None:
+    """The symbols of every function of ``program`` the runtime can measure (those with an
     XRay sled); None if the program has no XRay map (it was not linked by perfcast build)."""
     elf = ElfFile(program)
     try:
         addresses = elf.xray_function_addresses()
         if addresses is None:
             return None
-        symbols = [f.symbol for f in elf.functions() if f.address in addresses]
+        return [f.symbol for f in elf.functions() if f.address in addresses]
     except struct.error:
         raise InputError("a truncated ELF file: a section is cut off", path=program) from None
-    return {name for forms in names_of(symbols).values() for name in forms}
 
 
 def symbols_named(object_file: Path, wanted: Iterable[str]) -> list[str]:
-    """The function symbols defined in ``object_file`` that one of ``wanted`` names."""
-    wanted = set(wanted)
+    """The function symbols defined in ``object_file`` that the entries of ``wanted``
+    select (:func:`select`)."""
     try:
         symbols = {f.symbol for f in ElfFile(object_file).functions()}
     except struct.error:
         raise InputError("a truncated ELF file: a section is cut off", path=object_file) from None
-    forms = names_of(sorted(symbols))
-    return sorted(symbol for symbol, names in forms.items() if names & wanted)
+    chosen, _ = select(sorted(symbols), wanted)
+    return sorted(chosen)

@@ -531,6 +531,52 @@ static char *without_parameters(const char *name)
     return NULL;
 }
 
+/* "void ns::f<ns::V<double> >(double)" -> "ns::f": without the parameter list, every template
+ * argument list and a template's return type; NULL for an operator spelt with <, > or ->
+ * (they are no argument list). Why: a taint profile names a template as the source spells
+ * it, a program holds its instantiations, and this is what both say
+ * (elf_symbols.qualified_name). */
+static char *qualified_name(const char *name)
+{
+    const char *operator_at = strstr(name, "operator");
+    if (operator_at != NULL) {
+        const char *after = operator_at + strlen("operator");
+        while (*after == ' ')
+            after++;
+        if (*after == '<' || *after == '>' || *after == '-')
+            return NULL;
+    }
+    char *shortened = without_parameters(name);
+    const char *text = shortened != NULL ? shortened : name;
+    char *kept = checked_calloc(strlen(text) + 1, 1);
+    size_t length = 0;
+    int depth = 0;
+    for (const char *c = text; *c; ++c) {
+        if (*c == '<')
+            depth++;
+        else if (*c == '>' && depth > 0)
+            depth--;
+        else if (depth == 0)
+            kept[length++] = *c;
+    }
+    free(shortened);
+    while (length > 0 && kept[length - 1] == ' ')
+        kept[--length] = '\0';
+    size_t start = 0; /* a return type ends at the last space outside parentheses */
+    depth = 0;
+    for (size_t i = 0; i < length; ++i) {
+        depth += kept[i] == '(' ? 1 : kept[i] == ')' ? -1 : 0;
+        if (kept[i] == ' ' && depth == 0)
+            start = i + 1;
+    }
+    memmove(kept, kept + start, length - start + 1);
+    if (*kept == '\0') {
+        free(kept);
+        return NULL;
+    }
+    return kept;
+}
+
 static int compare_strings(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -611,6 +657,47 @@ static void on_xray_event(int32_t function, int type)
         leave(t, function);
 }
 
+/* The second pass of the filter: an entry that named no function exactly selects the
+ * functions whose qualified name is its own (every instantiation of a template the taint
+ * profile names as the source spells it); elf_symbols.select does the same at the link. */
+static void match_qualified_names(unsigned char *patched)
+{
+    char **wanted = checked_calloc(filter_count ? filter_count : 1, sizeof *wanted);
+    size_t *entry = checked_calloc(filter_count ? filter_count : 1, sizeof *entry);
+    size_t count = 0;
+    for (size_t i = 0; i < filter_count; ++i) {
+        char *qualified = filter_used[i] ? NULL : qualified_name(filter[i]);
+        if (qualified == NULL)
+            continue;
+        wanted[count] = qualified;
+        entry[count++] = i;
+    }
+    for (size_t id = 1; count > 0 && id <= function_count; ++id) {
+        if (patched[id] || function_names[id] == NULL)
+            continue;
+        char *qualified = qualified_name(function_names[id]);
+        if (qualified == NULL)
+            continue;
+        int hit = 0;
+        for (size_t k = 0; k < count; ++k) {
+            if (strcmp(wanted[k], qualified) == 0) {
+                filter_used[entry[k]] = 1;
+                hit = 1;
+            }
+        }
+        free(qualified);
+        if (hit) {
+            __xray_patch_function((int32_t)id);
+            patched[id] = 1;
+            patched_count++;
+        }
+    }
+    for (size_t k = 0; k < count; ++k)
+        free(wanted[k]);
+    free(wanted);
+    free(entry);
+}
+
 /* Name every XRay function and patch the ones to measure. */
 static void instrument_functions(void)
 {
@@ -621,6 +708,7 @@ static void instrument_functions(void)
     int filtered = load_filter();
     function_count = __xray_max_function_id();
     function_names = checked_calloc(function_count + 1, sizeof *function_names);
+    unsigned char *patched = checked_calloc(function_count + 1, 1);
     for (size_t id = 1; id <= function_count; ++id) {
         uintptr_t address = __xray_function_address((int32_t)id);
         const char *symbol_name = symbol_at(symbols, symbol_count, address);
@@ -641,9 +729,13 @@ static void instrument_functions(void)
         free(short_name);
         if (filtered && measure) {
             __xray_patch_function((int32_t)id);
+            patched[id] = 1;
             patched_count++;
         }
     }
+    if (filtered)
+        match_qualified_names(patched);
+    free(patched);
     free(symbols);
     __xray_set_handler(on_xray_event);
     if (!filtered) {
