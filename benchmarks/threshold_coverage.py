@@ -184,7 +184,7 @@ def coverage(name: str, setup: tuple) -> tuple[list[str], list[str]]:
         by_function[function_key(loop.function)].append(kind)
         if kind in ("text only", "any level") and reason is not None:
             reasons[f"{kind}: {reason.value}"] += 1
-    share: Counter[str] = Counter()
+    share: dict[str, float] = defaultdict(float)
     for function, kinds in by_function.items():
         for kind in kinds:
             share[kind] += times.get(function, 0.0) / len(kinds)
@@ -199,8 +199,8 @@ def coverage(name: str, setup: tuple) -> tuple[list[str], list[str]]:
         "  the functions with most time (exclusive s, share, their loops' classes):",
     ]
     for function, seconds in sorted(times.items(), key=lambda item: -item[1])[:8]:
-        kinds = Counter(by_function.get(function, []))
-        described = ", ".join(f"{n} {k}" for k, n in kinds.items()) or "no parameter loop"
+        classes = Counter(by_function.get(function, []))
+        described = ", ".join(f"{n} {k}" for k, n in classes.items()) or "no parameter loop"
         details.append(
             f"  {seconds:9.4f} {100 * seconds / total:5.1f}%  {function[:70]}  [{described}]"
         )

@@ -17,6 +17,7 @@ import perfcast
 from perfcast.csource.verdicts import Reason, Refusal, Step
 from perfcast.errors import InputError
 from perfcast.measure.threshold import (
+    LoopPlace,
     ThresholdLoop,
     ThresholdPlan,
     plan_threshold,
@@ -360,6 +361,48 @@ def test_an_openmp_loop_is_refused_where_the_file_is_compiled_with_openmp(
     plan = plan_threshold(profile, [source], root=tmp_path, parse_flags=["-fopenmp"])
     (entry,) = plan.loops
     assert entry.refusal is not None and entry.refusal.reason is Reason.PRAGMA
+
+
+@pytest.mark.parametrize(
+    ("name", "applied"),
+    [
+        ("feeds_if", True),  # its result decides a branch: the user's word overrides that
+        ("stored_globally", True),
+        ("mpi_inside", False),  # an MPI call in the body changes the trace whatever is said
+        ("with_break", False),
+        ("own_condition", False),  # the header reads what the body writes: the trip count
+    ],
+)
+def test_a_trusted_loop_is_taken_unless_its_body_itself_changes_the_trace(
+    tmp_path: Path, name: str, applied: bool
+) -> None:
+    source = tmp_path / "unsafe.c"
+    source.write_text(UNSAFE)
+    at = marked_lines(UNSAFE)
+    kind = UNSAFE_VERDICTS[name][0]
+    profile = profile_for("unsafe.c", [loop(at[name], kind)])
+    plain = plan_threshold(profile, [source], root=tmp_path)
+    trusted = plan_threshold(
+        profile, [source], root=tmp_path, trusted=[LoopPlace.parse(f"unsafe.c:{at[name]}")]
+    )
+    (before,), (after,) = plain.loops, trusted.loops
+    assert not before.applied and after.applied == applied
+    if applied:  # the build says what the user's word overrode
+        assert "on your word (--threshold-trust): otherwise not, as" in after.describe()
+        assert before.refusal is not None and before.refusal.describe() in after.describe()
+    else:
+        assert after.refusal == before.refusal
+
+
+@pytest.mark.parametrize("text", ["unsafe.c", "unsafe.c:0", ":12", "unsafe.c:x"])
+def test_a_trusted_loop_is_named_file_colon_line(text: str) -> None:
+    with pytest.raises(InputError, match="FILE:LINE"):
+        LoopPlace.parse(text)
+
+
+def test_a_trusted_place_names_whole_trailing_path_parts() -> None:
+    place = LoopPlace.parse("src/cg.hpp:12")
+    assert place.names(Path("/app/src/cg.hpp")) and not place.names(Path("/app/xsrc/cg.hpp"))
 
 
 UNSAFE_LINES = marked_lines(UNSAFE) | {

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from perfcast.errors import PerfcastError
-from perfcast.measure.build import BuildOptions, run
+from perfcast.measure.build import MAX_TRUSTED, BuildOptions, run
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -62,6 +62,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the rest is credited to the trace); each loop's verdict is printed",
     )
     parser.add_argument(
+        "--threshold-trust",
+        action="append",
+        default=[],
+        metavar="FILE:LINE",
+        help="with --threshold: apply the rule to this loop (as the build names it, "
+        "lulesh.cc:1203) although its results reach later branches, MPI sizes or "
+        "allocations: you vouch that skipping bodies changes no control flow (dPerf's "
+        "user-chosen loops); MPI calls, I/O and exits in the body still refuse it; repeat "
+        "for several",
+    )
+    parser.add_argument(
         "--smpi",
         action="store_true",
         help="build for SimGrid SMPI with smpicc/smpicxx (perfcast build --smpi -- smpicc ...): "
@@ -82,6 +93,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _handle(args: argparse.Namespace) -> int:
     command = args.compile_command
     command = command[1:] if command[:1] == ["--"] else command
+    if len(args.threshold_trust) > MAX_TRUSTED:
+        raise PerfcastError(
+            f"--threshold-trust is given {len(args.threshold_trust)} times: at most "
+            f"{MAX_TRUSTED} loops can be trusted"
+        )
     if args.keep_inlined and args.filter is None:
         raise PerfcastError("--keep-inlined keeps the functions of a --filter FILE: give one")
     options = BuildOptions(
@@ -90,6 +106,7 @@ def _handle(args: argparse.Namespace) -> int:
         keep_inlined=args.keep_inlined,
         trace=args.trace,
         threshold_profile=args.threshold,
+        threshold_trusted=tuple(args.threshold_trust),
         smpi=args.smpi,
         user_compiler=args.user_compiler,
     )

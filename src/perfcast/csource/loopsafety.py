@@ -122,6 +122,9 @@ class Span:
     """Just past the body's statement: each iteration's test wraps the body."""
     end: int
     """Just past the loop's statement, its ``;`` included: the block closes here."""
+    overridden: Refusal | None = None
+    """Where the user vouched for the loop (``perfcast build --threshold-trust``): why the
+    rule would otherwise have refused it, a use of the body's results it did not follow."""
 
 
 class LoopSafety:
@@ -134,10 +137,18 @@ class LoopSafety:
         self.effects = Effects(program)
         self.memory = MemoryWrites(program)
 
-    def check(self, file: SourceFile, line: int, kind: str) -> Refusal | Span:
+    def check(
+        self, file: SourceFile, line: int, kind: str, *, trusted: bool = False
+    ) -> Refusal | Span:
         """The rule's verdict on the ``kind`` loop (``for``, ``while``, ``do``,
         ``range-for``) at ``line`` of ``file``: why it may not be shortened, or where the
-        rewrite inserts its calls."""
+        rewrite inserts its calls.
+
+        A ``trusted`` loop is one the user vouches for: that the body's results steer no
+        later control flow, MPI size or allocation (dPerf asked the user which loops the
+        rule takes). Its data flow is not held against it; what the body does itself is:
+        MPI calls, I/O, exits and calls the analysis cannot see would change the trace
+        whatever the results are, and the loop as written must be one the rewrite can take."""
         where = Refusal(Reason.NO_LOOP, file.path, line, subject=kind)
         found = [
             (node, function)
@@ -164,29 +175,30 @@ class LoopSafety:
         header = [
             c for c in parts if c != body and not (kind == "range-for" and c.kind == CK.VAR_DECL)
         ]
-        refusal = self.effects.body_refusal(file, body) or self._flow_refusal(
-            file, cursor, body, header, function
+        refusal = self.effects.body_refusal(file, body) or self._header_refusal(
+            file, cursor, body, header
         )
         if refusal is not None:
             return refusal
+        flow = self._flow_refusal(file, cursor, body, function)
+        if flow is not None and not trusted:
+            return flow
         return Span(
             cursor.extent.start.offset,
             body.extent.start.offset,
             file.source.statement_end(body),
             file.source.statement_end(cursor),
+            overridden=flow,
         )
 
-    def _flow_refusal(
-        self, file: SourceFile, loop: Cursor, body: Cursor, header: list[Cursor], function: Cursor
+    def _header_refusal(
+        self, file: SourceFile, loop: Cursor, body: Cursor, header: list[Cursor]
     ) -> Refusal | None:
-        """Whether what the body writes reaches control flow, MPI sizes or the result."""
+        """Whether the loop's own header reads what the body writes or calls a function:
+        the trip count would then depend on the bodies the rule skips."""
         accesses = file.accesses
         written = accesses.written_variables(body, loop)
         memory_types = self.memory.of(file, body).keys()
-        for variable in written.values():
-            escapes = escape(variable)
-            if escapes is not None:
-                return refusal_at(escapes, variable, subject=variable.spelling)
         header_reads = {read for part in header for read in accesses.reads(part)}
         for read in header_reads & written.keys():
             return refusal_at(Reason.HEADER_READS, loop, subject=written[read].spelling)
@@ -196,6 +208,18 @@ class LoopSafety:
                     return refusal_at(Reason.HEADER_CALLS, node, subject=node.spelling)
                 if accesses.memory_type(node) in memory_types:
                     return refusal_at(Reason.HEADER_READS_MEMORY, node)
+        return None
+
+    def _flow_refusal(
+        self, file: SourceFile, loop: Cursor, body: Cursor, function: Cursor
+    ) -> Refusal | None:
+        """Whether what the body writes reaches control flow, MPI sizes or the result
+        outside the loop (its own header is :meth:`_header_refusal`'s)."""
+        written = file.accesses.written_variables(body, loop)
+        for variable in written.values():
+            escapes = escape(variable)
+            if escapes is not None:
+                return refusal_at(escapes, variable, subject=variable.spelling)
         described = {read: f"{v.spelling}, written in its body," for read, v in written.items()}
         scalars = Search(self.program).judge(file, described, body, function)
         return scalars or self._memory_refusal(file, body)

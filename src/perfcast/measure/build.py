@@ -137,6 +137,11 @@ class Step(Enum):
     LINK = "link"  # (compile and) link an executable: flags plus the runtime
 
 
+MAX_TRUSTED = 10_000
+"""The most loops ``--threshold-trust`` may name: more than any program's parameter-dependent
+loops, few enough that a runaway script's list is refused before any file is parsed."""
+
+
 @dataclass(frozen=True)
 class BuildOptions:
     counters: bool = False
@@ -150,6 +155,9 @@ class BuildOptions:
     threshold_profile: Path | None = None
     """A taint profile whose parameter-dependent loops run under the threshold iteration
     rule (:mod:`perfcast.measure.threshold`); only with ``trace``."""
+    threshold_trusted: tuple[str, ...] = ()
+    """Loops (``FILE:LINE``) the user vouches for: the rule takes them although their
+    results reach later control flow (:class:`perfcast.measure.threshold.LoopPlace`)."""
     smpi: bool = False
     """Build for SimGrid SMPI (``smpicc``/``smpicxx``): a shared object ``smpirun`` loads,
     timed on the simulated clock (docs/smpi-backend.md)."""
@@ -360,8 +368,14 @@ def wrap(command: Sequence[str], options: BuildOptions = BuildOptions()) -> Wrap
             "--threshold shortens loops of a traced run and credits their time to the trace: "
             "give --trace too"
         )
+    if options.threshold_trusted and options.threshold_profile is None:
+        raise PerfcastError(
+            "--threshold-trust names loops for the threshold rule: give --threshold PROFILE too"
+        )
     if invocation.sources and options.threshold_profile is not None:
-        argv = _under_threshold_rule(argv, invocation.sources, options.threshold_profile)
+        argv = _under_threshold_rule(
+            argv, invocation.sources, options.threshold_profile, options.threshold_trusted
+        )
     if invocation.sources:
         if keeps and names is not None:
             argv += keep_functions_flags(argv, env, invocation.sources, names)
@@ -489,7 +503,9 @@ def _parse_flags(argv: Sequence[str]) -> list[str]:
     return flags
 
 
-def _under_threshold_rule(argv: list[str], sources: Sequence[str], profile_path: Path) -> list[str]:
+def _under_threshold_rule(
+    argv: list[str], sources: Sequence[str], profile_path: Path, trusted: Sequence[str] = ()
+) -> list[str]:
     """``argv`` compiling, in place of each source with loops under the threshold rule, its
     rewritten text (:func:`threshold.rewrite`); prints the rule's verdict on every
     parameter-dependent loop of these sources, so the user sees which loops were shortened
@@ -504,14 +520,23 @@ def _under_threshold_rule(argv: list[str], sources: Sequence[str], profile_path:
     from perfcast.measure import threshold
     from perfcast.taint.profile_model import read_profile
 
+    places = [threshold.LoopPlace.parse(text) for text in trusted]
     profile = read_profile(profile_path)
     plan = threshold.plan_threshold(
-        profile, [Path(s) for s in sources], parse_flags=_parse_flags(argv)
+        profile, [Path(s) for s in sources], parse_flags=_parse_flags(argv), trusted=places
     )
     built = {Path(source).resolve() for source in sources}
     for loop in plan.loops:
         if loop.file in built:
             print(f"perfcast build: threshold: {loop.describe()}", file=sys.stderr)
+    for place in places:
+        files = [path for path in built if place.names(path)]
+        if files and not any(loop.line == place.line and loop.file in files for loop in plan.loops):
+            print(
+                f"perfcast build: threshold: --threshold-trust {place}: no parameter-dependent "
+                f"loop of {profile_path} starts at that line of {files[0]}: nothing to trust",
+                file=sys.stderr,
+            )
     replaced = list(argv)
     for source in sources:
         if not plan.applied_in(Path(source)):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,11 +77,15 @@ class ThresholdLoop:
 
     def describe(self) -> str:
         params = ", ".join(self.params)
-        verdict = (
-            "threshold rule applied"
-            if isinstance(self.verdict, Span)
-            else f"not applied: {self.verdict.describe()}"
-        )
+        if isinstance(self.verdict, Refusal):
+            verdict = f"not applied: {self.verdict.describe()}"
+        elif self.verdict.overridden is not None:
+            verdict = (
+                "threshold rule applied, on your word (--threshold-trust): otherwise not, "
+                f"as {self.verdict.overridden.describe()}"
+            )
+        else:
+            verdict = "threshold rule applied"
         return f"{self.file}:{self.line}: {self.kind} loop over {params}: {verdict}"
 
 
@@ -131,6 +135,7 @@ def plan_threshold(
     *,
     root: Path | None = None,
     parse_flags: Sequence[str] = (),
+    trusted: Collection[LoopPlace] = (),
 ) -> ThresholdPlan:
     """Which loops of ``sources`` the rule may rewrite, each refusal with its reason.
 
@@ -138,7 +143,8 @@ def plan_threshold(
     directory of ``perfcast taint``; default: found from ``sources``, :func:`profile_root`);
     ``parse_flags`` are the compile command's include, define and language flags, which
     libclang needs to read the files as the compiler does. Loops of files not among
-    ``sources`` are listed as not applied.
+    ``sources`` are listed as not applied. ``trusted`` loops are those the user vouches for
+    (:meth:`~perfcast.csource.loopsafety.LoopSafety.check`).
     """
     wanted = {Path(source).resolve() for source in sources}
     base = (root or profile_root(profile, wanted)).resolve()
@@ -162,30 +168,64 @@ def plan_threshold(
         else:
             file = program.file(path)
             digests[path] = hashlib.sha256(file.source.data).hexdigest()
-            found = [verdict for loop in loops for verdict in _decide(safety, file, loop)]
+            vouched = {place.line for place in trusted if place.names(path)}
+            found = [verdict for loop in loops for verdict in _decide(safety, file, loop, vouched)]
         # a loop listed twice (by two functions, e.g. template instances) is rewritten once
         for verdict in found:
             verdicts.setdefault((verdict.file, verdict.line), verdict)
     return ThresholdPlan(tuple(verdicts.values()), digests)
 
 
-def _decide(safety: LoopSafety, file: SourceFile, loop: Loop) -> Iterator[ThresholdLoop]:
+def _decide(
+    safety: LoopSafety, file: SourceFile, loop: Loop, trusted: Collection[int]
+) -> Iterator[ThresholdLoop]:
     """The verdicts for ``loop`` and its nested parameter loops: a loop the rule covers
-    hides the loops inside it; a refused one hands the question to its inner loops."""
+    hides the loops inside it; a refused one hands the question to its inner loops.
+    ``trusted``: the lines of this file's loops the user vouches for."""
     path = file.path
     if not loop.params:
         for inner in loop.loops:
-            yield from _decide(safety, file, inner)
+            yield from _decide(safety, file, inner, trusted)
         return
-    verdict = safety.check(file, loop.line, loop.kind)
+    verdict = safety.check(file, loop.line, loop.kind, trusted=loop.line in trusted)
     yield ThresholdLoop(path, loop.line, loop.kind, loop.params, verdict)
     for inner in loop.loops:
         if isinstance(verdict, Refusal):
-            yield from _decide(safety, file, inner)
+            yield from _decide(safety, file, inner, trusted)
             continue
         covered_by = Refusal(Reason.COVERED, path, loop.line)
         for covered in _parameter_loops(inner):
             yield ThresholdLoop(path, covered.line, covered.kind, covered.params, covered_by)
+
+
+@dataclass(frozen=True)
+class LoopPlace:
+    """A loop the user names, ``FILE:LINE``: the file as a path or its trailing part
+    (``lulesh.cc``, ``src/cg_solve.hpp``), the line of the loop's keyword."""
+
+    file: str
+    line: int
+
+    @classmethod
+    def parse(cls, text: str) -> LoopPlace:
+        """``FILE:LINE``; an InputError naming what is wrong."""
+        file, colon, line = text.rpartition(":")
+        if not colon or not file or not line.isdigit() or int(line) < 1:
+            raise InputError(
+                f"--threshold-trust {text!r}: give a loop as FILE:LINE, the line of its "
+                "keyword (lulesh.cc:1203), as perfcast build prints it"
+            )
+        return cls(file, int(line))
+
+    def names(self, path: Path) -> bool:
+        """Whether the file part names ``path`` (whole trailing path components)."""
+        parts = Path(self.file).parts
+        if Path(self.file).is_absolute():
+            return Path(self.file).resolve() == path
+        return len(path.parts) >= len(parts) and path.parts[-len(parts) :] == parts
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
 
 
 def _parameter_loops(loop: Loop) -> Iterator[Loop]:

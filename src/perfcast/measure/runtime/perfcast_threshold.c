@@ -13,10 +13,16 @@
  * without the trace runtime linked the program still runs and only this file's statistics
  * are written.
  *
- * Stability: after PERFCAST_THRESHOLD_MIN iterations (default 8) that took together at least
- * PERFCAST_THRESHOLD_MIN_SECONDS (default 0.01), once the mean of the last WINDOW iterations
- * is within PERFCAST_THRESHOLD_EPSILON (relative, default 0.05) of the mean so far, the
- * remaining iterations of this entry are skipped. The time floor keeps a few iterations
+ * Units: iterations are timed one by one, or, where one is shorter than a clock read over
+ * epsilon (about 0.5 us here), in units of the smallest power of two of them that is not
+ * (widen_units): an element loop of LULESH or a row of a stencil is timed per 16 or 64
+ * iterations, so the clock costs at most epsilon of what it times. Only a loop whose
+ * MAX_CHUNK iterations are still too short runs untimed and in full.
+ *
+ * Stability: after PERFCAST_THRESHOLD_MIN units (default 8) that took together at least
+ * PERFCAST_THRESHOLD_MIN_SECONDS (default 0.01), once the time per iteration of the last
+ * WINDOW units is within PERFCAST_THRESHOLD_EPSILON (relative, default 0.05) of the mean so
+ * far, the remaining iterations of this entry are skipped. The time floor keeps a few units
  * that one interruption or frequency change distorts from standing for thousands (with
  * 8 iterations of 50 us, errors of 12 % were seen on a loaded machine); a loop cheaper than
  * the floor in total is cheap to run in full anyway. Each entry of the loop is judged on its
@@ -79,6 +85,9 @@
 #define DEFAULT_EPSILON 0.05
 #define DEFAULT_MIN_SECONDS 0.01
 #define DEFAULT_TRACE_DIR "perfcast-trace"
+/* The most iterations one timed unit may take: a loop whose 65536 iterations are still
+ * shorter than a clock read over epsilon is run in full and untimed. */
+#define MAX_CHUNK 65536
 
 /* The rewritten source declares the same layout (threshold.py's PRELUDE): one static site
  * per rewritten loop, `slot` 0 until the loop is first entered. */
@@ -101,14 +110,18 @@ struct loop_state {
     uint64_t entered_at;     /* clock at enter */
     uint64_t iteration_at;   /* clock at the start of the iteration in progress */
     uint64_t credit_mark;    /* credited_total at the start of that iteration */
-    uint64_t run;            /* iterations of this entry whose body ran */
+    uint64_t run;            /* iterations of this entry whose body ran, timed */
+    uint64_t units;          /* the timed units they form (chunk iterations each) */
+    uint64_t unit_run;       /* iterations in the unit in progress */
     uint64_t skipped;        /* iterations of this entry whose body was skipped */
     uint64_t sum_ns;         /* their total time */
-    uint64_t window[WINDOW]; /* the last WINDOW iteration times */
+    double window[WINDOW];   /* time per iteration of the last WINDOW units */
     int stable_by_loop;      /* this entry's stability came from the loop's mean */
-    uint64_t warmup_ns;      /* the time of this entry's first WINDOW iterations */
+    uint64_t warmup_ns;      /* the time of this entry's first WINDOW units */
+    uint64_t warmup_run;     /* and their iterations */
     uint64_t untimed;        /* iterations of this entry run without timing (too_fine) */
-    int too_fine;            /* iterations too short to time: the rule leaves the loop alone */
+    uint64_t chunk;          /* iterations per timed unit, for the loop (0: not yet set) */
+    int too_fine;            /* even MAX_CHUNK iterations are too short: the loop runs in full */
     /* totals over all entries, written at exit */
     uint64_t entries, total_run, total_skipped, measured_ns, credited_ns;
     /* the steady-state mean later entries are compared with and credited at: the
@@ -211,18 +224,49 @@ void perfcast_threshold_enter(struct perfcast_threshold_site *site) {
     if (++state->depth > 1) return;
     state->entries++;
     state->stable = state->in_iteration = state->stable_by_loop = 0;
-    state->run = state->skipped = state->sum_ns = state->warmup_ns = state->untimed = 0;
+    state->run = state->units = state->unit_run = state->skipped = state->sum_ns = 0;
+    state->warmup_ns = state->warmup_run = state->untimed = 0;
+    if (!state->chunk) state->chunk = 1;
     state->entered_at = state->iteration_at = now_ns();
     state->credit_mark = credited_total;
 }
 
-/* The time of the iteration that has just ended, credits of nested rule loops included. */
-static void finish_iteration(struct loop_state *state, uint64_t now) {
+/* The unit of iterations that has just ended: its time, credits of nested rule loops
+ * included, and its time per iteration in the window. */
+static void finish_unit(struct loop_state *state, uint64_t now) {
     uint64_t elapsed = now - state->iteration_at + (credited_total - state->credit_mark);
-    state->window[state->run % WINDOW] = elapsed;
+    state->window[state->units % WINDOW] = (double)elapsed / (double)state->unit_run;
     state->sum_ns += elapsed;
-    if (state->run < WINDOW) state->warmup_ns += elapsed;
-    state->run++;
+    if (state->units < WINDOW) {
+        state->warmup_ns += elapsed;
+        state->warmup_run += state->unit_run;
+    }
+    state->run += state->unit_run;
+    state->units++;
+    state->unit_run = 0;
+}
+
+/* Iterations shorter than a clock read over epsilon are timed in units of several: the
+ * smallest power of two whose unit lasts min_iteration_ns (LULESH's element loops, about
+ * 100 ns an iteration: units of 16 to 64). The entry's units so far were distorted by their
+ * clock reads, so its statistics start again. */
+static void widen_units(struct loop_state *state) {
+    double per_iteration = (double)state->sum_ns / (double)state->run;
+    uint64_t chunk = state->chunk;
+    while (chunk <= MAX_CHUNK && (double)chunk * per_iteration < min_iteration_ns) chunk *= 2;
+    if (chunk > MAX_CHUNK) {
+        state->too_fine = 1; /* for good: every entry of this loop runs untimed from now on */
+        return;
+    }
+    state->chunk = chunk;
+    state->untimed += state->run;
+    state->run = state->units = state->sum_ns = state->warmup_ns = state->warmup_run = 0;
+}
+
+static double recent_mean(const struct loop_state *state) {
+    double recent = 0;
+    for (int i = 0; i < WINDOW; i++) recent += state->window[i];
+    return recent / WINDOW;
 }
 
 int perfcast_threshold_iterate(struct perfcast_threshold_site *site) {
@@ -240,38 +284,41 @@ int perfcast_threshold_iterate(struct perfcast_threshold_site *site) {
         state->untimed++;
         return 1;
     }
-    uint64_t now = now_ns();
-    if (state->in_iteration) finish_iteration(state, now); /* the previous iteration ends here */
-    state->in_iteration = 0;
-    if (state->run >= min_iterations &&
-        (double)state->sum_ns / (double)state->run < min_iteration_ns) {
-        state->too_fine = 1; /* for good: every entry of this loop runs untimed from now on */
-        state->untimed++;
+    if (state->in_iteration && state->unit_run < state->chunk) {
+        state->unit_run++; /* inside a unit: the body runs, no clock is read */
         return 1;
     }
-    if (state->run >= min_iterations && state->sum_ns >= min_ns) {
-        uint64_t recent = 0;
-        for (int i = 0; i < WINDOW; i++) recent += state->window[i];
-        double recent_mean = (double)recent / WINDOW;
+    uint64_t now = now_ns();
+    if (state->in_iteration) finish_unit(state, now); /* the previous unit ends here */
+    state->in_iteration = 0;
+    if (state->units >= min_iterations &&
+        (double)state->sum_ns / (double)state->run * (double)state->chunk < min_iteration_ns) {
+        widen_units(state);
+        if (state->too_fine) {
+            state->untimed++;
+            return 1;
+        }
+    }
+    if (state->units >= min_iterations && state->sum_ns >= min_ns) {
         double mean = (double)state->sum_ns / (double)state->run;
-        if (mean > 0 && recent_mean > (1 - epsilon) * mean && recent_mean < (1 + epsilon) * mean) {
+        double recent = recent_mean(state);
+        if (mean > 0 && recent > (1 - epsilon) * mean && recent < (1 + epsilon) * mean) {
             state->stable = 1;
             state->skipped++;
             return 0;
         }
-    } else if (state->run >= WINDOW && state->steady_run >= min_iterations &&
+    } else if (state->units >= WINDOW && state->steady_run >= min_iterations &&
                state->steady_ns >= min_ns && state->entries % RESAMPLE_EVERY != 0) {
-        uint64_t recent = 0;
-        for (int i = 0; i < WINDOW; i++) recent += state->window[(state->run - 1 - i) % WINDOW];
-        double recent_mean = (double)recent / WINDOW;
+        double recent = recent_mean(state);
         double loop_mean = (double)state->steady_ns / (double)state->steady_run;
-        if (recent_mean > (1 - epsilon) * loop_mean && recent_mean < (1 + epsilon) * loop_mean) {
+        if (recent > (1 - epsilon) * loop_mean && recent < (1 + epsilon) * loop_mean) {
             state->stable = state->stable_by_loop = 1;
             state->skipped++;
             return 0;
         }
     }
     state->in_iteration = 1;
+    state->unit_run = 1;
     state->iteration_at = now;
     state->credit_mark = credited_total;
     return 1;
@@ -282,7 +329,7 @@ void perfcast_threshold_leave(struct perfcast_threshold_site *site) {
     if (--state->depth > 0) return;
     uint64_t now = now_ns();
     if (state->in_iteration)
-        finish_iteration(state, now); /* the last iteration that ran ends at the loop's exit */
+        finish_unit(state, now); /* the last unit that ran ends at the loop's exit */
     uint64_t credit = 0;
     if (state->skipped && state->stable_by_loop)
         credit = (uint64_t)((double)state->steady_ns / (double)state->steady_run *
@@ -293,10 +340,10 @@ void perfcast_threshold_leave(struct perfcast_threshold_site *site) {
      * inform the steady-state mean: an entry cut short by it would feed its own early,
      * slower iterations back into it. Nor do the loop's first WARMUP_ENTRIES entries: they
      * pay the program's first touches of its memory, which later entries never do. */
-    if (rule_on && state->run > WINDOW && !state->stable_by_loop &&
+    if (rule_on && state->units > WINDOW && !state->stable_by_loop &&
         state->entries > WARMUP_ENTRIES) {
         state->steady_ns += state->sum_ns - state->warmup_ns;
-        state->steady_run += state->run - WINDOW;
+        state->steady_run += state->run - state->warmup_run;
     }
     if (credit) {
         credited_total += credit;
