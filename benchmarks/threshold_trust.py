@@ -189,15 +189,15 @@ def main() -> int:
     names = args.apps or [name for name in APPLICATIONS if name != "minife"]
     platform, clock, _ = machine_setup()
     header = ["loop (function, share of time)", "completed", "MPI calls", "skipped %",
-              "traced time %", "prediction vs full %"]  # fmt: skip
+              "traced run saved %", "prediction vs full %"]  # fmt: skip
     lines = [
         "$ python3 benchmarks/threshold_trust.py " + " ".join(sys.argv[1:]),
         "",
         "each candidate loop (refused only for a use of its results) trusted alone, then the "
         "ones that completed with unchanged MPI calls together; traced at the apps matrix's "
         "native point with the rule and without it (PERFCAST_THRESHOLD=0, the same binary); "
-        "skipped = the trusted loops' iterations skipped; traced time = the rule's traced run "
-        "against the full one; prediction = perfcast simulate on this machine, against the "
+        "skipped = the trusted loops' iterations skipped; traced run saved = 1 - the rule's "
+        "traced run / the full one; prediction = perfcast simulate on this machine, against the "
         "full trace's",
         "",
     ]

@@ -16,8 +16,10 @@
  * Units: iterations are timed one by one, or, where one is shorter than a clock read over
  * epsilon (about 0.5 us here), in units of the smallest power of two of them that is not
  * (widen_units): an element loop of LULESH or a row of a stencil is timed per 16 or 64
- * iterations, so the clock costs at most epsilon of what it times. Only a loop whose
- * MAX_CHUNK iterations are still too short runs untimed and in full.
+ * iterations, so the clock costs at most epsilon of what it times. A loop whose MAX_CHUNK
+ * iterations are still too short, or whose entries are too short for WINDOW units
+ * SHORT_ENTRIES times in a row (it could skip nothing, and would only pay clock reads),
+ * runs untimed and in full from then on.
  *
  * Stability: after PERFCAST_THRESHOLD_MIN units (default 8) that took together at least
  * PERFCAST_THRESHOLD_MIN_SECONDS (default 0.01), once the time per iteration of the last
@@ -88,6 +90,8 @@
 /* The most iterations one timed unit may take: a loop whose 65536 iterations are still
  * shorter than a clock read over epsilon is run in full and untimed. */
 #define MAX_CHUNK 65536
+/* Entries in a row too short for WINDOW units after which a loop runs untimed (leave()). */
+#define SHORT_ENTRIES 64
 
 /* The rewritten source declares the same layout (threshold.py's PRELUDE): one static site
  * per rewritten loop, `slot` 0 until the loop is first entered. */
@@ -121,7 +125,8 @@ struct loop_state {
     uint64_t warmup_run;     /* and their iterations */
     uint64_t untimed;        /* iterations of this entry run without timing (too_fine) */
     uint64_t chunk;          /* iterations per timed unit, for the loop (0: not yet set) */
-    int too_fine;            /* even MAX_CHUNK iterations are too short: the loop runs in full */
+    int too_fine;            /* the loop runs in full and untimed from now on */
+    uint64_t short_entries;  /* entries in a row too short to skip anything */
     /* totals over all entries, written at exit */
     uint64_t entries, total_run, total_skipped, measured_ns, credited_ns;
     /* the steady-state mean later entries are compared with and credited at: the
@@ -227,6 +232,7 @@ void perfcast_threshold_enter(struct perfcast_threshold_site *site) {
     state->run = state->units = state->unit_run = state->skipped = state->sum_ns = 0;
     state->warmup_ns = state->warmup_run = state->untimed = 0;
     if (!state->chunk) state->chunk = 1;
+    if (state->too_fine) return; /* runs untimed: no clock read at all */
     state->entered_at = state->iteration_at = now_ns();
     state->credit_mark = credited_total;
 }
@@ -327,6 +333,10 @@ int perfcast_threshold_iterate(struct perfcast_threshold_site *site) {
 void perfcast_threshold_leave(struct perfcast_threshold_site *site) {
     struct loop_state *state = &loops[site->slot - 1];
     if (--state->depth > 0) return;
+    if (state->too_fine) {
+        state->total_run += state->run + state->untimed;
+        return;
+    }
     uint64_t now = now_ns();
     if (state->in_iteration)
         finish_unit(state, now); /* the last unit that ran ends at the loop's exit */
@@ -349,6 +359,15 @@ void perfcast_threshold_leave(struct perfcast_threshold_site *site) {
         credited_total += credit;
         if (perfcast_trace_credit) perfcast_trace_credit(credit);
     }
+    /* An entry too short for WINDOW units can skip nothing, by itself or by the loop's
+     * mean; a loop whose entries all are (an inner loop over the dozen atoms of a link cell,
+     * entered millions of times) only pays clock reads: after SHORT_ENTRIES of them in a
+     * row it runs untimed for good, its entries and exits without a clock read. */
+    if (rule_on && state->units < WINDOW && !state->skipped)
+        state->short_entries++;
+    else
+        state->short_entries = 0;
+    if (state->short_entries >= SHORT_ENTRIES) state->too_fine = 1;
     state->total_run += state->run + state->untimed;
     state->total_skipped += state->skipped;
     state->measured_ns += now - state->entered_at;
