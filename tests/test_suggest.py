@@ -14,7 +14,7 @@ from perfcast.experiment.experiment import Experiment
 from perfcast.measure.design import ExperimentPlan
 from perfcast.modeling import PMNFModeler
 from perfcast.modeling.worth import width_gain
-from perfcast.workflows.design import Budget, parse_width, rank_runs
+from perfcast.workflows.design import MAX_REPETITIONS, Budget, parse_width, rank_runs
 
 
 def _experiment(sizes, repetitions, truth, seed=1, noise=0.03):
@@ -66,6 +66,30 @@ def test_repeating_a_measured_point_rules_out_no_rival():
     assert again.rivals[0] == again.rivals[1] == 0.0
     assert again.rivals[2] > 0
     assert 0 < again.gain[0] <= again.gain[1] < again.width  # the fit's variance still narrows
+
+
+def test_a_point_repeated_enough_is_not_suggested_again_unless_its_runs_spread():
+    """Per core-hour, the cheapest point's next repetition always narrowed the interval a
+    little: the adaptive-design benchmark spent half its budget repeating three points of the
+    smallest p 200 times each. Past MAX_REPETITIONS a point is repeated only where its runs
+    spread unusually."""
+    sizes = [16, 32, 48, 64, 80]
+    experiment = _experiment(sizes, [MAX_REPETITIONS, 3, 3, 3, 3], lambda n: 1e-6 * n**2)
+    models = PMNFModeler().fit(experiment)
+    found = rank_runs(models, experiment, {"n": 160}, seconds=_seconds, count=100)
+    repeated = {s.point["n"] for s in found.suggestions if s.first_repetition}
+    assert 16.0 not in repeated and {32.0, 48.0, 64.0, 80.0} & repeated
+
+    # every other run at n=16 three times as long: its runs spread far more than elsewhere
+    wild = [
+        (r.callpath, r.metric, [r.n], r.value * (3.0 if r.n == 16 and i // 2 % 2 else 1.0))
+        for i, r in enumerate(experiment.data.itertuples(index=False))
+    ]
+    disturbed = Experiment.from_rows(["n"], wild)
+    found = rank_runs(
+        PMNFModeler().fit(disturbed), disturbed, {"n": 160}, seconds=_seconds, count=100
+    )
+    assert any(s.point["n"] == 16.0 and s.first_repetition for s in found.suggestions)
 
 
 def test_a_parameter_with_three_values_gets_new_values_first():
