@@ -394,3 +394,27 @@ def test_an_include_of_a_device_is_refused_with_its_line(tmp_path):
     source = write(tmp_path, "app.c", 'int f(int n) {\n#include "/dev/zero"\n  return n; }\n')
     with pytest.raises(InputError, match=r"#include of /dev/zero, which is not a regular file"):
         parse_source(source)
+
+
+@needs_clang
+def test_a_function_of_an_included_header_is_named_where_it_is(tmp_path, capsys):
+    """miniFE's waxpby is a template of a header that main.cpp includes: asked for it, the
+    user learns where it is and what to model instead, not only this file's functions."""
+    write(tmp_path, "axpy.hpp", """\
+        namespace la {
+        template <typename T> void axpy(int n, T a, const T *x, T *y) {
+            for (int i = 0; i < n; i++) y[i] += a * x[i];
+        }
+        }
+        """)  # fmt: skip
+    source = write(tmp_path, "main.cpp", """\
+        #include "axpy.hpp"
+        double solve(int n, double *x, double *y) { la::axpy(n, 2.0, x, y); return y[0]; }
+        int main() { double x[4] = {1, 2, 3, 4}, y[4] = {0}; return (int)solve(4, x, y); }
+        """)  # fmt: skip
+    binary = compile_c(source, tmp_path / "main", "-g", "-O2")
+    argv = ["static", str(source), "--binary", str(binary), "-o", str(tmp_path / "m.py")]
+    assert cli.main([*argv, "--function", "axpy"]) == 2
+    error = capsys.readouterr().err
+    assert "la::axpy is defined in" in error and "axpy.hpp:2, a header this file includes" in error
+    assert "model the function of this file that calls it" in error

@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import keyword
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -107,7 +108,7 @@ def build_model(
     table = program.by_key()
     candidates = [f for f in functions if f.key and table.get(f.key) is not None]
     if only is not None:
-        candidates = _with_callees(candidates, only, table, source)
+        candidates = _with_callees(candidates, only, table, source, program.included)
     mapped: list[MappedFunction] = []
     skipped: dict[str, str] = {}
     for function in candidates:
@@ -162,6 +163,7 @@ def _with_callees(
     only: str,
     table: dict[tuple[str, int], SourceFunction],
     source: str | Path,
+    included: Mapping[str, tuple[str, int]],
 ) -> list[BinaryFunction]:
     """The binary functions of source function ``only`` and, transitively, those they call
     (a model function composes its callees' models, so they must be there too)."""
@@ -173,6 +175,16 @@ def _with_callees(
     by_symbol = {f.name: f for f in candidates}
     wanted = [f for f in candidates if named(f)]
     if not wanted:
+        elsewhere = [(n, at) for n, at in included.items() if only in (n, n.rsplit("::", 1)[-1])]
+        if elsewhere:
+            name, (file, line) = elsewhere[0]
+            raise InputError(
+                f"--function {only}: {name} is defined in {file}:{line}, a header this file "
+                "includes; perfcast static models the functions the given file defines, with "
+                "their code where the compiler put it (a template of a header is usually "
+                "inlined into its callers): model the function of this file that calls it",
+                path=source,
+            )
         known = sorted({table[f.key].name for f in candidates})  # type: ignore[index]
         raise InputError(
             f"--function {only}: no such function in the binary's code from this file; "

@@ -123,6 +123,9 @@ class SourceFunction:
 class SourceProgram:
     functions: list[SourceFunction]
     warnings: list[str]
+    included: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """Functions defined in the project's headers this file includes, qualified name ->
+    (file, line): not modeled, but named when the user asks for one of them."""
 
     def by_key(self) -> dict[tuple[str, int], SourceFunction]:
         table: dict[tuple[str, int], SourceFunction] = {}
@@ -219,7 +222,7 @@ def parse_source(path: str | Path, flags: Sequence[str] = ()) -> SourceProgram:
         builder.warnings.append(repaired)
     builder.collect(unit.cursor)
     builder.attach_annotations(unit)
-    return SourceProgram(builder.functions, builder.warnings)
+    return SourceProgram(builder.functions, builder.warnings, builder.included)
 
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*["<]([^">]+)[">]', re.MULTILINE)
@@ -270,6 +273,7 @@ class _Builder:
         self.path = path
         self.functions: list[SourceFunction] = []
         self.warnings: list[str] = []
+        self.included: dict[str, tuple[str, int]] = {}
 
     # --- functions -------------------------------------------------------------------
     def collect(self, cursor) -> None:
@@ -282,10 +286,15 @@ class _Builder:
         }
         for child in cursor.get_children():
             location = child.location
-            if location.file is None or str(Path(location.file.name).resolve()) != self.path:
+            if location.file is None or location.is_in_system_header:
                 continue
+            here = str(Path(location.file.name).resolve()) == self.path
             if child.kind in function_kinds and child.is_definition():
-                self.functions.append(self.function(child))
+                if here:
+                    self.functions.append(self.function(child))
+                else:
+                    name = "::".join(self.qualified_names(child))
+                    self.included.setdefault(name, (location.file.name, location.line))
             elif child.kind in (
                 self.kinds.NAMESPACE,
                 self.kinds.CLASS_DECL,
@@ -294,12 +303,16 @@ class _Builder:
             ):
                 self.collect(child)
 
-    def function(self, cursor) -> SourceFunction:
+    def qualified_names(self, cursor) -> list[str]:
         names = [cursor.spelling]
         parent = cursor.semantic_parent
         while parent is not None and parent.kind != self.kinds.TRANSLATION_UNIT:
             names.insert(0, parent.spelling)
             parent = parent.semantic_parent
+        return names
+
+    def function(self, cursor) -> SourceFunction:
+        names = self.qualified_names(cursor)
         parameters, integers = [], set()
         for child in cursor.get_children():
             if child.kind == self.kinds.PARM_DECL:
