@@ -68,6 +68,32 @@ def test_repeating_a_measured_point_rules_out_no_rival():
     assert 0 < again.gain[0] <= again.gain[1] < again.width  # the fit's variance still narrows
 
 
+def test_a_repetition_is_worth_what_it_does_to_the_mean_the_fit_weighs():
+    """The fit weighs each point's mean alike, so a run at a measured point only makes that
+    mean more precise: worth less with every run it already has (the adaptive-design
+    benchmark repeated the cheap corner 200 times at a constant worth each), and more where
+    the point sets the extrapolation (the largest value) than at the smallest."""
+    experiment = _experiment([32, 40, 48, 56, 64], [3] * 5, lambda n: 1e-6 * n**2, noise=0.05)
+    kernel = next(m for m in PMNFModeler().fit(experiment) if m.callpath == "main->kernel")
+    points = {"n": np.array([32.0, 40.0, 48.0, 56.0, 64.0, 32.0])}
+    measured = np.ones(6, dtype=bool)
+    gain = width_gain(
+        kernel,
+        {"n": 256},
+        points,
+        np.ones(6),
+        measured=measured,
+        counts=np.array([3, 3, 3, 3, 3, 200]),
+    )
+    assert gain is not None
+    assert 0 < gain.gain[5] < gain.gain[0] / 20  # the 201st run barely moves its mean
+    assert gain.gain[4] > 2 * gain.gain[0]  # the largest n sets the extrapolation
+    models = PMNFModeler().fit(experiment)
+    found = rank_runs(models, experiment, {"n": 256}, seconds=lambda point: 1.0, count=10)
+    repeats = [s.point["n"] for s in found.suggestions if s.reason.startswith("repetition")]
+    assert repeats and repeats[0] == 64.0
+
+
 def test_a_parameter_with_three_values_gets_new_values_first():
     experiment = _experiment([16, 32, 64], [3] * 3, lambda n: 1e-6 * n**2)
     models = PMNFModeler().fit(experiment)

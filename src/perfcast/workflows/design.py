@@ -291,7 +291,8 @@ def rank_runs(
     )
     arrays = {p: np.array([c[j] for c in points]) for j, p in enumerate(parameters)}
     measured_already = np.arange(len(points)) >= len(new)
-    gains = [width_gain(m, target, arrays, runs, level, measured_already) for m in important]
+    have = np.array([0] * len(new) + [counts.get(c, 0) for c in again])
+    gains = [width_gain(m, target, arrays, runs, level, measured_already, have) for m in important]
     total_value = sum(w.value for w in widths)
     gain = sum((g.gain for g in gains if g is not None), np.zeros(len(points)))
     worth = gain / total_value if total_value > 0 else gain
