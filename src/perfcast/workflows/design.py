@@ -796,7 +796,8 @@ STALL_ROUNDS = 3
 """Rounds over which the widest interval must narrow by :data:`STALL_GAIN` for ``--until``
 to go on: ranked per core-hour, the suggestions turn to cheap repetitions once the model
 has settled, and the adaptive-design benchmark saw 200 such rounds leave the error flat
-(``benchmarks/results/adaptive_design.txt``)."""
+(``benchmarks/results/adaptive_design.txt``, before a run at a measured point was worth
+only what it does to that point's mean, :mod:`perfcast.modeling.worth`)."""
 STALL_GAIN = 0.1
 """The least relative narrowing of the widest interval over :data:`STALL_ROUNDS` rounds."""
 
