@@ -14,7 +14,7 @@ from perfcast.experiment.experiment import Experiment
 from perfcast.measure.design import ExperimentPlan
 from perfcast.modeling import PMNFModeler
 from perfcast.modeling.worth import width_gain
-from perfcast.workflows.design import MAX_REPETITIONS, Budget, parse_width, rank_runs
+from perfcast.workflows.design import Budget, parse_width, rank_runs
 
 
 def _experiment(sizes, repetitions, truth, seed=1, noise=0.03):
@@ -68,28 +68,30 @@ def test_repeating_a_measured_point_rules_out_no_rival():
     assert 0 < again.gain[0] <= again.gain[1] < again.width  # the fit's variance still narrows
 
 
-def test_a_point_repeated_enough_is_not_suggested_again_unless_its_runs_spread():
-    """Per core-hour, the cheapest point's next repetition always narrowed the interval a
-    little: the adaptive-design benchmark spent half its budget repeating three points of the
-    smallest p 200 times each. Past MAX_REPETITIONS a point is repeated only where its runs
-    spread unusually."""
-    sizes = [16, 32, 48, 64, 80]
-    experiment = _experiment(sizes, [MAX_REPETITIONS, 3, 3, 3, 3], lambda n: 1e-6 * n**2)
-    models = PMNFModeler().fit(experiment)
-    found = rank_runs(models, experiment, {"n": 160}, seconds=_seconds, count=100)
-    repeated = {s.point["n"] for s in found.suggestions if s.first_repetition}
-    assert 16.0 not in repeated and {32.0, 48.0, 64.0, 80.0} & repeated
-
-    # every other run at n=16 three times as long: its runs spread far more than elsewhere
-    wild = [
-        (r.callpath, r.metric, [r.n], r.value * (3.0 if r.n == 16 and i // 2 % 2 else 1.0))
-        for i, r in enumerate(experiment.data.itertuples(index=False))
-    ]
-    disturbed = Experiment.from_rows(["n"], wild)
-    found = rank_runs(
-        PMNFModeler().fit(disturbed), disturbed, {"n": 160}, seconds=_seconds, count=100
+def test_a_repetition_is_worth_what_it_does_to_the_mean_the_fit_weighs():
+    """The fit weighs each point's mean alike, so a run at a measured point only makes that
+    mean more precise: worth less with every run it already has (the adaptive-design
+    benchmark repeated the cheap corner 200 times at a constant worth each), and more where
+    the point sets the extrapolation (the largest value) than at the smallest."""
+    experiment = _experiment([32, 40, 48, 56, 64], [3] * 5, lambda n: 1e-6 * n**2, noise=0.05)
+    kernel = next(m for m in PMNFModeler().fit(experiment) if m.callpath == "main->kernel")
+    points = {"n": np.array([32.0, 40.0, 48.0, 56.0, 64.0, 32.0])}
+    measured = np.ones(6, dtype=bool)
+    gain = width_gain(
+        kernel,
+        {"n": 256},
+        points,
+        np.ones(6),
+        measured=measured,
+        counts=np.array([3, 3, 3, 3, 3, 200]),
     )
-    assert any(s.point["n"] == 16.0 and s.first_repetition for s in found.suggestions)
+    assert gain is not None
+    assert 0 < gain.gain[5] < gain.gain[0] / 20  # the 201st run barely moves its mean
+    assert gain.gain[4] > 2 * gain.gain[0]  # the largest n sets the extrapolation
+    models = PMNFModeler().fit(experiment)
+    found = rank_runs(models, experiment, {"n": 256}, seconds=lambda point: 1.0, count=10)
+    repeats = [s.point["n"] for s in found.suggestions if s.reason.startswith("repetition")]
+    assert repeats and repeats[0] == 64.0
 
 
 def test_a_parameter_with_three_values_gets_new_values_first():

@@ -8,8 +8,15 @@ and a run narrows each in its own way:
    ``noise^2 / r`` in the fit's relative units, and the covariance of the coefficients
    shrinks by the rank-one update of Sherman and Morrison: the variance of the fitted value
    at the target ``g`` falls by ``(g' C z)^2 / (noise^2 / r + z' C z)``. A point of high
-   leverage (far out along a parameter) that moves the target's value much gains most; a
-   repetition of a measured point gains where the fit rests on few repetitions.
+   leverage (far out along a parameter) that moves the target's value much gains most.
+   More runs at a measured point add no row: the fit weighs each point's mean alike,
+   however many runs it has, so they only make that mean more precise, and the fitted
+   value at the target moves with it by the point's influence ``l = g' (Z'Z)^-1 z``; its
+   variance falls by ``l^2 noise^2 (1/h - 1/(h + r))`` for a point with ``h`` runs. That
+   is little, and less with each run, at a point the target hardly rests on (the row
+   formula promised the same gain for the 200th run at the cheapest corner as for the
+   first, and the adaptive-design benchmark spent its rounds there while its model stayed
+   wrong); and most at the points that set the extrapolation.
 2. **The rival shapes.** The interval reaches from the lowest to the highest of the model
    and the alternatives the selection could not tell from it. A run at ``x`` rules out an
    alternative ``a`` with the power of a two-sided test at the interval's level: the
@@ -36,7 +43,7 @@ bring.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -82,6 +89,7 @@ def width_gain(
     repetitions: np.ndarray,
     level: float = DEFAULT_LEVEL,
     measured: np.ndarray | None = None,
+    counts: np.ndarray | None = None,
 ) -> WidthGain | None:
     """The expected gain of measuring each of the candidate ``points`` (one array of ``k``
     values per parameter) ``repetitions`` times (k,) for ``model``'s prediction interval
@@ -111,9 +119,12 @@ def width_gain(
     new_noise = np.square(uncertainty.noise) / np.maximum(repetitions, 1)
     gcz = cz @ g[0]
     zcz = np.einsum("ij,ij->i", cz, z)
-    fitted_after = np.maximum(now.variance - np.square(gcz) / (new_noise + zcz), 0.0)
-    classic = _classic_halves(now, fitted_after, level)
     fresh = np.ones(k, dtype=bool) if measured is None else ~np.asarray(measured, dtype=bool)
+    added = np.maximum(now.variance - np.square(gcz) / (new_noise + zcz), 0.0)
+    have = np.ones(k) if counts is None else np.maximum(np.asarray(counts, dtype=float), 1.0)
+    repeated = _repeated_variance(now.variance, g[0], z, fresh, covariance, uncertainty.noise)
+    fitted_after = np.where(fresh, added, repeated(have, np.maximum(repetitions, 1)))
+    classic = _classic_halves(now, fitted_after, level)
     reach_up, reach_down, rivals, separation, rival = _envelope_after(
         model, value, at_target, arrays, at, fitted_there, repetitions, level, fresh
     )
@@ -123,6 +134,43 @@ def width_gain(
     return WidthGain(
         high - low, value, gain, np.minimum(np.where(usable, rivals, 0.0), gain), separation, rival
     )
+
+
+def _repeated_variance(
+    variance: np.ndarray,
+    g: np.ndarray,
+    z: np.ndarray,
+    fresh: np.ndarray,
+    covariance: np.ndarray,
+    noise: float,
+) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """The fitted value's variance at the target after more runs at measured candidates:
+    a function of the runs each has (``have``) and gets (``more``).
+
+    The fit weighs each point's mean alike, however many runs it has, so runs at a measured
+    point add no row to it: they make that mean more precise, its relative variance
+    ``noise^2 / have`` falling to ``noise^2 / (have + more)``. The fitted value at the
+    target moves with the point's mean by its influence ``l = g' (Z'Z)^-1 z`` (the point's
+    weight in the target's estimate), so its variance falls by ``l^2 noise^2 (1 / have -
+    1 / (have + more))``: a little, and less with every run, at a point that hardly
+    moves the target (the cheap corner of a parameter the target lies far beyond); much at
+    one that sets the extrapolation (the largest values). ``Z'Z`` is taken from the
+    measured candidates' rows, which are the fit's points where every measured point is a
+    candidate (as :func:`~perfcast.workflows.design.rank_runs` makes them); short of
+    enough of them, from the covariance over the repetitions' share of it."""
+    t = len(g)
+    rows = z[~fresh]
+    gram = rows.T @ rows
+    if len(rows) >= t and np.linalg.matrix_rank(gram) == t:
+        influence = z @ np.linalg.pinv(gram) @ g
+    else:
+        influence = z @ covariance @ g / max(float(np.square(noise)), 1e-300)
+
+    def after(have: np.ndarray, more: np.ndarray) -> np.ndarray:
+        removed = np.square(influence) * np.square(noise) * (1.0 / have - 1.0 / (have + more))
+        return np.maximum(variance - removed, 0.0)
+
+    return after
 
 
 def _values(model: Model, arrays: Mapping[str, np.ndarray], k: int) -> np.ndarray:

@@ -23,8 +23,7 @@ measured point. Each comes with the reason it is worth its cost:
   whatever its interval says, so these runs come first, best worth per cost among them.
 * **repetition**: fewer than :data:`MIN_REPETITIONS` repetitions at the point (the noise
   test cannot tell a parameter's effect from noise there), or repetitions that spread more
-  than :data:`SPREAD_FACTOR` times the call path's pooled noise. A point with
-  :data:`MAX_REPETITIONS` runs is repeated only for the second reason.
+  than :data:`SPREAD_FACTOR` times the call path's pooled noise.
 * **between rival shapes**: most of the gain comes from ruling out shapes the data could
   not tell from the selected one (the model's alternatives), which part where the point
   lies by more than a standard deviation of the runs' mean.
@@ -90,14 +89,6 @@ the summary's growth ranking."""
 MIN_REPETITIONS = 3
 """Repetitions a point needs for the noise test to say anything of it: two give one degree
 of freedom per point, and a spike among two is half the sample."""
-
-MAX_REPETITIONS = 10
-"""Repetitions beyond which a point is repeated only where its runs spread unusually: the
-mean's standard error shrinks as one over the root of the count, so the eleventh run at a
-point narrows an extrapolated interval by little, while per core-hour a cheap point's little
-always outranked an expensive point's much (the adaptive-design benchmark: 2 parameters, 10 %
-noise, 600 of the 800 runs at three points of the smallest p, none of them deciding the
-exponent of p that the target extrapolates in)."""
 
 SPREAD_FACTOR = 2.0
 """A point whose repetitions spread more than this many times the call path's pooled noise
@@ -290,7 +281,7 @@ def rank_runs(
     candidates = _candidates(parameters, measured, values, target, grid or {}, few)
     measured_set = {tuple(map(float, point)) for point in measured}
     new = [c for c in candidates if c not in measured_set]
-    again = sorted(c for c in measured_set if _worth_repeating(c, counts, spread))
+    again = sorted(measured_set)
     points = [*new, *again]
     if not points:
         return Suggestions(target, metric, widths, ())
@@ -300,7 +291,8 @@ def rank_runs(
     )
     arrays = {p: np.array([c[j] for c in points]) for j, p in enumerate(parameters)}
     measured_already = np.arange(len(points)) >= len(new)
-    gains = [width_gain(m, target, arrays, runs, level, measured_already) for m in important]
+    have = np.array([0] * len(new) + [counts.get(c, 0) for c in again])
+    gains = [width_gain(m, target, arrays, runs, level, measured_already, have) for m in important]
     total_value = sum(w.value for w in widths)
     gain = sum((g.gain for g in gains if g is not None), np.zeros(len(points)))
     worth = gain / total_value if total_value > 0 else gain
@@ -350,19 +342,6 @@ def rank_runs(
         )
     )
     return Suggestions(target, metric, widths, tuple(suggestions[:count]))
-
-
-def _worth_repeating(
-    point: tuple[float, ...],
-    counts: Mapping[tuple[float, ...], int],
-    spread: Mapping[tuple[float, ...], tuple[float, float]],
-) -> bool:
-    """Whether a measured point is a candidate for more repetitions: below
-    :data:`MAX_REPETITIONS`, or its runs spread :data:`SPREAD_FACTOR` times the pooled noise."""
-    if counts.get(point, 0) < MAX_REPETITIONS:
-        return True
-    here, pooled = spread.get(point, (0.0, 0.0))
-    return pooled > 0 and here > SPREAD_FACTOR * pooled
 
 
 def _important(models: ModelSet, metric: str, target: Mapping[str, float]) -> list[Model]:
@@ -817,7 +796,8 @@ STALL_ROUNDS = 3
 """Rounds over which the widest interval must narrow by :data:`STALL_GAIN` for ``--until``
 to go on: ranked per core-hour, the suggestions turn to cheap repetitions once the model
 has settled, and the adaptive-design benchmark saw 200 such rounds leave the error flat
-(``benchmarks/results/adaptive_design.txt``)."""
+(``benchmarks/results/adaptive_design.txt``, before a run at a measured point was worth
+only what it does to that point's mean, :mod:`perfcast.modeling.worth`)."""
 STALL_GAIN = 0.1
 """The least relative narrowing of the widest interval over :data:`STALL_ROUNDS` rounds."""
 
