@@ -98,7 +98,7 @@ from dataclasses import dataclass, replace
 
 from clang.cindex import Cursor, CursorKind
 
-from perfcast.csource.cursors import children, refusal_at
+from perfcast.csource.cursors import ReadKey, children, refusal_at
 from perfcast.csource.effects import Effects
 from perfcast.csource.memory import memory_key
 from perfcast.csource.memorywrites import MemoryWrites
@@ -175,12 +175,13 @@ class LoopSafety:
         header = [
             c for c in parts if c != body and not (kind == "range-for" and c.kind == CK.VAR_DECL)
         ]
+        written = file.accesses.written_variables(body, cursor)
         refusal = self.effects.body_refusal(file, body) or self._header_refusal(
-            file, cursor, body, header
+            file, cursor, body, header, written
         )
         if refusal is not None:
             return refusal
-        flow = self._flow_refusal(file, cursor, body, function)
+        flow = self._flow_refusal(file, body, function, written)
         if flow is not None and not trusted:
             return flow
         return Span(
@@ -192,12 +193,17 @@ class LoopSafety:
         )
 
     def _header_refusal(
-        self, file: SourceFile, loop: Cursor, body: Cursor, header: list[Cursor]
+        self,
+        file: SourceFile,
+        loop: Cursor,
+        body: Cursor,
+        header: list[Cursor],
+        written: dict[ReadKey, Cursor],
     ) -> Refusal | None:
-        """Whether the loop's own header reads what the body writes or calls a function:
-        the trip count would then depend on the bodies the rule skips."""
+        """Whether the loop's own header reads what the body writes (``written``: the
+        variables it writes) or calls a function: the trip count would then depend on the
+        bodies the rule skips."""
         accesses = file.accesses
-        written = accesses.written_variables(body, loop)
         memory_types = self.memory.of(file, body).keys()
         header_reads = {read for part in header for read in accesses.reads(part)}
         for read in header_reads & written.keys():
@@ -211,11 +217,11 @@ class LoopSafety:
         return None
 
     def _flow_refusal(
-        self, file: SourceFile, loop: Cursor, body: Cursor, function: Cursor
+        self, file: SourceFile, body: Cursor, function: Cursor, written: dict[ReadKey, Cursor]
     ) -> Refusal | None:
-        """Whether what the body writes reaches control flow, MPI sizes or the result
-        outside the loop (its own header is :meth:`_header_refusal`'s)."""
-        written = file.accesses.written_variables(body, loop)
+        """Whether what the body writes (``written``: the variables declared outside the
+        loop) reaches control flow, MPI sizes or the result outside the loop (its own
+        header is :meth:`_header_refusal`'s)."""
         for variable in written.values():
             escapes = escape(variable)
             if escapes is not None:
@@ -258,9 +264,8 @@ def _has_pragma(file: SourceFile, cursor: Cursor) -> bool:
 def _pragma_before(file: SourceFile, line: int) -> str | None:
     """The first word after ``#pragma`` on the last non-blank line before ``line`` (``omp``,
     ``GCC``, ``""``), or None where that line is no pragma."""
-    lines = file.source.data.decode(errors="replace").splitlines()[: line - 1]
-    previous = [text.strip() for text in lines if text.strip()]
-    pragma = re.match(r"#\s*pragma\s*(\w*)", previous[-1]) if previous else None
+    previous = next((text for text in reversed(file.lines[: line - 1]) if text.strip()), "")
+    pragma = re.match(r"\s*#\s*pragma\s*(\w*)", previous)
     return None if pragma is None else pragma.group(1)
 
 

@@ -53,6 +53,12 @@ class SourceFile:
         return SourceText(self.path, self.tu)
 
     @functools.cached_property
+    def lines(self) -> list[str]:
+        """The file's lines as text (bytes that are not UTF-8 replaced), decoded once: what
+        libclang keeps no cursor for, the pragmas before loops, is read from them."""
+        return self.source.data.decode(errors="replace").splitlines()
+
+    @functools.cached_property
     def accesses(self) -> Accesses:
         return Accesses(self.source)
 

@@ -352,8 +352,7 @@ def wrap(command: Sequence[str], options: BuildOptions = BuildOptions()) -> Wrap
         )
         argv = [clang.for_language(invocation.language), *before, *argv[1:]]
     elif Path(invocation.argv[0]).name.startswith("mpi"):
-        if shutil.which(invocation.argv[0]) is None:
-            raise PerfcastError(f"{invocation.argv[0]} was not found on PATH: {toolchain.MPI_HINT}")
+        _require_on_path(invocation.argv[0])
         env = toolchain.mpi_environment(invocation.language, clang)
     else:
         argv[0] = clang.for_language(invocation.language)
@@ -384,11 +383,8 @@ def wrap(command: Sequence[str], options: BuildOptions = BuildOptions()) -> Wrap
             argv += COUNTER_COMPILE_FLAGS
     if invocation.step is not Step.LINK:
         return WrappedCommand(argv + smpi_after, env)
-    if options.trace and not invocation.mpi:
-        raise PerfcastError(
-            f"--trace records MPI calls, but {shlex.join(command)!r} does not link MPI: "
-            "link with an MPI wrapper (mpicc, mpicxx) or add -lmpi"
-        )
+    if options.trace:
+        _require_mpi_link(invocation)
     if options.smpi:
         # -shared: clang links no XRay runtime; the runtime's objects include one that can
         # be linked into a shared object (toolchain.xray_for_shared_object), which is C++
@@ -450,15 +446,11 @@ def _with_trace_runtime(invocation: Invocation, options: BuildOptions) -> Wrappe
                 "your compiler. Trace with --trace --user-compiler, measure in a second build"
             )
     argv = list(invocation.argv)
-    if Path(argv[0]).name.startswith("mpi") and shutil.which(argv[0]) is None:
-        raise PerfcastError(f"{argv[0]} was not found on PATH: {toolchain.MPI_HINT}")
+    if Path(argv[0]).name.startswith("mpi"):
+        _require_on_path(argv[0])
     if invocation.step is not Step.LINK:
         return WrappedCommand(argv)
-    if not invocation.mpi:
-        raise PerfcastError(
-            f"--trace records MPI calls, but {shlex.join(invocation.argv)!r} does not link "
-            "MPI: link with an MPI wrapper (mpicc, mpicxx) or add -lmpi"
-        )
+    _require_mpi_link(invocation)
     user = toolchain.user_compiler(invocation.argv[0], invocation.language)
     objects = toolchain.runtime_objects(mpi=True, trace=True)
     objects.append(toolchain.compilers_object(user.version, user.version))
@@ -468,6 +460,21 @@ def _with_trace_runtime(invocation: Invocation, options: BuildOptions) -> Wrappe
         user_compiler=user,
         measured_compiler=user.version,
     )
+
+
+def _require_on_path(wrapper: str) -> None:
+    """PerfcastError where the MPI wrapper the command names is not installed."""
+    if shutil.which(wrapper) is None:
+        raise PerfcastError(f"{wrapper} was not found on PATH: {toolchain.MPI_HINT}")
+
+
+def _require_mpi_link(invocation: Invocation) -> None:
+    """PerfcastError where a traced link does not link MPI: there is nothing to trace."""
+    if not invocation.mpi:
+        raise PerfcastError(
+            f"--trace records MPI calls, but {shlex.join(invocation.argv)!r} does not link "
+            "MPI: link with an MPI wrapper (mpicc, mpicxx) or add -lmpi"
+        )
 
 
 def _is_smpi_wrapper(invocation: Invocation) -> bool:

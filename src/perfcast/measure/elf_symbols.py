@@ -16,7 +16,7 @@ as the source spells it finds its instantiations.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,11 +178,9 @@ def qualified_name(name: str) -> str | None:
     return text[start:] or None
 
 
-def names_of(symbols: Iterable[str]) -> dict[str, set[str]]:
+def _exact_names(symbols: Iterable[str], demangled: Mapping[str, str]) -> dict[str, set[str]]:
     """Every name a filter entry may give each symbol exactly: itself, demangled, and
     without the parameter list."""
-    symbols = list(symbols)
-    demangled = demangle(symbols)
     names = {}
     for symbol in symbols:
         shown = demangled.get(symbol, symbol)
@@ -193,13 +191,15 @@ def names_of(symbols: Iterable[str]) -> dict[str, set[str]]:
 
 def select(symbols: Iterable[str], wanted: Iterable[str]) -> tuple[set[str], set[str]]:
     """(the symbols a filter's entries select, the entries that select none), as the runtime
-    selects: a symbol an entry names exactly (:func:`names_of`); then, for every entry that
-    names none, the symbols whose :func:`qualified_name` is the entry's. An entry that names
-    one overload exactly keeps naming just that one; one spelled as the source spells a
-    template (or a signature in another notation) takes every instantiation of the name."""
+    selects: a symbol an entry names exactly (itself, demangled, without the parameter
+    list); then, for every entry that names none, the symbols whose :func:`qualified_name`
+    is the entry's. An entry that names one overload exactly keeps naming just that one; one
+    spelled as the source spells a template (or a signature in another notation) takes
+    every instantiation of the name. The symbols are demangled once, for both passes."""
     symbols = list(symbols)
     wanted = set(wanted)
-    forms = names_of(symbols)
+    demangled = demangle(symbols)
+    forms = _exact_names(symbols, demangled)
     chosen = {symbol for symbol, names in forms.items() if names & wanted}
     used = {name for symbol in chosen for name in forms[symbol] & wanted}
     fallback: dict[str, set[str]] = {}
@@ -208,7 +208,6 @@ def select(symbols: Iterable[str], wanted: Iterable[str]) -> tuple[set[str], set
         if qualified is not None:
             fallback.setdefault(qualified, set()).add(entry)
     if fallback:
-        demangled = demangle(symbols)
         for symbol in symbols:
             qualified = qualified_name(demangled.get(symbol, symbol))
             if qualified in fallback:
