@@ -394,7 +394,20 @@ def test_a_trusted_loop_is_taken_unless_its_body_itself_changes_the_trace(
         assert after.refusal == before.refusal
 
 
-@pytest.mark.parametrize("text", ["unsafe.c", "unsafe.c:0", ":12", "unsafe.c:x"])
+@pytest.mark.parametrize(
+    "text",
+    # the last three were a ValueError (5,000 digits: Python's conversion limit), a line
+    # parsed from Arabic-Indic digits, and a NUL that reached Path.resolve
+    [
+        "unsafe.c",
+        "unsafe.c:0",
+        ":12",
+        "unsafe.c:x",
+        "unsafe.c:" + "9" * 5000,
+        "unsafe.c:\u0663",
+        "/app/unsafe\x00.c:3",
+    ],
+)
 def test_a_trusted_loop_is_named_file_colon_line(text: str) -> None:
     with pytest.raises(InputError, match="FILE:LINE"):
         LoopPlace.parse(text)

@@ -198,6 +198,12 @@ def _decide(
             yield ThresholdLoop(path, covered.line, covered.kind, covered.params, covered_by)
 
 
+MAX_LINE_DIGITS = 9
+"""A ``--threshold-trust`` line has at most 9 digits: no source file has a billion lines, and
+the bound is checked before Python converts the digits (it refuses over 4,300 with a
+ValueError)."""
+
+
 @dataclass(frozen=True)
 class LoopPlace:
     """A loop the user names, ``FILE:LINE``: the file as a path or its trailing part
@@ -210,7 +216,15 @@ class LoopPlace:
     def parse(cls, text: str) -> LoopPlace:
         """``FILE:LINE``; an InputError naming what is wrong."""
         file, colon, line = text.rpartition(":")
-        if not colon or not file or not line.isdigit() or int(line) < 1:
+        if (
+            not colon
+            or not file
+            or not line.isascii()
+            or not line.isdigit()
+            or len(line) > MAX_LINE_DIGITS
+            or int(line) < 1
+            or not file.isprintable()
+        ):
             raise InputError(
                 f"--threshold-trust {text!r}: give a loop as FILE:LINE, the line of its "
                 "keyword (lulesh.cc:1203), as perfcast build prints it"
