@@ -8,6 +8,7 @@ end-to-end case measures a real 3-D grid sweep of the same kind, built with coun
 import json
 import shutil
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -189,14 +190,16 @@ int main(int argc, char **argv)
 """
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(
+needs_counting_build = pytest.mark.skipif(
     shutil.which("mpicc") is None or shutil.which("clang-16") is None,
     reason="needs Open MPI and clang-16",
 )
-def test_a_real_grid_sweep_gets_its_cubic_lead_term_by_default(tmp_path, capsys):
-    """The real thing: a grid code built with counters, measured at 1-3 ranks, modeled with
-    no flag at all. Its counts are exact along n with a boundary term that changes with p."""
+
+
+@pytest.fixture(scope="module")
+def grid_store(tmp_path_factory) -> Path:
+    """A real grid code built with counters, measured at 1-3 ranks: its campaign store."""
+    tmp_path = tmp_path_factory.mktemp("grid")
     (tmp_path / "grid.c").write_text(GRID_PROGRAM)
     spec = write_spec(
         tmp_path,
@@ -220,8 +223,16 @@ def test_a_real_grid_sweep_gets_its_cubic_lead_term_by_default(tmp_path, capsys)
         """,
     )
     assert main(["measure", str(spec)]) == 0
+    return tmp_path / "grid.sqlite"
+
+
+@pytest.mark.slow
+@needs_counting_build
+def test_a_real_grid_sweep_gets_its_cubic_lead_term_by_default(grid_store, tmp_path, capsys):
+    """The real thing, modeled with no flag at all. Its counts are exact along n with a
+    boundary term that changes with p."""
     out = tmp_path / "models.json"
-    assert main(["model", str(tmp_path / "grid.sqlite"), "-o", str(out)]) == 0
+    assert main(["model", str(grid_store), "-o", str(out)]) == 0
     assert "priors: effort" in capsys.readouterr().err
     models = ModelSet.load(out)
     counts = models[("main->sweep", "basic_blocks")]
@@ -236,9 +247,59 @@ def test_a_real_grid_sweep_gets_its_cubic_lead_term_by_default(tmp_path, capsys)
     assert lead is not None and lead.factors == (Factor("n", Fraction(3)),)
 
     # a counting campaign's store beside the timing store is read without a flag
-    shutil.copy(tmp_path / "grid.sqlite", tmp_path / "grid.counts.sqlite")
+    shutil.copy(grid_store, tmp_path / "grid.sqlite")
+    shutil.copy(grid_store, tmp_path / "grid.counts.sqlite")
     assert main(["model", str(tmp_path / "grid.sqlite"), "-o", str(out)]) == 0
     assert "the counts come from" in capsys.readouterr().err
+
+
+def _model_keys(models) -> list[tuple[str, str, str, str | None]]:
+    return sorted((m.callpath, m.metric, m.text(), m.prior) for m in models)
+
+
+@pytest.mark.slow
+@needs_counting_build
+def test_model_report_and_the_library_give_one_model_set_priors_included(grid_store, tmp_path):
+    """One pipeline (issue 26): ``perfcast model``, ``perfcast report`` and a library call of
+    the modeling workflow fit the same models to one store, with the effort priors of its
+    counts and a taint profile's priors, so a fix in one cannot miss the others."""
+    from perfcast.experiment import read_experiment
+    from perfcast.taint.profile_model import FORMAT
+    from perfcast.workflows.model import ModelRequest, PriorInputs, model_campaign
+
+    sweep = {"terms": [["n"]], "exclusive_terms": [["n"]], "visits_terms": []}
+    profile = tmp_path / "taint.json"
+    functions = {
+        "main": {
+            "file": "grid.c",
+            "terms": [],
+            "callpaths": {"main": {"terms": [], "exclusive_terms": [], "visits_terms": []}},
+        },
+        "sweep": {"file": "grid.c", "terms": [["n"]], "callpaths": {"main->sweep": sweep}},
+    }
+    text = {"format": FORMAT, "parameters": {"p": {}, "n": {}}, "functions": functions}
+    profile.write_text(json.dumps({**text, "pruned": [], "constant": []}))
+
+    cli_models = tmp_path / "models.json"
+    assert main(["model", str(grid_store), "--taint", str(profile), "-o", str(cli_models)]) == 0
+    page = tmp_path / "report.html"
+    assert main(["report", str(grid_store), "--taint", str(profile), "-o", str(page)]) == 0
+    request = ModelRequest(
+        read_experiment(grid_store), store=grid_store, inputs=PriorInputs(taint=profile)
+    )
+    library = model_campaign(request).models
+
+    from_cli = _model_keys(ModelSet.load(cli_models))
+    assert from_cli == _model_keys(library)
+    assert {prior.split(":")[0] for *_, prior in from_cli if prior} >= {"effort", "taint"}
+    data = json.loads(page.read_text().split('id="perfcast-data">', 1)[1].split("</script>", 1)[0])
+    callpaths = [node["path"] for node in data["nodes"]]
+    metrics = [metric["name"] for metric in data["metrics"]]
+    in_report = sorted(
+        (callpaths[m["node"]], metrics[m["metric"]], m["formula"], m["prior"])
+        for m in data["models"]
+    )
+    assert in_report == from_cli
 
 
 def test_among_shapes_the_noise_cannot_tell_apart_the_integer_one_is_chosen_and_the_other_kept():
