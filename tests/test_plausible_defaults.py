@@ -266,6 +266,7 @@ def test_model_report_and_the_library_give_one_model_set_priors_included(grid_st
     from perfcast.experiment import read_experiment
     from perfcast.taint.profile_model import FORMAT
     from perfcast.workflows.model import ModelRequest, PriorInputs, model_campaign
+    from perfcast.workflows.report import ReportRequest, report_inputs
 
     sweep = {"terms": [["n"]], "exclusive_terms": [["n"]], "visits_terms": []}
     profile = tmp_path / "taint.json"
@@ -291,6 +292,8 @@ def test_model_report_and_the_library_give_one_model_set_priors_included(grid_st
 
     from_cli = _model_keys(ModelSet.load(cli_models))
     assert from_cli == _model_keys(library)
+    page_request = ReportRequest(grid_store, read_experiment(grid_store), store=True, taint=profile)
+    assert _model_keys(report_inputs(page_request).models) == from_cli
     assert {prior.split(":")[0] for *_, prior in from_cli if prior} >= {"effort", "taint"}
     data = json.loads(page.read_text().split('id="perfcast-data">', 1)[1].split("</script>", 1)[0])
     callpaths = [node["path"] for node in data["nodes"]]

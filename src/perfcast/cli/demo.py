@@ -36,10 +36,10 @@ from perfcast.measure.campaign import measure
 from perfcast.measure.counting import counting_store
 from perfcast.measure.local import LocalBackend
 from perfcast.outputs import check_target
-from perfcast.report.campaign import campaign_facts
 from perfcast.report.html import REPORT_FILE, write_report
-from perfcast.report.page import ReportInputs, report_data
+from perfcast.report.page import report_data
 from perfcast.workflows.model import CampaignModels, ModelRequest, model_campaign
+from perfcast.workflows.report import fitted_report
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "stencil"
 
@@ -171,7 +171,7 @@ def demo(workdir: Path, *, report: Path, keep: bool = True) -> int:
         return 1
     stores = [spec.store, counting_store(spec.store)]
     fitted = demo_models(spec.store)
-    models, experiment = fitted.models, fitted.experiment
+    models = fitted.models
     by_default = [m for m in models if m.metric == TIME_METRIC]
     effort = [m for m in models if m.metric in EFFORT_METRICS]
     blackbox = [m for m in fitted.fit.free if m.metric == TIME_METRIC]
@@ -196,9 +196,8 @@ def demo(workdir: Path, *, report: Path, keep: bool = True) -> int:
     for note in fitted.notes:
         print(f"  note: {note}")
     print()
-    facts = campaign_facts(stores[0])
-    notes = (f"Time models fitted with effort priors: the counters come from {stores[1]}.",)
-    page = ReportInputs(models, str(stores[0]), experiment, facts, notes, fitted.fit.free)
+    counted = f"Time models fitted with effort priors: the counters come from {stores[1]}."
+    page = fitted_report(fitted, stores[0], store=True, notes=(counted,))
     size = write_report(report, report_data(page), "perfcast demo: the Jacobi stencil", stores)
     print(f"report: {report} ({size / 1024:,.0f} KiB; open it in a browser)")
     if keep:

@@ -36,13 +36,10 @@ from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.io.registry import CAMPAIGN_STORE, detect_format
 from perfcast.experiment.points import parse_point
-from perfcast.modeling import PMNFModeler
 from perfcast.modeling.intervals import DEFAULT_LEVEL
-from perfcast.modeling.modelset import MODEL_FILE, ModelSet
+from perfcast.modeling.modelset import MODEL_FILE
 from perfcast.modeling.options import add_flags, from_arguments
-from perfcast.modeling.provenance import Provenance, provenance_notes
 from perfcast.outputs import SNIFF_BYTES, check_target
-from perfcast.report.campaign import campaign_facts
 from perfcast.report.compare import (
     compare,
     comparison_data,
@@ -54,7 +51,7 @@ from perfcast.report.html import REPORT_FILE, write_report
 from perfcast.report.page import ReportInputs, report_data
 from perfcast.report.simulation import read_simulations
 from perfcast.report.summary import TARGET_FACTOR
-from perfcast.workflows.model import ModelRequest, PriorInputs, model_campaign
+from perfcast.workflows.report import ReportRequest, report_inputs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -196,87 +193,24 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report_inputs(path: Path, args: argparse.Namespace, effort: EffortModeler) -> ReportInputs:
-    """What the report of one INPUT is made of."""
+    """What the report of one INPUT is made of (:func:`perfcast.workflows.report.report_inputs`);
+    its notes go to standard error as they are made."""
+    experiment = None
+    store = False
     if not is_model_file(path):
-        return _from_measurements(path, args, effort)
-    if args.models is not None:
-        raise InputError(
-            "is a model file already: give --models with a campaign store or measurement "
-            "file as INPUT",
-            path=path,
-        )
-    if args.taint is not None:
-        raise InputError(
-            "is a model file: --taint fits measurements with the profile's priors; give the "
-            "campaign store or measurement file",
-            path=path,
-        )
-    models = ModelSet.load(path)
-    return ReportInputs(models, str(path), notes=tuple(_model_notes(models.provenance)))
-
-
-def _from_measurements(path: Path, args: argparse.Namespace, effort: EffortModeler) -> ReportInputs:
-    """Models and repetitions of a measurement file; for a store also the campaign. Models
-    fitted with a prior get the black-box model of the same measurements beside them;
-    ``effort`` fits them as ``perfcast model`` would with the same ``--ranks-parameter``."""
-    format = detect_format(path).name
-    store = format == CAMPAIGN_STORE
-    experiment = read_experiment(path, format, **caliper_options(args, format, path))
-    alternatives = None
-    if args.models is None:  # what perfcast model prints, with its default priors
-        request = ModelRequest(
-            experiment,
-            store=path if store else None,
-            inputs=PriorInputs(taint=args.taint),
-            metrics=tuple(args.metric) if args.metric else None,
-        )
-        result = model_campaign(request, effort)
-        models, experiment, taint_path = result.models, result.experiment, result.inputs.taint
-        alternatives = result.fit.free if result.priors else None
-        notes = list(result.notes)
-    else:
-        models = ModelSet.load(args.models)
-        if models.parameters != experiment.parameters:
-            raise InputError(
-                f"has models over {', '.join(models.parameters)} but {path} measured "
-                f"{', '.join(experiment.parameters)}: give the model file fitted to it",
-                path=args.models,
-            )
-        taint_path = args.taint
-        notes = []
-        if store:
-            from perfcast.measure.machine import machine_of
-
-            notes = list(machine_of(path).notes)
-    profile = None
-    if taint_path is not None:
-        from perfcast.taint.profile_model import read_profile
-
-        profile = read_profile(taint_path)
-    taint = None
-    if profile is not None:
-        from perfcast.report.taint import taint_priors
-
-        taint = taint_priors(profile, experiment)
-        notes += taint.notes
-    if alternatives is None and any(model.prior for model in models):
-        fitted = [m for m in models.metrics if m in experiment.metrics]
-        alternatives = PMNFModeler().fit(experiment.restricted(metrics=fitted))
-    for note in notes:
-        print(f"note: {note}", file=sys.stderr)
-    return ReportInputs(
-        models,
-        str(path),
-        experiment=experiment,
-        campaign=campaign_facts(path) if store else None,
-        # a model file's provenance speaks for itself; fitted here, the notes said it
-        notes=(*notes, *(_model_notes(models.provenance) if args.models is not None else ())),
-        alternatives=alternatives,
-        taint=taint,
+        format = detect_format(path).name
+        store = format == CAMPAIGN_STORE
+        experiment = read_experiment(path, format, **caliper_options(args, format, path))
+    request = ReportRequest(
+        path,
+        experiment,
+        store=store,
+        models=args.models,
+        taint=args.taint,
+        metrics=tuple(args.metric) if args.metric else None,
     )
-
-
-def _model_notes(provenance: Provenance | None) -> list[str]:
-    """What the model file's provenance says every reader must know (the wording
-    ``perfcast predict`` and a library user get too)."""
-    return [note.text for note in provenance_notes(provenance)]
+    inputs = report_inputs(request, effort)
+    if experiment is not None:  # a model file's notes are drawn on the page, as before
+        for note in inputs.notes:
+            print(f"note: {note}", file=sys.stderr)
+    return inputs
