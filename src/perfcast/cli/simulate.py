@@ -37,11 +37,15 @@ from typing import TYPE_CHECKING, Any
 
 from perfcast.cli import SEED, positive_seconds, whole_number
 from perfcast.columns import aligned
-from perfcast.errors import InputError
 from perfcast.experiment.names import display_names
-from perfcast.simulate.platform import MAX_RANKS, read_platform
-from perfcast.simulate.simulation import Simulation, simulate
-from perfcast.simulate.trace import LoopStats, read_trace
+from perfcast.simulate.platform import MAX_RANKS
+from perfcast.simulate.simulation import Simulation
+from perfcast.workflows.simulate import (
+    DEFAULT_TIMEOUT,
+    LoopCredit,
+    SimulateRequest,
+    simulate_traces,
+)
 
 if TYPE_CHECKING:
     from perfcast.simulate.synthesis import Synthesis
@@ -118,67 +122,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--timeout",
         type=positive_seconds,
-        default=600,
+        default=DEFAULT_TIMEOUT,
         metavar="SECONDS",
-        help="seconds one replay may take (default 600)",
+        help="seconds one replay may take (default %(default)g)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.synthesize is None:
-        synthesis_only = (args.output, args.noise, args.seed, args.steep, args.grid)
-        if len(args.trace) > 1 or any(given is not None for given in synthesis_only):
-            raise InputError(
-                "several TRACE_DIRs, --output, --noise, --seed, --steep and --grid are for "
-                "--synthesize P: name one trace to simulate, or add --synthesize"
-            )
-        return _simulate(args, args.trace[0], [])
-    if args.output is None:
-        raise InputError("--synthesize needs --output DIR, a new directory for the trace")
-    from perfcast.simulate.synthesis import synthesize
-
-    traces = [read_trace(path) for path in args.trace]
-    noise, seed, steep = args.noise or "mean", args.seed or 0, args.steep or "bound"
-    made = synthesize(
-        traces,
-        args.synthesize,
-        args.output,
-        noise=noise,
-        seed=seed,
-        steep=steep,
-        grid_option=args.grid,
+    request = SimulateRequest(
+        tuple(args.trace),
+        tuple(args.platform),
+        synthesize=args.synthesize,
+        output=args.output,
+        noise=args.noise,
+        seed=args.seed,
+        steep=args.steep,
+        grid=args.grid,
+        native=args.native,
+        timeout=args.timeout,
     )
-    if not args.platform:
-        if args.json:
-            print(json.dumps({"synthesis": _synthesis_json(made)}, indent=2))
-        else:
-            print("\n".join(_synthesis_text(made)))
-        return 0
-    return _simulate(args, made.directory, _synthesis_text(made), _synthesis_json(made))
-
-
-def _simulate(
-    args: argparse.Namespace,
-    directory: Path,
-    before: list[str],
-    synthesis: dict[str, Any] | None = None,
-) -> int:
-    """Predict the trace in ``directory`` on ``args.platform``; ``before`` and
-    ``synthesis`` say how a synthesised trace was made."""
-    trace = read_trace(directory)
-    platforms = [read_platform(path) for path in args.platform]
-    result = simulate(trace, platforms, timeout=args.timeout)
-    slowdown = None if args.native is None else result.slowdown(args.native)
-    loops = _rule_loops(trace.threshold)
+    result = simulate_traces(request)
+    made, simulation = result.synthesis, result.simulation
     if args.json:
-        shown = {**_as_json(result, slowdown), "threshold": loops}
-        if synthesis is not None:
-            shown["synthesis"] = synthesis
+        shown: dict[str, Any] = {}
+        if simulation is not None:
+            shown = {**_as_json(simulation, result.slowdown)}
+            shown["threshold"] = [loop.to_json() for loop in result.loops]
+        if made is not None:
+            shown["synthesis"] = _synthesis_json(made)
         print(json.dumps(shown, indent=2))
-    else:
-        print("\n".join(before + _as_text(result, args.native, slowdown) + _rule_text(loops)))
+        return 0
+    lines = [] if made is None else _synthesis_text(made)
+    if simulation is not None:
+        lines += _as_text(simulation, args.native, result.slowdown) + _rule_text(result.loops)
+    print("\n".join(lines))
     return 0
 
 
@@ -322,46 +301,25 @@ def _synthesis_json(made: Synthesis) -> dict[str, Any]:
     }
 
 
-def _rule_loops(stats: Sequence[LoopStats]) -> list[dict[str, Any]]:
-    """The threshold rule's loops, each summed over the ranks."""
-    loops: dict[tuple[str, int], dict[str, Any]] = {}
-    for record in stats:
-        loop = loops.setdefault(
-            (record.file, record.line),
-            {
-                "file": record.file,
-                "line": record.line,
-                "rule": "on" if record.rule_on else "off",
-                "iterations_run": 0,
-                "iterations_skipped": 0,
-                "seconds_credited": 0.0,
-            },
-        )
-        loop["iterations_run"] += record.iterations_run
-        loop["iterations_skipped"] += record.iterations_skipped
-        loop["seconds_credited"] += record.seconds_credited
-    return list(loops.values())
-
-
-def _rule_text(loops: Sequence[dict[str, Any]]) -> list[str]:
+def _rule_text(loops: Sequence[LoopCredit]) -> list[str]:
     """What the threshold iteration rule did in the traced run: per loop, the iterations
     whose body ran and those skipped, and the seconds credited for them (about what the
     rule saved, summed over ranks)."""
     if not loops:
         return []
-    if all(loop["rule"] == "off" for loop in loops):
+    if not any(loop.rule_on for loop in loops):
         return [
             f"threshold rule: built into {len(loops)} loop(s) but off in this run "
             "(PERFCAST_THRESHOLD=0): every iteration ran"
         ]
-    credited = sum(loop["seconds_credited"] for loop in loops)
+    credited = sum(loop.seconds_credited for loop in loops)
     lines = [f"threshold rule: {credited:.4g} s credited for skipped iterations, all ranks:"]
     rows = [
         (
-            f"{loop['file']}:{loop['line']}",
-            str(loop["iterations_run"]),
-            str(loop["iterations_skipped"]),
-            f"{loop['seconds_credited']:.4g}",
+            f"{loop.file}:{loop.line}",
+            str(loop.iterations_run),
+            str(loop.iterations_skipped),
+            f"{loop.seconds_credited:.4g}",
         )
         for loop in loops
     ]
