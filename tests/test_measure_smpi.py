@@ -217,3 +217,44 @@ def test_missing_smpirun_names_the_package(tmp_path):
     cluster = VirtualCluster(path=tmp_path / "c.xml", name="c", hosts=("node-0",))
     with pytest.raises(PerfcastError, match="libsimgrid-dev"):
         SmpiBackend(cluster, smpirun="perfcast-no-such-smpirun")
+
+
+UNTIL_STENCIL = """\
+[app]
+name = "stencil"
+[build]
+command = "make -s CC='{perfcast_build} mpicc'"
+counting_pass = false
+[run]
+command = "./jacobi {size} 20"
+repetitions = 1
+timeout = 60
+[parameters]
+p = [2, 4]
+size = [64, 128, 192]
+"""
+
+
+@pytest.mark.slow
+@needs_simgrid
+def test_until_runs_its_rounds_on_the_virtual_cluster(tmp_path, capsys):
+    """``measure --until`` on the SMPI backend: the suggested runs of each round are run by
+    smpirun on the same platform and stored beside the design's, as simulated runs."""
+    spec = write_spec(copy_stencil(tmp_path), UNTIL_STENCIL)
+    cluster = platform(tmp_path, 8, latency=1e-3)
+    argv = ["measure", str(spec), "--backend", "smpi", "--platform", str(cluster)]
+    argv += ["--until", "width=0.001", "--per-round", "2", "--at", "p=8,size=512"]
+    assert main([*argv, "--budget", "core-hours=0.01,wall=4m"]) == 0
+    captured = capsys.readouterr()
+    assert "round 1: " in captured.err
+    assert "stopped: " in captured.out
+    with sqlite3.connect(spec.parent / "stencil.sqlite") as db:
+        runs = db.execute("SELECT key, status, backend, job FROM runs").fetchall()
+    assert len(runs) > 6  # the design's 6 runs, then at least one round's
+    assert all(status == "ok" and backend == "smpi" for _, status, backend, _ in runs)
+    assert all(job == "platform virtual8" for *_, job in runs)
+    # two values of p are too few to model: the first round adds a third before anything
+    # is modeled, and the rounds after it rank runs by the models' intervals
+    assert "new value of p: it has 2 value(s) (2, 4), a model needs 3" in captured.err
+    assert len({key.split(",")[0] for key, *_ in runs}) >= 3
+    assert "round 2: " in captured.err

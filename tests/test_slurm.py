@@ -296,3 +296,36 @@ def test_a_job_slurm_can_never_start_fails_with_the_reason(slurm, tmp_path, monk
     assert run(["squeue", "--noheader", "--me"], env=slurm).stdout.strip() == ""  # cancelled
     with CampaignStore.open(tmp_path / "toolarge.sqlite") as opened:
         assert len(opened.runs("ok")) == 2
+
+
+@pytest.mark.slow
+def test_until_runs_its_rounds_through_slurm(slurm, tmp_path, monkeypatch, capsys):
+    """``measure --until`` on the Slurm backend: each round's suggested runs are Slurm jobs,
+    stored with their job ids beside the design's, and the wall-time budget ends the rounds."""
+    for name, value in slurm.items():
+        monkeypatch.setenv(name, value)
+    build_program(tmp_path)
+    path = write_spec(
+        tmp_path,
+        """
+        [app]
+        name = "until"
+        [run]
+        command = "./prog {n}"
+        repetitions = 2
+        timeout = 30
+        [parameters]
+        p = [1, 2, 3]
+        n = [1, 2, 3]
+        """,
+    )
+    argv = ["measure", str(path), "--backend", "slurm", "--until", "width=0.0001"]
+    argv += ["--per-round", "2", "--budget", "core-hours=1,wall=45s", "--at", "p=8,n=16"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "round 1: " in captured.err
+    assert "stopped: " in captured.out
+    with sqlite3.connect(tmp_path / "until.sqlite") as db:
+        runs = db.execute("SELECT key, status, backend, job FROM runs").fetchall()
+    assert len(runs) > 18  # the design's 18 runs, then the rounds'
+    assert all(status == "ok" and backend == "slurm" and job for _, status, backend, job in runs)

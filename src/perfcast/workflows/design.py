@@ -46,7 +46,7 @@ from typing import IO
 
 import numpy as np
 
-from perfcast.appspec import RANKS, AppSpec
+from perfcast.appspec import RANKS, AppSpec, format_value
 from perfcast.columns import aligned
 from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
@@ -69,6 +69,7 @@ from perfcast.measure.store import CampaignStore
 from perfcast.modeling.advice import extend_series
 from perfcast.modeling.extrapolation import extrapolated, more_values, too_few_values
 from perfcast.modeling.intervals import DEFAULT_LEVEL, prediction_interval
+from perfcast.modeling.modeler import PMNFModeler
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.pmnf import Model
 from perfcast.modeling.worth import WidthGain, shape_text, width_gain
@@ -209,6 +210,14 @@ class Suggestions:
         return "\n".join(aligned(rows, right=range(5)))
 
     def text(self) -> str:
+        if not self.widths and self.suggestions:  # no model yet (see the notes)
+            return "\n".join(
+                [
+                    f"target {format_point(self.target)}: nothing modeled yet",
+                    "next runs, the cheapest first:",
+                    self.table(),
+                ]
+            )
         return "\n".join(
             [
                 f"target {format_point(self.target)}: the call paths that matter ({self.metric})",
@@ -511,9 +520,8 @@ def suggest_runs(request: SuggestRequest) -> Suggestions:
             f"no campaign store {store}: run perfcast measure first (or name it with --store)"
         )
     metrics = (request.metric,) if request.metric else None
-    fitted = model_campaign(ModelRequest(read_experiment(store), store=store, metrics=metrics))
-    experiment = fitted.experiment
-    parameters = list(experiment.parameters)
+    measured = read_experiment(store)
+    parameters = list(measured.parameters)
     unknown = [p for p in (request.target or {}) if p not in parameters]
     if unknown:
         raise InputError(
@@ -521,9 +529,50 @@ def suggest_runs(request: SuggestRequest) -> Suggestions:
             f"(it varies {', '.join(parameters) or 'nothing'})"
         )
     target = {
-        **default_target(largest_point(parameters, experiment.coordinates())),
+        **default_target(largest_point(parameters, measured.coordinates())),
         **(request.target or {}),
     }
+    fixed, seconds, stored = _stored_runs(spec, store, parameters)
+    names = [p.name for p in spec.parameters]
+    predict = run_time_model(names, seconds)
+
+    def cost(point: Mapping[str, float]) -> float:
+        return predict(tuple(float(point[n]) for n in names))
+
+    needed = PMNFModeler().min_points
+    values = distinct_values(parameters, measured.coordinates())
+    short = [p for p in parameters if len(values[p]) < needed]
+    if short:
+        return _values_to_model(spec, measured, short, target, cost, fixed, request.count)
+    fitted = model_campaign(ModelRequest(measured, store=store, metrics=metrics))
+    experiment = fitted.experiment
+    suggestions = rank_runs(
+        fitted.models,
+        experiment,
+        target,
+        seconds=cost,
+        count=request.count,
+        repetitions=spec.run.repetitions,
+        grid={p.name: p.values for p in spec.parameters if p.name in parameters},
+        fixed=fixed,
+        stored=stored,
+        metric=request.metric,
+    )
+    return Suggestions(
+        suggestions.target,
+        suggestions.metric,
+        suggestions.widths,
+        suggestions.suggestions,
+        fitted.notes,
+    )
+
+
+def _stored_runs(
+    spec: AppSpec, store: Path, parameters: Sequence[str]
+) -> tuple[dict[str, float], dict[Coordinate, list[float]], dict[Coordinate, int]]:
+    """From the store's runs: the values of the parameters the campaign does not vary, the
+    wall seconds of the successful runs by point (every spec parameter), and each
+    measured point's runs so far (failed ones included) by its varied parameters."""
     names = [p.name for p in spec.parameters]
     with CampaignStore.open(store) as opened:
         runs = opened.runs()
@@ -540,26 +589,51 @@ def suggest_runs(request: SuggestRequest) -> Suggestions:
             seconds.setdefault(tuple(float(run.point[n]) for n in names), []).append(run.seconds)
     if not seconds:
         raise InputError(f"{store} has no successful run with a wall time to cost runs by")
-    predict = run_time_model(names, seconds)
-    suggestions = rank_runs(
-        fitted.models,
-        experiment,
-        target,
-        seconds=lambda point: predict(tuple(float(point[n]) for n in names)),
-        count=request.count,
-        repetitions=spec.run.repetitions,
-        grid={p.name: p.values for p in spec.parameters if p.name in parameters},
-        fixed=fixed,
-        stored=stored,
-        metric=request.metric,
+    return fixed, seconds, stored
+
+
+def _values_to_model(
+    spec: AppSpec,
+    experiment: Experiment,
+    short: Sequence[str],
+    target: Mapping[str, float],
+    cost: Callable[[Mapping[str, float]], float],
+    fixed: Mapping[str, float],
+    count: int,
+) -> Suggestions:
+    """Before there is a model: new values of the parameters with fewer than modeling
+    needs, the cheapest first. No interval exists to narrow yet, so worth is not weighed;
+    the spec's own values come first, then the series the measured values make."""
+    parameters = list(experiment.parameters)
+    measured = experiment.coordinates()
+    values = distinct_values(parameters, measured)
+    grid = {p.name: [float(v) for v in p.values] for p in spec.parameters}
+    needed = PMNFModeler().min_points
+    found: dict[Coordinate, str] = {}
+    for name in short:
+        j = parameters.index(name)
+        listed = sorted(set(grid.get(name, ())) - set(values[name]))
+        for value in [*listed, *more_values(values[name])]:
+            for point in measured:
+                candidate = tuple(float(v) for v in (*point[:j], value, *point[j + 1 :]))
+                found.setdefault(
+                    candidate,
+                    f"new value of {name}: it has {len(values[name])} value(s) "
+                    f"({', '.join(map(format_value, values[name]))}), a model needs {needed}",
+                )
+    suggestions = []
+    runs = max(spec.run.repetitions, 1)
+    for candidate, reason in found.items():
+        full = {**fixed, **dict(zip(parameters, candidate, strict=True))}
+        wall = float(cost(full)) * runs
+        core_hours = wall * int(full.get(RANKS, 1)) / 3600.0
+        suggestions.append(Suggestion(full, runs, 0, wall, core_hours, 0.0, reason, (), True))
+    suggestions.sort(key=lambda s: s.core_hours)
+    note = (
+        f"no model yet: {', '.join(short)} {'has' if len(short) == 1 else 'have'} fewer than "
+        f"the {needed} values a model needs; these runs add them, the cheapest first"
     )
-    return Suggestions(
-        suggestions.target,
-        suggestions.metric,
-        suggestions.widths,
-        suggestions.suggestions,
-        fitted.notes,
-    )
+    return Suggestions(target, "", (), tuple(suggestions[:count]), (note,))
 
 
 @dataclass(frozen=True)
@@ -804,8 +878,9 @@ STALL_GAIN = 0.1
 
 def _widest(suggestions: Suggestions) -> float:
     """The widest relative interval among the call paths that matter (inf where a call
-    path has too few values of a parameter to count its interval yet)."""
-    return max((math.inf if w.few else w.relative for w in suggestions.widths), default=0.0)
+    path has too few values of a parameter to count its interval yet, or nothing is
+    modeled yet)."""
+    return max((math.inf if w.few else w.relative for w in suggestions.widths), default=math.inf)
 
 
 def _stalled(widest: Sequence[float]) -> bool:
