@@ -29,6 +29,11 @@ measured point. Each comes with the reason it is worth its cost:
   lies by more than a standard deviation of the runs' mean.
 * otherwise the run narrows the fit's own interval at the target.
 
+Before a model exists (a parameter has fewer values than the modeler needs, as after a
+design of two rank counts) nothing can be weighed: the runs suggested are new values of
+that parameter, the spec's first, then the series' (cheapest first), and the rounds of
+``--until`` go on from there.
+
 The cost of a run is its predicted wall time times its ranks: the median of the stored runs
 at that point, else a power law fitted to the stored points' run times
 (:func:`~perfcast.measure.design.run_time_model`).
