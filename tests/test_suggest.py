@@ -14,7 +14,14 @@ from perfcast.experiment.experiment import Experiment
 from perfcast.measure.design import ExperimentPlan
 from perfcast.modeling import PMNFModeler
 from perfcast.modeling.worth import width_gain
-from perfcast.workflows.design import Budget, parse_width, rank_runs
+from perfcast.workflows.design import (
+    Budget,
+    Suggestion,
+    Suggestions,
+    TargetWidth,
+    parse_width,
+    rank_runs,
+)
 
 
 def _experiment(sizes, repetitions, truth, seed=1, noise=0.03):
@@ -230,3 +237,23 @@ def test_until_stops_when_the_widest_interval_stops_narrowing():
     assert _stalled([1.0, 0.99, 0.98, 0.97])
     assert _stalled([0.5, 0.2, 0.2, 0.2, 0.2])  # narrowed at first, then flat
     assert not _stalled([math.inf, 0.3, 0.3, 0.3])  # an interval that did not count yet
+
+
+def test_the_runs_name_the_call_paths_they_help_by_their_numbers():
+    """A run's "helps" column gives the widths table's numbers (``all`` for every one), not
+    the call paths again: on LULESH a row of them ran to 500 characters."""
+    long = "main->LagrangeLeapFrog->LagrangeElements->CalcQForElems->"
+    widths = tuple(
+        TargetWidth(f"{long}Kernel{i}", 2.0 - i / 10, 1.9 - i / 10, 2.1 - i / 10) for i in range(3)
+    )
+    point = {"p": 1.0, "size": 9.0}
+    some = Suggestion(point, 3, 0, 5.0, 0.001, 0.5, "new point", (widths[0].callpath,))
+    every = Suggestion(
+        point, 1, 3, 1.0, 0.0003, 0.1, "repetition", tuple(w.callpath for w in widths)
+    )
+    text = Suggestions({"p": 8.0, "size": 32.0}, "time", widths, (some, every)).text()
+    lines = text.splitlines()
+    assert lines[1].split()[0] == "#" and lines[2].split()[0] == "1"
+    ranked = [line for line in lines if line.lstrip().startswith(("1 ", "2 "))][-2:]
+    assert ranked[0].rstrip().endswith(" 1") and ranked[1].rstrip().endswith(" all")
+    assert all(long not in line for line in ranked)

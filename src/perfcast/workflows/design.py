@@ -182,23 +182,24 @@ class Suggestions:
         return bool(self.widths) and all(w.within(width) for w in self.widths)
 
     def widths_table(self) -> str:
+        """The call paths that matter, numbered as the runs' "helps" column names them."""
         names = display_names([w.callpath for w in self.widths])
-        rows = [["value", "95 % interval", "width", "call path"]]
-        for w in self.widths:
+        rows = [["#", "value", "95 % interval", "width", "call path"]]
+        for number, w in enumerate(self.widths, 1):
             width = f"{100 * w.relative:.0f} %" if math.isfinite(w.relative) else "-"
             few = f" (too few values of {', '.join(w.few)})" if w.few else ""
-            rows.append(
-                [f"{w.value:.3g}", f"[{w.low:.3g}, {w.high:.3g}]", width, names[w.callpath] + few]
-            )
-        return "\n".join(aligned(rows, right=range(3)))
+            interval = f"[{w.low:.3g}, {w.high:.3g}]"
+            rows.append([str(number), f"{w.value:.3g}", interval, width, names[w.callpath] + few])
+        return "\n".join(aligned(rows, right=range(4)))
 
     def table(self) -> str:
         """The ranked runs: rank, point, repetitions, core-hours, reason, call paths."""
         if not self.suggestions:
             return "nothing left worth running: no candidate run narrows these intervals"
-        helped = [c for s in self.suggestions for c in s.callpaths]
-        names = display_names(list(dict.fromkeys(helped)))
-        rows = [["rank", "point", "runs", "core-hours", "worth/core-h", "reason", "helps"]]
+        # the call paths a run helps by their numbers in the widths table: a row of full
+        # call paths ran to hundreds of characters
+        number = {w.callpath: str(i) for i, w in enumerate(self.widths, 1)}
+        rows = [["rank", "point", "runs", "core-hours", "worth/core-h", "reason", "helps #"]]
         for rank, s in enumerate(self.suggestions, 1):
             per = s.worth / s.core_hours if s.core_hours > 0 else math.inf
             rows.append(
@@ -209,7 +210,7 @@ class Suggestions:
                     f"{s.core_hours:.3g}",
                     f"{per:.3g}",
                     s.reason,
-                    ", ".join(names[c] for c in s.callpaths) or "-",
+                    _helped(s.callpaths, number),
                 ]
             )
         return "\n".join(aligned(rows, right=range(5)))
@@ -233,6 +234,15 @@ class Suggestions:
                 self.table(),
             ]
         )
+
+
+def _helped(callpaths: Sequence[str], number: Mapping[str, str]) -> str:
+    """The call paths one run helps, by number: ``all`` where it helps every one."""
+    if not callpaths:
+        return "-"
+    if len(number) > 1 and set(callpaths) >= set(number):
+        return "all"
+    return ",".join(number.get(c, c) for c in callpaths)
 
 
 def plan_of(spec: AppSpec, chosen: Sequence[Suggestion]) -> ExperimentPlan:
