@@ -61,6 +61,25 @@ def test_recursive_call_paths_of_different_depths_get_distinct_short_names():
     assert names[_recursion(7)] == "main->miniFE::driver<...>->std::_Rb_tree<...>::_M_erase x7"
 
 
+def test_instantiations_that_would_read_the_same_keep_their_template_arguments():
+    """LULESH's vector allocations of int and of double: folded, both read
+    ``std::vector<...>::resize``, and the note listed both full call paths (500 characters)."""
+    frames = [
+        "main",
+        "Domain::AllocateElemPersistent(int)",
+        "std::vector<{t}, std::allocator<{t}> >::resize(unsigned long)",
+        "std::__new_allocator<{t}>::allocate(unsigned long, void const*)",
+    ]
+    of_int, of_double = ("->".join(frames).format(t=t) for t in ("int", "double"))
+    overloads = ["main->f(int)", "main->f(double)"]
+    names = display_names([of_int, of_double, *overloads])
+    assert names[of_int] == (  # 100 characters at most: the middle frame elided
+        "main->...->std::vector<int,std::allocator<int>>::resize->std::__new_allocator<int>::allocate"
+    )
+    assert "<double>::allocate" in names[of_double]
+    assert [names[c] for c in overloads] == overloads  # the same name: the full spelling
+
+
 def test_recursion_collapses_only_repeated_neighbours():
     assert short_callpath("main->f->g->f->f") == "main->f->g->f x2"
 

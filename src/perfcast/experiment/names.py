@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 from perfcast.errors import InputError
@@ -25,10 +26,12 @@ _TRAILING_QUALIFIER = re.compile(r"\s*(?:\bconst\b|\bvolatile\b|\bnoexcept\b|&&|
 _OPERATOR = re.compile(r"\boperator\b")
 
 
-def function_name(frame: str) -> str:
+def function_name(frame: str, *, fold: bool = True) -> str:
     """The qualified name of a frame's function: ``ns::Grid<...>::update`` from
-    ``void ns::Grid<double, 3>::update(double const*, int) const``; a frame that is no
-    signature (``main``, ``MPI_Allreduce``) comes back unchanged."""
+    ``void ns::Grid<double, 3>::update(double const*, int) const`` (with ``fold=False``
+    ``ns::Grid<double, 3>::update``: the template arguments tell instantiations apart); a
+    frame that is no signature (``main``, ``MPI_Allreduce``) comes back unchanged."""
+    folded = _fold_templates if fold else _compact_templates
     text = frame.strip()
     while True:  # cv/ref qualifiers of member functions follow the parameter list
         stripped = _TRAILING_QUALIFIER.sub("", text)
@@ -44,9 +47,26 @@ def function_name(frame: str) -> str:
         start = operator[-1].start()
         head, tail = text[:start], text[start:]
         # "Grid<...>::operator()" keeps its class, "std::ostream& operator<<" drops its type
-        scope = "" if head[-1:].isspace() else _without_return_type(_fold_templates(head))
+        scope = "" if head[-1:].isspace() else _without_return_type(folded(head))
         return scope + tail
-    return _without_return_type(_fold_templates(text))
+    return _without_return_type(folded(text))
+
+
+def _compact_templates(text: str) -> str:
+    """``text`` with the spaces inside template arguments removed
+    (``std::vector<int,std::allocator<int>>``): the return type is then whatever precedes
+    the last space, as in the folded spelling."""
+    out = []
+    depth = 0
+    for char in text:
+        if char == "<":
+            depth += 1
+        elif char == ">" and depth:
+            depth -= 1
+        elif char.isspace() and depth:
+            continue
+        out.append(char)
+    return "".join(out)
 
 
 def _matching_open_paren(text: str) -> int:
@@ -93,11 +113,14 @@ def _without_return_type(text: str) -> str:
     return text[start:].lstrip("*&") or text
 
 
-def short_callpath(callpath: str, width: int = 100) -> str:
-    """``callpath`` with every frame shortened to its function name and, if still longer
-    than ``width``, the middle frames elided: the root and the innermost frames tell where
-    the time goes; the full path stays in ``--full``."""
-    frames = _collapse_recursion([function_name(frame) for frame in split_callpath(callpath)])
+def short_callpath(callpath: str, width: int = 100, *, fold: bool = True) -> str:
+    """``callpath`` with every frame shortened to its function name (``fold``: template
+    arguments folded) and, if still longer than ``width``, the middle frames elided: the
+    root and the innermost frames tell where the time goes; the full path stays in
+    ``--full``."""
+    frames = _collapse_recursion(
+        [function_name(frame, fold=fold) for frame in split_callpath(callpath)]
+    )
     text = join_callpath(frames)
     if len(text) <= width or len(frames) <= 2:
         return text
@@ -131,13 +154,22 @@ def _collapse_recursion(frames: Sequence[str]) -> list[str]:
 
 
 def display_names(callpaths: Iterable[str], width: int = 100) -> dict[str, str]:
-    """Each call path's :func:`short_callpath`, except where two of ``callpaths`` would
-    read the same (overloads of one name): those keep their full spelling."""
-    short = {c: short_callpath(c, width) for c in callpaths}
-    seen: dict[str, int] = {}
-    for text in short.values():
-        seen[text] = seen.get(text, 0) + 1
-    return {c: (text if seen[text] == 1 else c) for c, text in short.items()}
+    """Each call path's :func:`short_callpath`. Where two of ``callpaths`` would read the
+    same, they keep their template arguments (``std::vector<int>::resize`` beside
+    ``std::vector<double>::resize``); where even those are the same (overloads of one
+    name), their full spelling."""
+    names = {c: short_callpath(c, width) for c in callpaths}
+    for callpath in _clashing(names):
+        names[callpath] = short_callpath(callpath, width, fold=False)
+    for callpath in _clashing(names):
+        names[callpath] = callpath
+    return names
+
+
+def _clashing(names: Mapping[str, str]) -> list[str]:
+    """The call paths whose names another one shares."""
+    counts = Counter(names.values())
+    return [callpath for callpath, name in names.items() if counts[name] > 1]
 
 
 def name_list(
