@@ -43,18 +43,35 @@ stopped (the first round at which the 95 % prediction interval at the target is 
 ``W``) with what it had spent and the error it had then. Nothing here is a timing: costs
 are the simulated campaigns' core-hours, compared as ratios within the same run.
 
-Run (the full run takes about ten minutes on two cores)::
+The same comparison on one real application through the virtual cluster (:data:`APP`,
+CoMD; on by default, off with ``--quick`` or ``--no-app``, alone with ``--app-only``): the
+same strategy functions (:func:`compare`) on a :class:`Problem` whose runs come from a pool
+measured once by ``perfcast measure --backend smpi`` (:func:`measure_pool`: the grid
+:data:`APP_GRID` at :data:`POOL_REPETITIONS` repetitions, and the held-out target
+:data:`APP_TARGET`, p = 1024, beyond it in both parameters; kept in
+``benchmarks/.adaptive-design-cache/``). A run's value and cost are its simulated time
+(``main`` on the slowest rank) and that times ``p``; a campaign draws a point's measured
+repetitions in an order its seed picks (:func:`pooled`). SMPI adds no noise of its own: it
+charges each compute burst the CPU time it took on this machine, so the repetitions differ
+by this machine's compute noise, which the section reports.
+
+Run (the full run takes about ten minutes on two cores, plus 15 to measure the
+application's pool the first time)::
 
     python3 benchmarks/adaptive_design.py --quick
     python3 benchmarks/adaptive_design.py --output benchmarks/results/adaptive_design.txt
+    python3 benchmarks/adaptive_design.py --app-only \\
+        --output benchmarks/results/adaptive_design_virtual.txt
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import shlex
+import shutil
 import sys
 import time
 from collections import Counter
@@ -66,11 +83,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _extrap  # the sibling helper; benchmarks/ is not a package
+import _extrap  # the sibling helpers; benchmarks/ is not a package
+import apps_matrix
 
 from perfcast.appspec import Parameter
 from perfcast.experiment.experiment import Experiment
 from perfcast.experiment.metrics import TIME_METRIC
+from perfcast.inputs import decode_text
 from perfcast.measure.design import (
     DEFAULT_PER_ROUND,
     MAX_SUGGESTIONS,
@@ -79,6 +98,8 @@ from perfcast.measure.design import (
     run_time_model,
     sparse,
 )
+from perfcast.measure.profiles import PROFILE_HINT, PROFILE_KIND, parse_rank_profile
+from perfcast.measure.store import OK, CampaignStore
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.pmnf import Model
 from perfcast.synth import FunctionSpace, Noise, random_function
@@ -108,55 +129,87 @@ SPACE = FunctionSpace(scale_range=(1.0, 10.0))
 """Truths of 1 to 10 s (times 1 + 10 x terms) at the largest grid point."""
 
 
+Draw = Callable[[tuple[float, ...], int], np.ndarray]
+"""Seconds of ``times`` runs at a point, in a campaign (the synthetic truth with its noise,
+or the next repetitions of a measured pool)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What every strategy runs against: the grid it may measure (``p`` first), the target
+    and the true value there, and where a campaign's runs come from."""
+
+    grid: Mapping[str, Sequence[float]]
+    target: Mapping[str, float]
+    truth: float
+    """The value at the target the held-out error is measured against."""
+    source: Callable[[np.random.Generator], Draw]
+    """A campaign's run times, drawn with the campaign's random generator."""
+    callpath: str = CALLPATH
+    repetitions: int = FULL_REPETITIONS
+    """Repetitions of the static designs."""
+
+
+def synthetic(truth: Model, grid: Mapping[str, Sequence[float]], noise: Noise) -> Problem:
+    """A random truth perturbed by ``noise``; the target of :data:`TARGET`."""
+    target = {name: TARGET[name] for name in grid}
+
+    def source(rng: np.random.Generator) -> Draw:
+        def draw(point: tuple[float, ...], times: int) -> np.ndarray:
+            columns = {name: np.full(times, value) for name, value in zip(grid, point, strict=True)}
+            seconds = noise.apply(np.asarray(truth.evaluate(columns), float), rng)
+            return np.broadcast_to(seconds, times)
+
+        return draw
+
+    return Problem(grid, target, float(truth.evaluate(target)), source)
+
+
 @dataclass
 class Campaign:
-    """A simulated campaign: runs drawn from ``truth`` with ``noise``, their core-hours."""
+    """A simulated campaign on ``problem``: the runs each point got, their core-hours."""
 
-    truth: Model
-    parameters: tuple[str, ...]
-    noise: Noise
+    problem: Problem
     rng: np.random.Generator
     runs: dict[tuple[float, ...], list[float]] = field(default_factory=dict)
     core_hours: float = 0.0
 
+    def __post_init__(self) -> None:
+        self._draw = self.problem.source(self.rng)
+
     def run(self, point: Sequence[float], times: int) -> None:
         point = tuple(float(v) for v in point)
-        columns = {
-            name: np.full(times, value) for name, value in zip(self.parameters, point, strict=True)
-        }
-        seconds = self.noise.apply(np.asarray(self.truth.evaluate(columns), float), self.rng)
-        seconds = np.broadcast_to(seconds, times)
+        seconds = self._draw(point, times)
         self.runs.setdefault(point, []).extend(float(s) for s in seconds)
         self.core_hours += float(np.sum(seconds)) * point[0] / 3600.0
 
     def experiment(self) -> Experiment:
         rows = [
-            (CALLPATH, TIME_METRIC, list(point), value)
+            (self.problem.callpath, TIME_METRIC, list(point), value)
             for point, values in self.runs.items()
             for value in values
         ]
-        return Experiment.from_rows(list(self.parameters), rows, source="synthetic")
+        return Experiment.from_rows(list(self.problem.grid), rows, source="adaptive_design")
 
 
 def fit(experiment: Experiment) -> ModelSet:
     return model_campaign(ModelRequest(experiment, priors=())).models
 
 
-def error(models: ModelSet, truth: Model, target: Mapping[str, float]) -> float:
+def error(models: ModelSet, problem: Problem) -> float:
     """Relative error of the call path's model at the target (inf without one)."""
-    model = models.get((CALLPATH, TIME_METRIC))
+    model = models.get((problem.callpath, TIME_METRIC))
     if model is None:
         return math.inf
-    true = float(truth.evaluate(target))
-    return abs(float(model.evaluate(target)) - true) / true
+    return abs(float(model.evaluate(problem.target)) - problem.truth) / problem.truth
 
 
 @dataclass
 class Outcome:
-    """One campaign (truth x noise x seed) under every strategy."""
+    """One campaign (a problem x seed) under every strategy."""
 
-    parameters: int
-    noise: float
+    group: tuple[int, float]
+    """What the tables group it by: (parameters, noise level)."""
     seed: int
     full_core_hours: float
     full_error: float
@@ -171,26 +224,23 @@ class Outcome:
     seconds: float
 
 
-def static(truth: Model, grid: Mapping[str, Sequence[float]], noise: Noise, seed: int, kind: str):
-    parameters = [Parameter(name, tuple(values)) for name, values in grid.items()]
+def static(problem: Problem, seed: int, kind: str) -> tuple[float, float]:
+    """(core-hours, error) of a static design at the problem's repetitions."""
+    parameters = [Parameter(name, tuple(values)) for name, values in problem.grid.items()]
     if kind == "full":
-        plan = full_factorial(parameters, FULL_REPETITIONS)
+        plan = full_factorial(parameters, problem.repetitions)
     else:
-        plan = sparse(parameters, FULL_REPETITIONS, len(parameters))
-    campaign = Campaign(truth, tuple(grid), noise, np.random.default_rng([seed, 1]))
+        plan = sparse(parameters, problem.repetitions, len(parameters))
+    campaign = Campaign(problem, np.random.default_rng([seed, 1]))
     for point in plan.points:
-        campaign.run(point, FULL_REPETITIONS)
-    return campaign.core_hours, error(fit(campaign.experiment()), truth, target_of(grid))
+        campaign.run(point, problem.repetitions)
+    return campaign.core_hours, error(fit(campaign.experiment()), problem)
 
 
-def target_of(grid: Mapping[str, Sequence[float]]) -> dict[str, float]:
-    return {name: TARGET[name] for name in grid}
-
-
-def seeded(truth: Model, grid: Mapping[str, Sequence[float]], noise: Noise, seed: int) -> Campaign:
+def seeded(problem: Problem, seed: int) -> Campaign:
     """The adaptive strategies' start: the cross at :data:`SEED_REPETITIONS`."""
-    parameters = [Parameter(name, tuple(values)) for name, values in grid.items()]
-    campaign = Campaign(truth, tuple(grid), noise, np.random.default_rng([seed, 2]))
+    parameters = [Parameter(name, tuple(values)) for name, values in problem.grid.items()]
+    campaign = Campaign(problem, np.random.default_rng([seed, 2]))
     for point in cross(parameters, SEED_REPETITIONS).points:
         campaign.run(point, SEED_REPETITIONS)
     return campaign
@@ -205,13 +255,12 @@ def _costed(
 
 
 def perfcast_loop(
-    truth: Model, grid: Mapping[str, Sequence[float]], noise: Noise, seed: int, budget: float
+    problem: Problem, seed: int, budget: float
 ) -> tuple[list[tuple[float, float, float]], str]:
     """``--until``'s rounds with the width never reached: the trajectory up to ``budget``."""
-    campaign = seeded(truth, grid, noise, seed)
-    names = list(grid)
-    target = target_of(grid)
-    allowed = {name: set(values) for name, values in grid.items()}
+    campaign = seeded(problem, seed)
+    names = list(problem.grid)
+    allowed = {name: set(values) for name, values in problem.grid.items()}
     trajectory = []
     stopped = f"{MAX_ROUNDS} rounds"
     for _ in range(MAX_ROUNDS):
@@ -220,13 +269,13 @@ def perfcast_loop(
         found = rank_runs(
             models,
             experiment,
-            target,
+            problem.target,
             seconds=_costed(names, campaign.runs),
             count=MAX_SUGGESTIONS,
-            grid=grid,
+            grid=problem.grid,
         )
         width = max((w.relative if not w.few else math.inf for w in found.widths), default=math.inf)
-        trajectory.append((campaign.core_hours, error(models, truth, target), width))
+        trajectory.append((campaign.core_hours, error(models, problem), width))
         left = budget - campaign.core_hours
         chosen: list[Suggestion] = []
         for s in found.suggestions:
@@ -244,17 +293,11 @@ def perfcast_loop(
 
 
 def extrap_loop(
-    truth: Model,
-    grid: Mapping[str, Sequence[float]],
-    noise: Noise,
-    seed: int,
-    budget: float,
-    advisor: _extrap.Advisor,
+    problem: Problem, seed: int, budget: float, advisor: _extrap.Advisor
 ) -> tuple[list[tuple[float, float]], list[str]]:
     """Extra-P's advisor given ``f x budget`` for each ``f`` of :data:`FRACTIONS`."""
-    campaign = seeded(truth, grid, noise, seed)
-    names = list(grid)
-    target = target_of(grid)
+    campaign = seeded(problem, seed)
+    names = list(problem.grid)
     trajectory = []
     modes = []
     for fraction in FRACTIONS:
@@ -264,9 +307,9 @@ def extrap_loop(
                     "parameters": names,
                     "measurements": [[list(p), v] for p, v in campaign.runs.items()],
                     "budget": fraction * budget * 3600.0,
-                    "series": [list(v) for v in grid.values()],
+                    "series": [list(v) for v in problem.grid.values()],
                     "process": 0,
-                    "target": [target[n] for n in names],
+                    "target": [problem.target[n] for n in names],
                 }
             )
             points = answer["points"]
@@ -280,28 +323,24 @@ def extrap_loop(
             runs = SEED_REPETITIONS if answer["mode"] == "base" else 1
             for point in points:
                 campaign.run(point, runs)
-        trajectory.append((campaign.core_hours, error(fit(campaign.experiment()), truth, target)))
+        trajectory.append((campaign.core_hours, error(fit(campaign.experiment()), problem)))
     return trajectory, modes
 
 
-def campaign(parameters: int, level: float, seed: int, with_extrap: bool) -> Outcome:
+def compare(problem: Problem, group: tuple[int, float], seed: int, with_extrap: bool) -> Outcome:
+    """Every strategy on ``problem``, the adaptive ones within the full factorial's
+    core-hours: the one comparison both the synthetic truths and the application run."""
     start = time.perf_counter()
-    grid = dict(list(GRID.items())[:parameters])
-    rng = np.random.default_rng([seed, parameters])
-    largest = {name: max(values) for name, values in grid.items()}
-    truth = random_function(CALLPATH, largest, rng, space=SPACE)
-    noise = Noise("uniform", level, symmetric=True)
-    full_core_hours, full_error = static(truth, grid, noise, seed, "full")
-    sparse_core_hours, sparse_error = static(truth, grid, noise, seed, "sparse")
-    trajectory, stopped = perfcast_loop(truth, grid, noise, seed, full_core_hours)
+    full_core_hours, full_error = static(problem, seed, "full")
+    sparse_core_hours, sparse_error = static(problem, seed, "sparse")
+    trajectory, stopped = perfcast_loop(problem, seed, full_core_hours)
     extrap: list[tuple[float, float]] = []
     modes: list[str] = []
     if with_extrap:
         with _extrap.Advisor() as advisor:
-            extrap, modes = extrap_loop(truth, grid, noise, seed, full_core_hours, advisor)
+            extrap, modes = extrap_loop(problem, seed, full_core_hours, advisor)
     return Outcome(
-        parameters,
-        level,
+        group,
         seed,
         full_core_hours,
         full_error,
@@ -315,8 +354,283 @@ def campaign(parameters: int, level: float, seed: int, with_extrap: bool) -> Out
     )
 
 
+def campaign(parameters: int, level: float, seed: int, with_extrap: bool) -> Outcome:
+    """A random truth of ``parameters`` parameters with ``level`` noise, every strategy."""
+    grid = dict(list(GRID.items())[:parameters])
+    rng = np.random.default_rng([seed, parameters])
+    largest = {name: max(values) for name, values in grid.items()}
+    truth = random_function(CALLPATH, largest, rng, space=SPACE)
+    problem = synthetic(truth, grid, Noise("uniform", level, symmetric=True))
+    return compare(problem, (parameters, level), seed, with_extrap)
+
+
 def _campaign(arguments: tuple[int, float, int, bool]) -> Outcome:
     return campaign(*arguments)
+
+
+# -- one application on the virtual cluster ---------------------------------------------------
+
+
+APP = "comd"
+"""The application (``benchmarks/apps_matrix.py``'s CoMD: how it is copied, prepared and
+built): the cheapest of the four at 1024 ranks under SMPI with a size parameter of its own.
+NAS IS has no size but its compiled-in class and an alltoallv of p^2 messages; miniFE's CG
+runs 200 iterations of allreduces and halo exchanges; LULESH takes cubes only (1000, not
+1024) and exchanges with 26 neighbours."""
+APP_COMMAND = "bin/CoMD-mpi -i {p} -j 1 -k 1 -x 3328 -y {n} -z {n} -N 1"
+"""Strong scaling over ``p`` ranks along x (the command can only pass ``p`` itself, so the
+decomposition is 1-D) of a 3328 x n x n lattice (4 atoms per unit cell): CoMD wants every
+rank's domain at least 11.57 A wide, 3.25 unit cells of 3.615 A at p = 1024. One time step
+(two force computations with the initial one): a run at p = 1024, n = 8 took 71 to 89 s here
+(two simulations at once beside another worker's jobs, load 4 to 5), most of it the ranks'
+own compute, which SMPI runs one after another; one at p = 32 about 20 s."""
+APP_GRID: dict[str, tuple[float, ...]] = {
+    "p": (32.0, 64.0, 128.0, 256.0, 512.0),
+    "n": (4.0, 5.0, 6.0, 7.0, 8.0),
+}
+"""5 values of each parameter: Extra-P's advisor suggests nothing until it has 5 of each
+(with 4 values of n it stays in its "base" mode and returns no point at any budget)."""
+APP_TARGET = {"p": 1024.0, "n": 8.0}
+"""Held out: twice the grid's largest p, at its largest n."""
+APP_CALLPATH = "main"
+"""The modeled value: a run's simulated time, ``main``'s inclusive time on its slowest rank."""
+APP_FILTER = ("main", "initSimulation", "timestep", "computeForce", "redistributeAtoms")
+"""The functions the build measures (``[build] filter``): CoMD's phases, each called a few
+times per rank. Unfiltered, every call of its per-atom helpers (``sortAtomsById``,
+``putAtomInBox``: 820 000 calls on rank 0 at p = 32, n = 4) reads the clock twice, which
+made that point's simulated time 0.72 s against 0.15 s filtered, and its run 35 s."""
+POOL_REPETITIONS = 3
+"""Runs measured per grid point and at the target, and the static designs' repetitions on
+the application: the pool's runs took 1900 s of wall time here (about 16 minutes two at a
+time); 5 (:data:`FULL_REPETITIONS`) would take it to about 27."""
+APP_NODES = 1024
+CACHE = Path(__file__).resolve().parent / ".adaptive-design-cache"
+"""Where the application is copied, built and measured, and its pool kept."""
+POOL_FILE = CACHE / f"{APP}-pool.json"
+TARGET_CAMPAIGN = {"p": (min(APP_GRID["p"]), APP_TARGET["p"]), "n": (APP_TARGET["n"],)}
+"""The target's campaign: perfcast measure refuses a campaign in which no parameter varies,
+so it also runs the cheapest p at the target's n (those runs are not used)."""
+
+
+@dataclass
+class Pool:
+    """The measured runs: simulated seconds per grid point and at the target, in the order
+    their repetitions were stored."""
+
+    grid: dict[tuple[float, ...], list[float]]
+    target: list[float]
+    run_seconds: float
+    """The wall times of every run measured for it (the target's unused ones included)."""
+    longest_run: float
+
+
+def _pool_spec() -> dict:
+    """What the cached pool was measured with; another spec measures it again."""
+    return {
+        "app": APP,
+        "command": APP_COMMAND,
+        "grid": APP_GRID,
+        "target": APP_TARGET,
+        "repetitions": POOL_REPETITIONS,
+        "nodes": APP_NODES,
+        "filter": APP_FILTER,
+    }
+
+
+def measure_pool(parallel: int) -> Pool:
+    """The pool, from :data:`POOL_FILE` when it was measured with this spec, else measured:
+    ``perfcast measure --backend smpi`` of the grid and of the target, each into a store of
+    its own in a copy of the application (a killed measurement resumes from its store)."""
+    if POOL_FILE.is_file():
+        cached = json.loads(POOL_FILE.read_text())
+        if cached["spec"] == json.loads(json.dumps(_pool_spec())):
+            grid = {tuple(point): values for point, values in cached["grid"]}
+            return Pool(grid, cached["target"], cached["run_seconds"], cached["longest_run"])
+    app = apps_matrix.APPLICATIONS[APP]
+    directory = CACHE / APP
+    if not (directory / ".prepared").is_file():
+        shutil.rmtree(directory, ignore_errors=True)
+        shutil.copytree(apps_matrix.APPS / app.source, directory)
+        for path in [directory, *directory.rglob("*")]:
+            path.chmod(path.stat().st_mode | 0o200)  # the shared tree is read-only
+        for name, text in app.files:
+            (directory / name).write_text(text)
+        (directory / "phases.txt").write_text("".join(f"{name}\n" for name in APP_FILTER))
+        for command in app.prepare:
+            apps_matrix.shell(f"prepare ({command})", command, directory, 120)
+        (directory / ".prepared").write_text("")
+    platform = CACHE / "cluster.xml"
+    if not platform.is_file():
+        apps_matrix.shell(
+            "perfcast platform describe",
+            f"{apps_matrix.PERFCAST} platform describe -o {platform} --name cluster "
+            f"--nodes {APP_NODES}",
+            CACHE,
+            120,
+        )
+    measured = {}
+    walls: list[float] = []
+    for name, values in (("pool", APP_GRID), ("target", TARGET_CAMPAIGN)):
+        parameters = "".join(
+            f"{key} = [{', '.join(f'{v:g}' for v in axis)}]\n" for key, axis in values.items()
+        )
+        (directory / f"{name}.toml").write_text(
+            f'[app]\nname = "{APP}"\nstore = "{name}.sqlite"\n\n[build]\n{app.spec_build}\n'
+            'filter = "phases.txt"\n\n'
+            f'[run]\ncommand = "{APP_COMMAND}"\nrepetitions = {POOL_REPETITIONS}\n'
+            f"timeout = 900\n\n[parameters]\n{parameters}"
+        )
+        store = directory / f"{name}.sqlite"
+        resume = " --resume" if store.is_file() else ""
+        print(f"measuring the {APP} {name} (perfcast measure --backend smpi)", file=sys.stderr)
+        apps_matrix.shell(
+            f"perfcast measure {name}",
+            f"{apps_matrix.PERFCAST} measure {name}.toml --backend smpi --platform {platform} "
+            f"--no-counting-pass --parallel {parallel}{resume}",
+            directory,
+            7200,
+            log=directory / f"{name}.log",
+        )
+        measured[name] = simulated_seconds(store, list(values), walls)
+    pool = Pool(
+        measured["pool"],
+        measured["target"][tuple(APP_TARGET.values())],
+        sum(walls),
+        max(walls),
+    )
+    POOL_FILE.write_text(
+        json.dumps(
+            {
+                "spec": _pool_spec(),
+                "grid": [[list(point), values] for point, values in pool.grid.items()],
+                "target": pool.target,
+                "run_seconds": pool.run_seconds,
+                "longest_run": pool.longest_run,
+            }
+        )
+    )
+    return pool
+
+
+def simulated_seconds(
+    store: Path, names: Sequence[str], walls: list[float]
+) -> dict[tuple[float, ...], list[float]]:
+    """Each successful run's simulated time (:data:`APP_CALLPATH` on its slowest rank), per
+    point, in repetition order; the runs' wall times are added to ``walls``."""
+    seconds: dict[tuple[float, ...], list[float]] = {}
+    with CampaignStore.open(store) as opened:
+        for run in sorted(opened.runs(OK), key=lambda r: r.repetition):
+            walls.append(run.seconds or 0.0)
+            slowest = 0
+            for name, data in opened.profiles(run.id).items():
+                source = f"{store}[{run.key}]/{name}"
+                text = decode_text(data, source, PROFILE_KIND, PROFILE_HINT)
+                profile = parse_rank_profile(text, source)
+                slowest = max(slowest, profile.callpaths[APP_CALLPATH].inclusive_ns)
+            point = tuple(float(run.point[name]) for name in names)
+            seconds.setdefault(point, []).append(slowest / 1e9)
+    return seconds
+
+
+def pooled(pool: Pool) -> Problem:
+    """The application as a problem: a run at a grid point is the next of the point's
+    measured repetitions, in an order the campaign's generator draws (so seeds differ in
+    which repetitions a strategy gets first); past the last, the order starts again."""
+
+    def source(rng: np.random.Generator) -> Draw:
+        orders: dict[tuple[float, ...], np.ndarray] = {}
+        taken: Counter[tuple[float, ...]] = Counter()
+
+        def draw(point: tuple[float, ...], times: int) -> np.ndarray:
+            if point not in pool.grid:
+                raise ValueError(f"{point} is not a grid point of the {APP} pool")
+            runs = pool.grid[point]
+            order = orders.setdefault(point, rng.permutation(len(runs)))
+            start = taken[point]
+            taken[point] += times
+            return np.array([runs[order[(start + i) % len(runs)]] for i in range(times)])
+
+        return draw
+
+    return Problem(
+        APP_GRID,
+        APP_TARGET,
+        float(np.mean(pool.target)),
+        source,
+        APP_CALLPATH,
+        POOL_REPETITIONS,
+    )
+
+
+APP_GROUP = (len(APP_GRID), 0.0)
+"""The application's one group in the tables."""
+
+
+def _app_campaign(arguments: tuple[Pool, int, bool]) -> Outcome:
+    pool, seed, with_extrap = arguments
+    return compare(pooled(pool), APP_GROUP, seed, with_extrap)
+
+
+def spread(values: Sequence[float]) -> float:
+    """(largest - smallest) / mean of a point's repetitions."""
+    return (max(values) - min(values)) / float(np.mean(values))
+
+
+def application(seeds: int, with_extrap: bool, jobs: int) -> str:
+    """The application section: the pool (measured or cached), its noise, every strategy
+    on it for ``seeds`` orders of the repetitions, and the tables."""
+    pool = measure_pool(jobs)
+    start = time.perf_counter()
+    with ProcessPoolExecutor(jobs) as executor:
+        outcomes = []
+        arguments = [(pool, seed, with_extrap) for seed in range(seeds)]
+        for outcome in executor.map(_app_campaign, arguments):
+            outcomes.append(outcome)
+            print(
+                f"{APP} seed {outcome.seed}: {outcome.seconds:.0f} s, perfcast "
+                f"{len(outcome.perfcast)} rounds ({outcome.perfcast_stop}), Extra-P modes "
+                f"{dict(Counter(outcome.extrap_modes))}",
+                file=sys.stderr,
+                flush=True,
+            )
+    elapsed = time.perf_counter() - start
+    spreads = [spread(values) for values in pool.grid.values()]
+    runs = sum(len(values) for values in pool.grid.values()) + len(pool.target)
+    axes = "; ".join(
+        f"{k} = {', '.join(f'{v:g}' for v in values)}" for k, values in APP_GRID.items()
+    )
+    target = ", ".join(f"{k}={v:g}" for k, v in APP_TARGET.items())
+    lines = [
+        f"One real application on the virtual cluster: {APP} (`{APP_COMMAND}`), built and "
+        f"run by perfcast measure --backend smpi on a {APP_NODES}-node SimGrid platform "
+        "(perfcast platform describe --nodes "
+        f"{APP_NODES}: 1 Gflop/s cores, 1.25e9 B/s links, 1 us); the modeled value is a run's "
+        f"simulated time ({APP_CALLPATH}'s inclusive time on the slowest rank), a run costs "
+        "it x p.",
+        f"grid {axes} ({len(pool.grid)} points); held-out target {target}: "
+        f"{float(np.mean(pool.target)):.4g} s (mean of its {len(pool.target)} runs, spread "
+        f"{percent(spread(pool.target))} %); pool: {POOL_REPETITIONS} repetitions per point, "
+        f"{runs} runs (the target's campaign also ran p={TARGET_CAMPAIGN['p'][0]:g}, unused), "
+        f"whose wall times add to {pool.run_seconds:.0f} s on two shared cores (the longest "
+        f"{pool.longest_run:.0f} s), cached in benchmarks/.adaptive-design-cache/{POOL_FILE.name}.",
+        "Noise: SMPI charges each compute burst the CPU time it took here, so repetitions "
+        "differ by this machine's own compute noise (nothing is added): spread (max - min) / "
+        f"mean of a point's runs {percent(median(spreads))} % at the median point, "
+        f"{percent(max(spreads))} % at most.",
+        f"Mean simulated seconds at the target's n={APP_TARGET['n']:g} by p: "
+        + ", ".join(
+            f"{p:g}: {float(np.mean(pool.grid[(p, APP_TARGET['n'])])):.4g}" for p in APP_GRID["p"]
+        )
+        + f"; held out {APP_TARGET['p']:g}: {float(np.mean(pool.target)):.4g}.",
+        f"Static designs at the pool's {POOL_REPETITIONS} repetitions (the full factorial is "
+        "the whole pool), the adaptive ones from the cross at "
+        f"{SEED_REPETITIONS}; a seed is an order in which a campaign draws each point's "
+        f"repetitions, and a run past the pool's {POOL_REPETITIONS} at a point draws them "
+        f"again in the same order; {seeds} seeds, {elapsed:.0f} s.",
+        "",
+        tables(outcomes, with_extrap, label=lambda _: f"{APP:<9}", title="app      "),
+    ]
+    return "\n".join(lines)
 
 
 # -- the tables ------------------------------------------------------------------------------
@@ -355,12 +669,25 @@ def needed(errors: Mapping[float, float], goal: float) -> float:
     return math.nan
 
 
-def tables(outcomes: Sequence[Outcome], with_extrap: bool) -> str:
+def synthetic_label(group: tuple[int, float]) -> str:
+    """A synthetic group in the tables: parameters and noise level."""
+    parameters, level = group
+    return f"{parameters:>3} {level:>5.0%}"
+
+
+def tables(
+    outcomes: Sequence[Outcome],
+    with_extrap: bool,
+    label: Callable[[tuple[int, float]], str] = synthetic_label,
+    title: str = "par noise",
+) -> str:
+    """The trajectories' table and the summary, a row per group (``label``, under ``title``:
+    both 9 characters wide)."""
     groups: dict[tuple[int, float], list[Outcome]] = {}
     for outcome in outcomes:
-        groups.setdefault((outcome.parameters, outcome.noise), []).append(outcome)
+        groups.setdefault(outcome.group, []).append(outcome)
     strategies = ["perfcast", *(["extrap"] if with_extrap else [])]
-    head = ["par noise strategy  |", *(f"{f:>6.0%}" for f in FRACTIONS), "| spent%B"]
+    head = [f"{title} strategy  |", *(f"{f:>6.0%}" for f in FRACTIONS), "| spent%B"]
     lines = [
         "Median held-out error (%) at the target, over the seeds, of the model fitted to what "
         "each adaptive strategy measured within f x the full factorial's core-hours "
@@ -370,7 +697,7 @@ def tables(outcomes: Sequence[Outcome], with_extrap: bool) -> str:
         "-" * len(" ".join(head)),
     ]
     summary = []
-    for (parameters, level), group in sorted(groups.items()):
+    for key, group in sorted(groups.items()):
         full = median([o.full_error for o in group])
         trajectories: dict[str, list[Sequence[tuple[float, ...]]]] = {
             "perfcast": [o.perfcast for o in group],
@@ -395,7 +722,7 @@ def tables(outcomes: Sequence[Outcome], with_extrap: bool) -> str:
                 ]
             )
             lines.append(
-                f"{parameters:>3} {level:>5.0%} {strategy:<9} | "
+                f"{label(key)} {strategy:<9} | "
                 + " ".join(f"{percent(errors[f]):>6}" for f in FRACTIONS)
                 + f" | {percent(spent):>7}"
             )
@@ -408,7 +735,7 @@ def tables(outcomes: Sequence[Outcome], with_extrap: bool) -> str:
             stops.append(f"{percent(spent):>5} {percent(err):>5} {reached}/{len(group)}")
         sparse_share = median([o.sparse_core_hours / o.full_core_hours for o in group])
         row = [
-            f"{parameters:>3} {level:>5.0%} {len(group):>5} |",
+            f"{label(key)} {len(group):>5} |",
             f"{median([o.full_core_hours for o in group]):>8.3g} {percent(full):>6} |",
             f"{percent(sparse_share):>5} {percent(median([o.sparse_error for o in group])):>6} |",
         ]
@@ -420,7 +747,7 @@ def tables(outcomes: Sequence[Outcome], with_extrap: bool) -> str:
         summary.append(" ".join(row))
     adaptive = " ".join(f"{s:^13}|" for s in strategies)
     until_head = " | ".join(f"--until width={w:g}" for w in WIDTHS)
-    header = "par noise seeds | full c-h  err% | sparse%B err% | " + adaptive + " " + until_head
+    header = f"{title} seeds | full c-h  err% | sparse%B err% | " + adaptive + " " + until_head
     sub = (
         "                |                |              | "
         + " ".join("  %B to reach |" for _ in strategies)
@@ -442,20 +769,8 @@ def tables(outcomes: Sequence[Outcome], with_extrap: bool) -> str:
     return "\n".join(lines + legend + summary)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, default=5, help="seeds of 2-parameter truths")
-    parser.add_argument("--seeds3", type=int, default=3, help="seeds of 3-parameter truths")
-    parser.add_argument("--parameters", type=int, nargs="+", default=list(PARAMETER_COUNTS))
-    parser.add_argument("--noise", type=float, nargs="+", default=list(NOISE_LEVELS))
-    parser.add_argument("--no-extrap", action="store_true", help="leave Extra-P's advisor out")
-    parser.add_argument("--quick", action="store_true", help="2 parameters, 2 seeds, 5 %% noise")
-    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
-    parser.add_argument("--output", type=Path)
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.seeds, args.seeds3, args.parameters, args.noise = 2, 1, [2], [0.05]
-    with_extrap = not args.no_extrap
+def synthetic_section(args: argparse.Namespace, with_extrap: bool) -> str:
+    """The synthetic truths: every configuration of ``args``, and the tables."""
     jobs = [
         (parameters, level, seed, with_extrap)
         for parameters in args.parameters
@@ -468,21 +783,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         for outcome in pool.map(_campaign, jobs):
             outcomes.append(outcome)
             print(
-                f"{outcome.parameters} params {outcome.noise:.0%} seed {outcome.seed}: "
+                f"{outcome.group[0]} params {outcome.group[1]:.0%} seed {outcome.seed}: "
                 f"{outcome.seconds:.0f} s, perfcast {len(outcome.perfcast)} rounds "
                 f"({outcome.perfcast_stop}), Extra-P modes {dict(Counter(outcome.extrap_modes))}",
                 file=sys.stderr,
                 flush=True,
             )
     elapsed = time.perf_counter() - start
-    command = "$ python3 benchmarks/" + Path(__file__).name
-    if argv is None:
-        argv = sys.argv[1:]
-    command += "".join(" " + shlex.quote(a) for a in argv)
-    text = "\n".join(
+    return "\n".join(
         [
-            command,
-            "",
             "random PMNF truths (perfcast.synth, 1 call path) of "
             f"{'/'.join(map(str, args.parameters))} parameters, symmetric uniform noise, "
             f"{args.seeds} seeds of 2 parameters and "
@@ -501,6 +810,44 @@ def main(argv: Sequence[str] | None = None) -> None:
             tables(outcomes, with_extrap),
         ]
     )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=5, help="seeds of 2-parameter truths")
+    parser.add_argument("--seeds3", type=int, default=3, help="seeds of 3-parameter truths")
+    parser.add_argument("--parameters", type=int, nargs="+", default=list(PARAMETER_COUNTS))
+    parser.add_argument("--noise", type=float, nargs="+", default=list(NOISE_LEVELS))
+    parser.add_argument("--no-extrap", action="store_true", help="leave Extra-P's advisor out")
+    parser.add_argument(
+        "--quick", action="store_true", help="2 parameters, 2 seeds, 5 %% noise, no application"
+    )
+    parser.add_argument("--no-app", action="store_true", help=f"leave the application ({APP}) out")
+    parser.add_argument(
+        "--app-only", action="store_true", help="the application alone, no synthetic truths"
+    )
+    parser.add_argument(
+        "--app-seeds", type=int, default=5, help="orders of the application's repetitions"
+    )
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--output", type=Path)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seeds, args.seeds3, args.parameters, args.noise = 2, 1, [2], [0.05]
+        args.no_app = True
+    if args.no_app and args.app_only:
+        parser.error("--app-only and --no-app (or --quick) leave nothing to run")
+    with_extrap = not args.no_extrap
+    command = "$ python3 benchmarks/" + Path(__file__).name
+    if argv is None:
+        argv = sys.argv[1:]
+    command += "".join(" " + shlex.quote(a) for a in argv)
+    sections = [command]
+    if not args.app_only:
+        sections.append(synthetic_section(args, with_extrap))
+    if not args.no_app:
+        sections.append(application(args.app_seeds, with_extrap, args.jobs))
+    text = "\n\n".join(sections)
     print(text)
     if args.output is not None:
         args.output.write_text(text + "\n")
