@@ -45,17 +45,19 @@ are the simulated campaigns' core-hours, compared as ratios within the same run.
 
 The same comparison on one real application through the virtual cluster (:data:`APP`,
 CoMD; on by default, off with ``--quick`` or ``--no-app``, alone with ``--app-only``): the
-same strategy functions (:func:`compare`) on a :class:`Problem` whose runs come from a pool
-measured once by ``perfcast measure --backend smpi`` (:func:`measure_pool`: the grid
-:data:`APP_GRID` at :data:`POOL_REPETITIONS` repetitions, and the held-out target
-:data:`APP_TARGET`, p = 1024, beyond it in both parameters; kept in
-``benchmarks/.adaptive-design-cache/``). A run's value and cost are its simulated time
-(``main`` on the slowest rank) and that times ``p``; a campaign draws a point's measured
-repetitions in an order its seed picks (:func:`pooled`). SMPI adds no noise of its own: it
-charges each compute burst the CPU time it took on this machine, so the repetitions differ
-by this machine's compute noise, which the section reports.
+same strategy functions (:func:`compare`) on a :class:`Problem` per held-out target of
+:data:`APP_TARGETS` (p = 1024 past the grid p = 32..512, where CoMD's time turns up again;
+p = 512 past the grid p = 16..256, before the turn, where the time still falls; n = 8,
+the grids' largest, in both), whose runs come from a pool measured once by ``perfcast
+measure --backend smpi`` (:func:`measure_pool`: the campaigns :data:`APP_CAMPAIGNS` at
+:data:`POOL_REPETITIONS` repetitions, kept in ``benchmarks/.adaptive-design-cache/``).
+A run's value and cost are its simulated time (``main`` on the slowest rank) and that
+times ``p``; a campaign draws a point's measured repetitions in an order its seed picks
+(:func:`pooled`). SMPI adds no noise of its own: it charges each compute burst the CPU
+time it took on this machine, so the repetitions differ by this machine's compute noise,
+which the section reports.
 
-Run (the full run takes about ten minutes on two cores, plus 15 to measure the
+Run (the full run takes about ten minutes on two cores, plus 18 to measure the
 application's pool the first time)::
 
     python3 benchmarks/adaptive_design.py --quick
@@ -67,6 +69,7 @@ application's pool the first time)::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -209,7 +212,8 @@ class Outcome:
     """One campaign (a problem x seed) under every strategy."""
 
     group: tuple[int, float]
-    """What the tables group it by: (parameters, noise level)."""
+    """What the tables group it by: (parameters, noise level), on the application
+    (parameters, the target's p)."""
     seed: int
     full_core_hours: float
     full_error: float
@@ -384,14 +388,20 @@ rank's domain at least 11.57 A wide, 3.25 unit cells of 3.615 A at p = 1024. One
 (two force computations with the initial one): a run at p = 1024, n = 8 took 71 to 89 s here
 (two simulations at once beside another worker's jobs, load 4 to 5), most of it the ranks'
 own compute, which SMPI runs one after another; one at p = 32 about 20 s."""
-APP_GRID: dict[str, tuple[float, ...]] = {
-    "p": (32.0, 64.0, 128.0, 256.0, 512.0),
-    "n": (4.0, 5.0, 6.0, 7.0, 8.0),
-}
-"""5 values of each parameter: Extra-P's advisor suggests nothing until it has 5 of each
-(with 4 values of n it stays in its "base" mode and returns no point at any budget)."""
-APP_TARGET = {"p": 1024.0, "n": 8.0}
-"""Held out: twice the grid's largest p, at its largest n."""
+APP_N = (4.0, 5.0, 6.0, 7.0, 8.0)
+APP_TARGETS: tuple[tuple[dict[str, tuple[float, ...]], dict[str, float]], ...] = (
+    ({"p": (32.0, 64.0, 128.0, 256.0, 512.0), "n": APP_N}, {"p": 1024.0, "n": 8.0}),
+    ({"p": (16.0, 32.0, 64.0, 128.0, 256.0), "n": APP_N}, {"p": 512.0, "n": 8.0}),
+)
+"""The application's problems, (grid, held-out target) each: twice the grid's largest p at
+its largest n. CoMD's time falls from p = 32 to 512 and rises again at 1024, so the first
+target lies past a turn no model of its grid can see (it shows how far off every design
+is there); the second lies before it, where the time still falls. Both grids have 5 values
+of each parameter: Extra-P's advisor suggests nothing until it has 5 of each
+(``MeasurementPointAdvisor.min_points``; on p = 32..256 it stays in its "base" mode and
+returns no point at any budget), and perfcast gives no interval at the target with fewer
+than 5 values of a parameter (``--until`` would never stop), hence the second grid's p = 16,
+measured for it."""
 APP_CALLPATH = "main"
 """The modeled value: a run's simulated time, ``main``'s inclusive time on its slowest rank."""
 APP_FILTER = ("main", "initSimulation", "timestep", "computeForce", "redistributeAtoms")
@@ -400,25 +410,30 @@ times per rank. Unfiltered, every call of its per-atom helpers (``sortAtomsById`
 ``putAtomInBox``: 820 000 calls on rank 0 at p = 32, n = 4) reads the clock twice, which
 made that point's simulated time 0.72 s against 0.15 s filtered, and its run 35 s."""
 POOL_REPETITIONS = 3
-"""Runs measured per grid point and at the target, and the static designs' repetitions on
-the application: the pool's runs took 1900 s of wall time here (about 16 minutes two at a
+"""Runs measured per point, and the static designs' repetitions on the application: the
+first grid's and target's runs took 1900 s of wall time here (about 16 minutes two at a
 time); 5 (:data:`FULL_REPETITIONS`) would take it to about 27."""
 APP_NODES = 1024
 CACHE = Path(__file__).resolve().parent / ".adaptive-design-cache"
 """Where the application is copied, built and measured, and its pool kept."""
 POOL_FILE = CACHE / f"{APP}-pool.json"
-TARGET_CAMPAIGN = {"p": (min(APP_GRID["p"]), APP_TARGET["p"]), "n": (APP_TARGET["n"],)}
-"""The target's campaign: perfcast measure refuses a campaign in which no parameter varies,
-so it also runs the cheapest p at the target's n (those runs are not used)."""
+APP_CAMPAIGNS: dict[str, dict[str, tuple[float, ...]]] = {
+    "pool": APP_TARGETS[0][0],
+    "target": {"p": (32.0, 1024.0), "n": (8.0,)},
+    "small": {"p": (16.0,), "n": APP_N},
+}
+"""The ``perfcast measure`` campaigns that make up the pool, each a store of its own: the
+first grid (the second target, p = 512, is one of its points), the first target (perfcast
+measure refuses a campaign in which no parameter varies, so it also runs p = 32 at n = 8;
+those runs are not used) and the second grid's p = 16, added after the other two."""
 
 
 @dataclass
 class Pool:
-    """The measured runs: simulated seconds per grid point and at the target, in the order
+    """The measured runs: simulated seconds per point (the targets' included), in the order
     their repetitions were stored."""
 
-    grid: dict[tuple[float, ...], list[float]]
-    target: list[float]
+    runs: dict[tuple[float, ...], list[float]]
     run_seconds: float
     """The wall times of every run measured for it (the target's unused ones included)."""
     longest_run: float
@@ -429,8 +444,7 @@ def _pool_spec() -> dict:
     return {
         "app": APP,
         "command": APP_COMMAND,
-        "grid": APP_GRID,
-        "target": APP_TARGET,
+        "campaigns": APP_CAMPAIGNS,
         "repetitions": POOL_REPETITIONS,
         "nodes": APP_NODES,
         "filter": APP_FILTER,
@@ -439,13 +453,14 @@ def _pool_spec() -> dict:
 
 def measure_pool(parallel: int) -> Pool:
     """The pool, from :data:`POOL_FILE` when it was measured with this spec, else measured:
-    ``perfcast measure --backend smpi`` of the grid and of the target, each into a store of
-    its own in a copy of the application (a killed measurement resumes from its store)."""
+    ``perfcast measure --backend smpi`` of each of :data:`APP_CAMPAIGNS` into a store of its
+    own in a copy of the application (a killed measurement, or one whose spec gained a
+    campaign, resumes from its stores). A point two campaigns measured keeps the first's."""
     if POOL_FILE.is_file():
         cached = json.loads(POOL_FILE.read_text())
         if cached["spec"] == json.loads(json.dumps(_pool_spec())):
-            grid = {tuple(point): values for point, values in cached["grid"]}
-            return Pool(grid, cached["target"], cached["run_seconds"], cached["longest_run"])
+            cached_runs = {tuple(point): values for point, values in cached["runs"]}
+            return Pool(cached_runs, cached["run_seconds"], cached["longest_run"])
     app = apps_matrix.APPLICATIONS[APP]
     directory = CACHE / APP
     if not (directory / ".prepared").is_file():
@@ -468,9 +483,9 @@ def measure_pool(parallel: int) -> Pool:
             CACHE,
             120,
         )
-    measured = {}
+    runs: dict[tuple[float, ...], list[float]] = {}
     walls: list[float] = []
-    for name, values in (("pool", APP_GRID), ("target", TARGET_CAMPAIGN)):
+    for name, values in APP_CAMPAIGNS.items():
         parameters = "".join(
             f"{key} = [{', '.join(f'{v:g}' for v in axis)}]\n" for key, axis in values.items()
         )
@@ -491,19 +506,14 @@ def measure_pool(parallel: int) -> Pool:
             7200,
             log=directory / f"{name}.log",
         )
-        measured[name] = simulated_seconds(store, list(values), walls)
-    pool = Pool(
-        measured["pool"],
-        measured["target"][tuple(APP_TARGET.values())],
-        sum(walls),
-        max(walls),
-    )
+        for point, seconds in simulated_seconds(store, list(values), walls).items():
+            runs.setdefault(point, seconds)
+    pool = Pool(runs, sum(walls), max(walls))
     POOL_FILE.write_text(
         json.dumps(
             {
                 "spec": _pool_spec(),
-                "grid": [[list(point), values] for point, values in pool.grid.items()],
-                "target": pool.target,
+                "runs": [[list(point), values] for point, values in pool.runs.items()],
                 "run_seconds": pool.run_seconds,
                 "longest_run": pool.longest_run,
             }
@@ -532,19 +542,21 @@ def simulated_seconds(
     return seconds
 
 
-def pooled(pool: Pool) -> Problem:
-    """The application as a problem: a run at a grid point is the next of the point's
-    measured repetitions, in an order the campaign's generator draws (so seeds differ in
-    which repetitions a strategy gets first); past the last, the order starts again."""
+def pooled(pool: Pool, grid: Mapping[str, Sequence[float]], target: Mapping[str, float]) -> Problem:
+    """The application as a problem on ``grid``: a run at one of its points is the next of
+    the point's measured repetitions, in an order the campaign's generator draws (so seeds
+    differ in which repetitions a strategy gets first); past the last, the order starts
+    again. A point off the grid is refused, so no strategy sees the held-out target."""
+    points = set(itertools.product(*grid.values()))
 
     def source(rng: np.random.Generator) -> Draw:
         orders: dict[tuple[float, ...], np.ndarray] = {}
         taken: Counter[tuple[float, ...]] = Counter()
 
         def draw(point: tuple[float, ...], times: int) -> np.ndarray:
-            if point not in pool.grid:
-                raise ValueError(f"{point} is not a grid point of the {APP} pool")
-            runs = pool.grid[point]
+            if point not in points:
+                raise ValueError(f"{point} is not a point of the {APP} grid")
+            runs = pool.runs[point]
             order = orders.setdefault(point, rng.permutation(len(runs)))
             start = taken[point]
             taken[point] += times
@@ -552,23 +564,16 @@ def pooled(pool: Pool) -> Problem:
 
         return draw
 
-    return Problem(
-        APP_GRID,
-        APP_TARGET,
-        float(np.mean(pool.target)),
-        source,
-        APP_CALLPATH,
-        POOL_REPETITIONS,
-    )
+    truth = float(np.mean(pool.runs[tuple(target.values())]))
+    return Problem(grid, target, truth, source, APP_CALLPATH, POOL_REPETITIONS)
 
 
-APP_GROUP = (len(APP_GRID), 0.0)
-"""The application's one group in the tables."""
-
-
-def _app_campaign(arguments: tuple[Pool, int, bool]) -> Outcome:
-    pool, seed, with_extrap = arguments
-    return compare(pooled(pool), APP_GROUP, seed, with_extrap)
+def _app_campaign(arguments: tuple[Pool, int, int, bool]) -> Outcome:
+    """Target ``index`` of :data:`APP_TARGETS` at one seed; its group in the tables is
+    (parameters, the target's p)."""
+    pool, index, seed, with_extrap = arguments
+    grid, target = APP_TARGETS[index]
+    return compare(pooled(pool, grid, target), (len(grid), target["p"]), seed, with_extrap)
 
 
 def spread(values: Sequence[float]) -> float:
@@ -576,30 +581,49 @@ def spread(values: Sequence[float]) -> float:
     return (max(values) - min(values)) / float(np.mean(values))
 
 
+def _axes(grid: Mapping[str, Sequence[float]]) -> str:
+    return "; ".join(f"{k} = {', '.join(f'{v:g}' for v in values)}" for k, values in grid.items())
+
+
 def application(seeds: int, with_extrap: bool, jobs: int) -> str:
     """The application section: the pool (measured or cached), its noise, every strategy
-    on it for ``seeds`` orders of the repetitions, and the tables."""
+    on each of :data:`APP_TARGETS` for ``seeds`` orders of the repetitions, and the tables."""
     pool = measure_pool(jobs)
     start = time.perf_counter()
     with ProcessPoolExecutor(jobs) as executor:
         outcomes = []
-        arguments = [(pool, seed, with_extrap) for seed in range(seeds)]
+        arguments = [
+            (pool, index, seed, with_extrap)
+            for index in range(len(APP_TARGETS))
+            for seed in range(seeds)
+        ]
         for outcome in executor.map(_app_campaign, arguments):
             outcomes.append(outcome)
             print(
-                f"{APP} seed {outcome.seed}: {outcome.seconds:.0f} s, perfcast "
-                f"{len(outcome.perfcast)} rounds ({outcome.perfcast_stop}), Extra-P modes "
-                f"{dict(Counter(outcome.extrap_modes))}",
+                f"{APP} p={outcome.group[1]:g} seed {outcome.seed}: {outcome.seconds:.0f} s, "
+                f"perfcast {len(outcome.perfcast)} rounds ({outcome.perfcast_stop}), Extra-P "
+                f"modes {dict(Counter(outcome.extrap_modes))}",
                 file=sys.stderr,
                 flush=True,
             )
     elapsed = time.perf_counter() - start
-    spreads = [spread(values) for values in pool.grid.values()]
-    runs = sum(len(values) for values in pool.grid.values()) + len(pool.target)
-    axes = "; ".join(
-        f"{k} = {', '.join(f'{v:g}' for v in values)}" for k, values in APP_GRID.items()
-    )
-    target = ", ".join(f"{k}={v:g}" for k, v in APP_TARGET.items())
+    spreads = [spread(values) for values in pool.runs.values()]
+    runs = sum(len(values) for values in pool.runs.values())
+    n = APP_TARGETS[0][1]["n"]
+    by_p = sorted((point[0], values) for point, values in pool.runs.items() if point[1] == n)
+    last = APP_TARGETS[-1][1]["p"]
+
+    def halving(p: float) -> float:
+        """The mean time at ``p`` over that at ``p / 2``, at the targets' ``n``."""
+        return float(np.mean(pool.runs[(p, n)]) / np.mean(pool.runs[(p / 2, n)]))
+
+    targets = []
+    for grid, target in APP_TARGETS:
+        at = pool.runs[tuple(target.values())]
+        targets.append(
+            f"p={target['p']:g}, n={target['n']:g}: {float(np.mean(at)):.4g} s (spread "
+            f"{percent(spread(at))} %) held out from grid {_axes(grid)}"
+        )
     lines = [
         f"One real application on the virtual cluster: {APP} (`{APP_COMMAND}`), built and "
         f"run by perfcast measure --backend smpi on a {APP_NODES}-node SimGrid platform "
@@ -607,29 +631,41 @@ def application(seeds: int, with_extrap: bool, jobs: int) -> str:
         f"{APP_NODES}: 1 Gflop/s cores, 1.25e9 B/s links, 1 us); the modeled value is a run's "
         f"simulated time ({APP_CALLPATH}'s inclusive time on the slowest rank), a run costs "
         "it x p.",
-        f"grid {axes} ({len(pool.grid)} points); held-out target {target}: "
-        f"{float(np.mean(pool.target)):.4g} s (mean of its {len(pool.target)} runs, spread "
-        f"{percent(spread(pool.target))} %); pool: {POOL_REPETITIONS} repetitions per point, "
-        f"{runs} runs (the target's campaign also ran p={TARGET_CAMPAIGN['p'][0]:g}, unused), "
+        f"Pool: {POOL_REPETITIONS} repetitions of each of {len(pool.runs)} points, {runs} "
+        f"runs (the target's campaign also ran p={APP_CAMPAIGNS['target']['p'][0]:g}, unused), "
         f"whose wall times add to {pool.run_seconds:.0f} s on two shared cores (the longest "
-        f"{pool.longest_run:.0f} s), cached in benchmarks/.adaptive-design-cache/{POOL_FILE.name}.",
+        f"{pool.longest_run:.0f} s), cached in "
+        f"benchmarks/.adaptive-design-cache/{POOL_FILE.name}.",
         "Noise: SMPI charges each compute burst the CPU time it took here, so repetitions "
         "differ by this machine's own compute noise (nothing is added): spread (max - min) / "
         f"mean of a point's runs {percent(median(spreads))} % at the median point, "
         f"{percent(max(spreads))} % at most.",
-        f"Mean simulated seconds at the target's n={APP_TARGET['n']:g} by p: "
-        + ", ".join(
-            f"{p:g}: {float(np.mean(pool.grid[(p, APP_TARGET['n'])])):.4g}" for p in APP_GRID["p"]
-        )
-        + f"; held out {APP_TARGET['p']:g}: {float(np.mean(pool.target)):.4g}.",
+        f"Mean simulated seconds at n={n:g} by p: "
+        + ", ".join(f"{p:g}: {float(np.mean(values)):.4g}" for p, values in by_p)
+        + ": the time falls to p=512 and rises at 1024.",
+        "Two held-out targets (the mean of their runs), a row each in the tables (app and "
+        "the target's p): "
+        + "; ".join(targets)
+        + ". The first lies past the turn, which no model of its grid can see; the second "
+        f"before it, where the time still falls (if by less: {halving(last):.2f}x from "
+        f"{last / 2:g} to {last:g}, {halving(last / 2):.2f}x from {last / 4:g} to {last / 2:g}).",
         f"Static designs at the pool's {POOL_REPETITIONS} repetitions (the full factorial is "
-        "the whole pool), the adaptive ones from the cross at "
+        "the whole grid), the adaptive ones from the cross at "
         f"{SEED_REPETITIONS}; a seed is an order in which a campaign draws each point's "
         f"repetitions, and a run past the pool's {POOL_REPETITIONS} at a point draws them "
-        f"again in the same order; {seeds} seeds, {elapsed:.0f} s.",
+        f"again in the same order; {seeds} seeds per target, {elapsed:.0f} s.",
         "",
-        tables(outcomes, with_extrap, label=lambda _: f"{APP:<9}", title="app      "),
+        tables(outcomes, with_extrap, label=lambda key: f"{APP} {key[1]:>4g}", title="app    p "),
     ]
+    overspent = [o for o in outcomes if o.extrap and o.extrap[-1][0] > o.full_core_hours]
+    if overspent:
+        lines += [
+            "",
+            f"Extra-P's advisor spent more than B in {len(overspent)} of {len(outcomes)} "
+            "campaigns: it costs a candidate run by its model of the runs so far, and the runs "
+            "it suggested within a budget cost more once run than that model said; its error "
+            "at f is read at its last state within f x B.",
+        ]
     return "\n".join(lines)
 
 
