@@ -148,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         shown: dict[str, Any] = {}
         if simulation is not None:
-            shown = {**_as_json(simulation, result.slowdown)}
+            shown = _as_json(simulation, result.slowdown)
             shown["threshold"] = [loop.to_json() for loop in result.loops]
         if made is not None:
             shown["synthesis"] = _synthesis_json(made)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -216,15 +217,8 @@ class LoopPlace:
     def parse(cls, text: str) -> LoopPlace:
         """``FILE:LINE``; an InputError naming what is wrong."""
         file, colon, line = text.rpartition(":")
-        if (
-            not colon
-            or not file
-            or not line.isascii()
-            or not line.isdigit()
-            or len(line) > MAX_LINE_DIGITS
-            or int(line) < 1
-            or not file.isprintable()
-        ):
+        digits = re.fullmatch(f"[0-9]{{1,{MAX_LINE_DIGITS}}}", line)
+        if not colon or not file or not file.isprintable() or not digits or int(line) < 1:
             raise InputError(
                 f"--threshold-trust {text!r}: give a loop as FILE:LINE, the line of its "
                 "keyword (lulesh.cc:1203), as perfcast build prints it"

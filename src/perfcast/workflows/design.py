@@ -558,7 +558,9 @@ def suggest_runs(request: SuggestRequest) -> Suggestions:
     values = distinct_values(parameters, measured.coordinates())
     short = [p for p in parameters if len(values[p]) < needed]
     if short:
-        return _values_to_model(spec, measured, short, target, cost, fixed, request.count)
+        return _values_to_model(
+            spec, measured, short, values, needed, target, cost, fixed, request.count
+        )
     fitted = model_campaign(ModelRequest(measured, store=store, metrics=metrics))
     experiment = fitted.experiment
     suggestions = rank_runs(
@@ -611,31 +613,32 @@ def _values_to_model(
     spec: AppSpec,
     experiment: Experiment,
     short: Sequence[str],
+    values: Mapping[str, Sequence[float]],
+    needed: int,
     target: Mapping[str, float],
     cost: Callable[[Mapping[str, float]], float],
     fixed: Mapping[str, float],
     count: int,
 ) -> Suggestions:
-    """Before there is a model: new values of the parameters with fewer than modeling
-    needs, the cheapest first. No interval exists to narrow yet, so worth is not weighed;
-    the spec's own values come first, then the series the measured values make."""
+    """Before there is a model: new values of the ``short`` parameters, which have fewer
+    than the ``needed`` values (``values``), the cheapest first. No interval exists to
+    narrow yet, so worth is not weighed; the spec's own values come first, then the series
+    the measured values make."""
     parameters = list(experiment.parameters)
     measured = experiment.coordinates()
-    values = distinct_values(parameters, measured)
     grid = {p.name: [float(v) for v in p.values] for p in spec.parameters}
-    needed = PMNFModeler().min_points
     found: dict[Coordinate, str] = {}
     for name in short:
         j = parameters.index(name)
+        reason = (
+            f"new value of {name}: it has {len(values[name])} value(s) "
+            f"({', '.join(map(format_value, values[name]))}), a model needs {needed}"
+        )
         listed = sorted(set(grid.get(name, ())) - set(values[name]))
         for value in [*listed, *more_values(values[name])]:
             for point in measured:
                 candidate = tuple(float(v) for v in (*point[:j], value, *point[j + 1 :]))
-                found.setdefault(
-                    candidate,
-                    f"new value of {name}: it has {len(values[name])} value(s) "
-                    f"({', '.join(map(format_value, values[name]))}), a model needs {needed}",
-                )
+                found.setdefault(candidate, reason)
     suggestions = []
     runs = max(spec.run.repetitions, 1)
     for candidate, reason in found.items():

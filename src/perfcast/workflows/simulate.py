@@ -11,7 +11,7 @@ library user gets the same numbers from :func:`simulate_traces`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -141,13 +141,14 @@ def simulate_traces(request: SimulateRequest) -> SimulateResult:
 
 def loop_credits(stats: Sequence[LoopStats]) -> tuple[LoopCredit, ...]:
     """The threshold rule's loops, each summed over the ranks, in the order first seen."""
-    sums: dict[tuple[str, int], list[Any]] = {}
+    credits: dict[tuple[str, int], LoopCredit] = {}
     for record in stats:
-        entry = sums.setdefault((record.file, record.line), [record.rule_on, 0, 0, 0.0])
-        entry[1] += record.iterations_run
-        entry[2] += record.iterations_skipped
-        entry[3] += record.seconds_credited
-    return tuple(
-        LoopCredit(file, line, rule_on, run, skipped, credited)
-        for (file, line), (rule_on, run, skipped, credited) in sums.items()
-    )
+        key = (record.file, record.line)
+        so_far = credits.get(key) or LoopCredit(record.file, record.line, record.rule_on, 0, 0, 0.0)
+        credits[key] = replace(
+            so_far,
+            iterations_run=so_far.iterations_run + record.iterations_run,
+            iterations_skipped=so_far.iterations_skipped + record.iterations_skipped,
+            seconds_credited=so_far.seconds_credited + record.seconds_credited,
+        )
+    return tuple(credits.values())
