@@ -368,6 +368,17 @@ def campaign(parameters: int, level: float, seed: int, with_extrap: bool) -> Out
     return compare(problem, (parameters, level), seed, with_extrap)
 
 
+def _progress(label: str, outcome: Outcome) -> None:
+    """One finished campaign on standard error: what it was, its time, how each loop ended."""
+    print(
+        f"{label} seed {outcome.seed}: {outcome.seconds:.0f} s, perfcast "
+        f"{len(outcome.perfcast)} rounds ({outcome.perfcast_stop}), Extra-P modes "
+        f"{dict(Counter(outcome.extrap_modes))}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def _campaign(arguments: tuple[int, float, int, bool]) -> Outcome:
     return campaign(*arguments)
 
@@ -599,13 +610,7 @@ def application(seeds: int, with_extrap: bool, jobs: int) -> str:
         ]
         for outcome in executor.map(_app_campaign, arguments):
             outcomes.append(outcome)
-            print(
-                f"{APP} p={outcome.group[1]:g} seed {outcome.seed}: {outcome.seconds:.0f} s, "
-                f"perfcast {len(outcome.perfcast)} rounds ({outcome.perfcast_stop}), Extra-P "
-                f"modes {dict(Counter(outcome.extrap_modes))}",
-                file=sys.stderr,
-                flush=True,
-            )
+            _progress(f"{APP} p={outcome.group[1]:g}", outcome)
     elapsed = time.perf_counter() - start
     spreads = [spread(values) for values in pool.runs.values()]
     runs = sum(len(values) for values in pool.runs.values())
@@ -818,13 +823,7 @@ def synthetic_section(args: argparse.Namespace, with_extrap: bool) -> str:
         outcomes = []
         for outcome in pool.map(_campaign, jobs):
             outcomes.append(outcome)
-            print(
-                f"{outcome.group[0]} params {outcome.group[1]:.0%} seed {outcome.seed}: "
-                f"{outcome.seconds:.0f} s, perfcast {len(outcome.perfcast)} rounds "
-                f"({outcome.perfcast_stop}), Extra-P modes {dict(Counter(outcome.extrap_modes))}",
-                file=sys.stderr,
-                flush=True,
-            )
+            _progress(f"{outcome.group[0]} params {outcome.group[1]:.0%}", outcome)
     elapsed = time.perf_counter() - start
     return "\n".join(
         [
