@@ -258,3 +258,5 @@ def test_until_runs_its_rounds_on_the_virtual_cluster(tmp_path, capsys):
     assert "new value of p: it has 2 value(s) (2, 4), a model needs 3" in captured.err
     assert len({key.split(",")[0] for key, *_ in runs}) >= 3
     assert "round 2: " in captured.err
+    # the rounds run in the copy the first campaign announced; they do not say it again
+    assert captured.err.count("build: the virtual cluster's program is built") == 1

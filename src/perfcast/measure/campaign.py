@@ -336,6 +336,7 @@ def measure(
     problem = backend.launcher_arguments_problem(spec.run.mpirun_args)
     if problem is not None:
         raise InputError(problem, path=spec.path)
+    given = plan
     if plan is None:
         plan = plan_from_spec(spec, design)
     if stream is not None:
@@ -351,17 +352,20 @@ def measure(
     stores = [store_path, *([counts_path] if skipped is None else [])]
     if not resume:
         _refuse_stored_runs(stores)
-    if stream is not None and cpu_time_overhead_warning(spec):
-        print(f"warning: {cpu_time_overhead_warning(spec)}", file=stream, flush=True)
-    if stream is not None and skipped is None:
+    # a given plan is a round of ``--until``: its campaign's first call said how it is set
+    # up, and saying it again every round buries the rounds' own lines
+    setup = stream if given is None else None
+    if setup is not None and cpu_time_overhead_warning(spec):
+        print(f"warning: {cpu_time_overhead_warning(spec)}", file=setup, flush=True)
+    if setup is not None and skipped is None:
         print(
             f"plan: then a counting pass: the same build with counters, once per point, "
             f"into {counts_path} (the exact counts of the effort priors; "
             "[build] counting_pass = false turns it off)",
-            file=stream,
+            file=setup,
             flush=True,
         )
-    timed = _in_smpi_copy(spec, build, stream) if backend.smpi else spec
+    timed = _in_smpi_copy(spec, build, setup) if backend.smpi else spec
     result = _campaign(timed, backend, plan, store_path, resume, retry_failed, build, stream)
     result = replace(result, notes=_overhead_notes(spec, backend, store_path))
     if skipped:
