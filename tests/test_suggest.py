@@ -13,12 +13,14 @@ from perfcast.errors import InputError
 from perfcast.experiment.experiment import Experiment
 from perfcast.measure.design import ExperimentPlan
 from perfcast.modeling import PMNFModeler
+from perfcast.modeling.advice import series_at_least
 from perfcast.modeling.worth import width_gain
 from perfcast.workflows.design import (
     Budget,
     Suggestion,
     Suggestions,
     TargetWidth,
+    _series_target,
     parse_width,
     rank_runs,
 )
@@ -257,3 +259,19 @@ def test_the_runs_name_the_call_paths_they_help_by_their_numbers():
     ranked = [line for line in lines if line.lstrip().startswith(("1 ", "2 "))][-2:]
     assert ranked[0].rstrip().endswith(" 1") and ranked[1].rstrip().endswith(" all")
     assert all(long not in line for line in ranked)
+
+
+def test_the_default_target_is_a_run_the_measured_series_allows():
+    """4x LULESH's largest cube of ranks (27) is 108, a run it refuses; the suggestions are
+    for the next cube, 125. A series of powers of two or evenly spaced sizes keeps 4x, and
+    values that form no series keep it too."""
+    assert series_at_least(np.array([1.0, 8.0, 27.0]), 108.0) == 125.0
+    assert series_at_least(np.array([64.0, 128.0, 256.0]), 1024.0) == 1024.0
+    assert series_at_least(np.array([10.0, 20.0, 30.0]), 120.0) == 120.0
+    assert series_at_least(np.array([3.0, 7.0, 30.0]), 120.0) is None
+    assert series_at_least(np.array([2.0, 4.0]), 16.0) is None
+    rows = [
+        ("main", "time", [p, s], 1.0 + p * s) for p in (1.0, 8.0, 27.0) for s in (3.0, 7.0, 30.0)
+    ]
+    measured = Experiment.from_rows(["p", "size"], rows)
+    assert _series_target(measured, ["p", "size"]) == {"p": 125.0, "size": 120.0}

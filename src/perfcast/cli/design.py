@@ -53,7 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--at",
         metavar="NAME=VALUE,...",
-        help="with --suggest: the target (default: the target of perfcast model's summary)",
+        help="with --suggest: the target (default: the target of perfcast model's summary, each "
+        "value moved up to the next of its measured series: 125 ranks, not 108, after 1, 8, 27)",
     )
     parser.add_argument("--store", type=Path, help="with --suggest: the campaign store")
     parser.add_argument(

@@ -82,7 +82,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     adaptive.add_argument(
         "--at",
         metavar="NAME=VALUE,...",
-        help="with --until: the target (default: the target of perfcast model's summary)",
+        help="with --until: the target (default: the target of perfcast model's summary, each "
+        "value moved up to the next of its measured series: 125 ranks, not 108, after 1, 8, 27)",
     )
     adaptive.add_argument(
         "--per-round",

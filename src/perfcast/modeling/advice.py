@@ -47,6 +47,28 @@ def extend_series(values: np.ndarray, count: int) -> list[float]:
     return more
 
 
+SERIES_STEPS = 64
+"""The most continuation steps :func:`series_at_least` looks ahead."""
+
+
+def series_at_least(values: np.ndarray, floor: float) -> float | None:
+    """The first value continuing ``values``' series (:func:`extend_series`) at or above
+    ``floor``, or None where the values form no series (fewer than 3, irregular spacing) or
+    it does not get there within :data:`SERIES_STEPS` steps: a default target of 4x the
+    largest of LULESH's cube rank counts (1, 8, 27 -> 108) is a run the program refuses,
+    the next cube at or above it (125) is not."""
+    values = np.unique(np.asarray(values, dtype=float))
+    if len(values) < 3 or not np.isfinite(floor):
+        return None
+    ratios = values[1:] / values[:-1] if values[0] > 0 else np.array([np.nan])
+    steps = np.diff(values)
+    regular = bool(np.all(np.isfinite(ratios)) and np.ptp(ratios) <= 1e-6 * ratios.max())
+    regular = regular or bool(np.ptp(steps) <= 1e-6 * np.abs(steps).max())
+    if not (regular or _evenly_spaced_powers(values) is not None):
+        return None
+    return next((v for v in extend_series(values, SERIES_STEPS) if v >= floor), None)
+
+
 def _evenly_spaced_powers(values: np.ndarray) -> tuple[int, np.ndarray] | None:
     """(e, roots) where ``values`` are the e-th powers (cubes, then squares) of evenly spaced
     integers: LULESH runs only on cube numbers of ranks (1, 8, 27), and the arithmetic

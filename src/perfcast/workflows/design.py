@@ -71,7 +71,7 @@ from perfcast.measure.design import (
 from perfcast.measure.runner import Backend
 from perfcast.measure.smpi import SmpiBackend
 from perfcast.measure.store import CampaignStore
-from perfcast.modeling.advice import extend_series
+from perfcast.modeling.advice import extend_series, series_at_least
 from perfcast.modeling.extrapolation import extrapolated, more_values, too_few_values
 from perfcast.modeling.intervals import DEFAULT_LEVEL, prediction_interval
 from perfcast.modeling.modeler import PMNFModeler
@@ -512,7 +512,8 @@ class SuggestRequest:
         count: runs to suggest (1 to :data:`MAX_SUGGESTIONS`).
         target: the point the prediction is for (``--at``; parameters left out: the
             summary's default target, :data:`~perfcast.report.summary.TARGET_FACTOR` times
-            the largest measured value).
+            the largest measured value, moved up to the next value of the measured series
+            where the values form one: 125 ranks, not 108, after LULESH's 1, 8, 27).
         metric: the metric whose call paths matter (``--metric``; default: the summary's):
             ``cpu_time`` where ranks shared cores, as ``perfcast model --metric`` takes it.
     """
@@ -543,10 +544,7 @@ def suggest_runs(request: SuggestRequest) -> Suggestions:
             f"--at names {', '.join(unknown)}, which the campaign in {store} does not vary "
             f"(it varies {', '.join(parameters) or 'nothing'})"
         )
-    target = {
-        **default_target(largest_point(parameters, measured.coordinates())),
-        **(request.target or {}),
-    }
+    target = {**_series_target(measured, parameters), **(request.target or {})}
     fixed, seconds, stored = _stored_runs(spec, store, parameters)
     names = [p.name for p in spec.parameters]
     predict = run_time_model(names, seconds)
@@ -582,6 +580,18 @@ def suggest_runs(request: SuggestRequest) -> Suggestions:
         suggestions.suggestions,
         fitted.notes,
     )
+
+
+def _series_target(measured: Experiment, parameters: Sequence[str]) -> dict[str, float]:
+    """The summary's default target, each parameter's value moved up to the next of its
+    measured series (:func:`~perfcast.modeling.advice.series_at_least`): the suggestions
+    are for a run the user can make there, and LULESH makes none at 108 ranks."""
+    values = distinct_values(parameters, measured.coordinates())
+    target = default_target(largest_point(parameters, measured.coordinates()))
+    for name, value in target.items():
+        found = series_at_least(np.asarray(values[name]), value)
+        target[name] = value if found is None else found
+    return target
 
 
 def _stored_runs(
