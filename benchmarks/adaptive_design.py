@@ -59,11 +59,13 @@ times ``p``; a campaign draws a point's measured repetitions in an order its see
 time it took on this machine, so the repetitions differ by this machine's compute noise,
 which the section reports.
 
-Run (the full run takes about ten minutes on two cores, plus 18 to measure the
-application's pool the first time)::
+Run (the committed tables: the synthetic truths took 18 minutes on two cores, Extra-P's
+advisor most of it; the application under 2 minutes from its cached pool, plus about 20 to
+measure the pool the first time)::
 
     python3 benchmarks/adaptive_design.py --quick
-    python3 benchmarks/adaptive_design.py --output benchmarks/results/adaptive_design.txt
+    python3 benchmarks/adaptive_design.py --seeds 20 --seeds3 8 --no-app \\
+        --output benchmarks/results/adaptive_design.txt
     python3 benchmarks/adaptive_design.py --app-only \\
         --output benchmarks/results/adaptive_design_virtual.txt
 """
