@@ -9,7 +9,7 @@ prediction is for a target beyond it (``p`` = 4096, ``n`` = 48000, ``m`` = 60), 
 held-out error is ``|model(target) - truth(target)| / truth(target)``, the model fitted as
 ``perfcast model`` fits (:func:`~perfcast.workflows.model.model_campaign`, no priors), on
 whatever each strategy measured. The k-th run at a point is the same draw in every
-strategy of a seed (common random numbers, :func:`point_stream`), so strategies differ by
+strategy of a seed (common random numbers, :func:`run_stream`), so strategies differ by
 the runs they chose, not by the luck of their draws:
 
 ``full``
@@ -155,22 +155,25 @@ class Problem:
     truth: float
     """The value at the target the held-out error is measured against."""
     source: Callable[[int], Draw]
-    """A campaign's run times, drawn from the seed's stream of each point
-    (:func:`point_stream`)."""
+    """A campaign's run times, each drawn from the seed's stream of that run
+    (:func:`run_stream`)."""
     callpath: str = CALLPATH
     repetitions: int = FULL_REPETITIONS
     """Repetitions of the static designs."""
 
 
-def point_stream(seed: int, point: Sequence[float]) -> np.random.Generator:
-    """The random numbers of every run at ``point`` in the campaigns of ``seed``: common
-    random numbers. Every strategy's k-th run at a point is the same measurement, so the
-    strategies of one seed differ by which runs they chose, not by luck of the draw. With
-    a stream per campaign instead, the full factorial drawn twice reached its own median
-    error in neither of two of the four noise levels of 2 parameters (40 seeds: 4.5 against
-    2.7 % at 10 % noise), so 'to reach' measured the draw more than the design."""
+def run_stream(seed: int, point: Sequence[float], repetition: int) -> np.random.Generator:
+    """The random numbers of the ``repetition``-th run at ``point`` in the campaigns of
+    ``seed`` (0 for the order of an application's pool there): common random numbers.
+    Every strategy's k-th run at a point is the same measurement, whatever batches and
+    order it asks for them in, so the strategies of one seed differ by which runs they
+    chose, not by the luck of the draw. With a stream per campaign instead, the full
+    factorial drawn twice missed its own median error (2 parameters, 40 seeds: 4.5 against
+    2.7 % at 10 % noise), so 'to reach' measured the draw more than the design; with one
+    stream per point, a batch of 3 runs and then 2 drew other values than 5 at once (the
+    symmetric noise draws its magnitudes, then its signs)."""
     key = hashlib.blake2b(repr(tuple(float(v) for v in point)).encode(), digest_size=8)
-    return np.random.default_rng([seed, int.from_bytes(key.digest(), "little")])
+    return np.random.default_rng([seed, int.from_bytes(key.digest(), "little"), repetition])
 
 
 def synthetic(truth: Model, grid: Mapping[str, Sequence[float]], noise: Noise) -> Problem:
@@ -178,13 +181,16 @@ def synthetic(truth: Model, grid: Mapping[str, Sequence[float]], noise: Noise) -
     target = {name: TARGET[name] for name in grid}
 
     def source(seed: int) -> Draw:
-        streams: dict[tuple[float, ...], np.random.Generator] = {}
+        taken: Counter[tuple[float, ...]] = Counter()
 
         def draw(point: tuple[float, ...], times: int) -> np.ndarray:
-            rng = streams.setdefault(point, point_stream(seed, point))
-            columns = {name: np.full(times, value) for name, value in zip(grid, point, strict=True)}
-            seconds = noise.apply(np.asarray(truth.evaluate(columns), float), rng)
-            return np.broadcast_to(seconds, times)
+            columns = {name: np.full(1, value) for name, value in zip(grid, point, strict=True)}
+            value = np.asarray(truth.evaluate(columns), float).reshape(1)
+            start = taken[point]
+            taken[point] += times
+            return np.concatenate(
+                [noise.apply(value, run_stream(seed, point, start + k)) for k in range(times)]
+            )
 
         return draw
 
@@ -579,7 +585,7 @@ def simulated_seconds(
 def pooled(pool: Pool, grid: Mapping[str, Sequence[float]], target: Mapping[str, float]) -> Problem:
     """The application as a problem on ``grid``: a run at one of its points is the next of
     the point's measured repetitions, in an order drawn from the seed's stream of the point
-    (:func:`point_stream`: the same for every strategy of a seed; seeds differ in which
+    (:func:`run_stream`: the same for every strategy of a seed; seeds differ in which
     repetitions a strategy gets first); past the last, the order starts
     again. A point off the grid is refused, so no strategy sees the held-out target."""
     points = set(itertools.product(*grid.values()))
@@ -592,7 +598,7 @@ def pooled(pool: Pool, grid: Mapping[str, Sequence[float]], target: Mapping[str,
             if point not in points:
                 raise ValueError(f"{point} is not a point of the {APP} grid")
             runs = pool.runs[point]
-            order = orders.setdefault(point, point_stream(seed, point).permutation(len(runs)))
+            order = orders.setdefault(point, run_stream(seed, point, 0).permutation(len(runs)))
             start = taken[point]
             taken[point] += times
             return np.array([runs[order[(start + i) % len(runs)]] for i in range(times)])
