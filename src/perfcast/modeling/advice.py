@@ -30,10 +30,7 @@ def extend_series(values: np.ndarray, count: int) -> list[float]:
     values = np.sort(np.asarray(values, dtype=float))
     if len(values) < 2:
         return [float(values[-1] * 2 ** (i + 1)) for i in range(count)] if len(values) else []
-    ratios = values[1:] / values[:-1] if values[0] > 0 else np.array([np.nan])
-    steps = np.diff(values)
-    geometric = bool(np.all(np.isfinite(ratios)) and np.ptp(ratios) <= 1e-6 * ratios.max())
-    arithmetic = bool(np.ptp(steps) <= 1e-6 * np.abs(steps).max())
+    geometric, arithmetic = _spacing(values)
     powers = None if geometric or arithmetic else _evenly_spaced_powers(values)
     if powers is not None:
         exponent, roots = powers
@@ -42,7 +39,10 @@ def extend_series(values: np.ndarray, count: int) -> list[float]:
     more = []
     last = float(values[-1])
     for _ in range(count):
-        last = last * float(ratios[-1]) if geometric and not arithmetic else last + float(steps[-1])
+        if geometric and not arithmetic:
+            last = last * float(values[-1] / values[-2])
+        else:
+            last = last + float(values[-1] - values[-2])
         more.append(float(np.round(last)) if np.all(values == np.round(values)) else last)
     return more
 
@@ -60,13 +60,18 @@ def series_at_least(values: np.ndarray, floor: float) -> float | None:
     values = np.unique(np.asarray(values, dtype=float))
     if len(values) < 3 or not np.isfinite(floor):
         return None
-    ratios = values[1:] / values[:-1] if values[0] > 0 else np.array([np.nan])
-    steps = np.diff(values)
-    regular = bool(np.all(np.isfinite(ratios)) and np.ptp(ratios) <= 1e-6 * ratios.max())
-    regular = regular or bool(np.ptp(steps) <= 1e-6 * np.abs(steps).max())
-    if not (regular or _evenly_spaced_powers(values) is not None):
+    if not (any(_spacing(values)) or _evenly_spaced_powers(values) is not None):
         return None
     return next((v for v in extend_series(values, SERIES_STEPS) if v >= floor), None)
+
+
+def _spacing(values: np.ndarray) -> tuple[bool, bool]:
+    """Whether the sorted ``values`` (2 or more) are evenly spaced geometrically (a common
+    ratio) and arithmetically (a common step)."""
+    ratios = values[1:] / values[:-1] if values[0] > 0 else np.array([np.nan])
+    steps = np.diff(values)
+    geometric = bool(np.all(np.isfinite(ratios)) and np.ptp(ratios) <= 1e-6 * ratios.max())
+    return geometric, bool(np.ptp(steps) <= 1e-6 * np.abs(steps).max())
 
 
 def _evenly_spaced_powers(values: np.ndarray) -> tuple[int, np.ndarray] | None:
