@@ -273,5 +273,6 @@ def test_the_default_target_is_a_run_the_measured_series_allows():
     rows = [
         ("main", "time", [p, s], 1.0 + p * s) for p in (1.0, 8.0, 27.0) for s in (3.0, 7.0, 30.0)
     ]
-    measured = Experiment.from_rows(["p", "size"], rows)
-    assert _series_target(measured, ["p", "size"]) == {"p": 125.0, "size": 120.0}
+    coordinates = Experiment.from_rows(["p", "size"], rows).coordinates()
+    values = {"p": [1.0, 8.0, 27.0], "size": [3.0, 7.0, 30.0]}
+    assert _series_target(["p", "size"], coordinates, values) == {"p": 125.0, "size": 120.0}

@@ -336,7 +336,9 @@ def measure(
     problem = backend.launcher_arguments_problem(spec.run.mpirun_args)
     if problem is not None:
         raise InputError(problem, path=spec.path)
-    given = plan
+    # a given plan is a round of ``--until``: its campaign's first call said how it is set
+    # up, and saying it again every round buries the rounds' own lines
+    setup = stream if plan is None else None
     if plan is None:
         plan = plan_from_spec(spec, design)
     if stream is not None:
@@ -352,11 +354,9 @@ def measure(
     stores = [store_path, *([counts_path] if skipped is None else [])]
     if not resume:
         _refuse_stored_runs(stores)
-    # a given plan is a round of ``--until``: its campaign's first call said how it is set
-    # up, and saying it again every round buries the rounds' own lines
-    setup = stream if given is None else None
-    if setup is not None and cpu_time_overhead_warning(spec):
-        print(f"warning: {cpu_time_overhead_warning(spec)}", file=setup, flush=True)
+    overhead = cpu_time_overhead_warning(spec) if setup is not None else None
+    if overhead:
+        print(f"warning: {overhead}", file=setup, flush=True)
     if setup is not None and skipped is None:
         print(
             f"plan: then a counting pass: the same build with counters, once per point, "

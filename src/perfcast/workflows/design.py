@@ -544,7 +544,9 @@ def suggest_runs(request: SuggestRequest) -> Suggestions:
             f"--at names {', '.join(unknown)}, which the campaign in {store} does not vary "
             f"(it varies {', '.join(parameters) or 'nothing'})"
         )
-    target = {**_series_target(measured, parameters), **(request.target or {})}
+    coordinates = measured.coordinates()
+    values = distinct_values(parameters, coordinates)
+    target = {**_series_target(parameters, coordinates, values), **(request.target or {})}
     fixed, seconds, stored = _stored_runs(spec, store, parameters)
     names = [p.name for p in spec.parameters]
     predict = run_time_model(names, seconds)
@@ -553,7 +555,6 @@ def suggest_runs(request: SuggestRequest) -> Suggestions:
         return predict(tuple(float(point[n]) for n in names))
 
     needed = PMNFModeler().min_points
-    values = distinct_values(parameters, measured.coordinates())
     short = [p for p in parameters if len(values[p]) < needed]
     if short:
         return _values_to_model(
@@ -582,12 +583,14 @@ def suggest_runs(request: SuggestRequest) -> Suggestions:
     )
 
 
-def _series_target(measured: Experiment, parameters: Sequence[str]) -> dict[str, float]:
-    """The summary's default target, each parameter's value moved up to the next of its
-    measured series (:func:`~perfcast.modeling.advice.series_at_least`): the suggestions
-    are for a run the user can make there, and LULESH makes none at 108 ranks."""
-    values = distinct_values(parameters, measured.coordinates())
-    target = default_target(largest_point(parameters, measured.coordinates()))
+def _series_target(
+    parameters: Sequence[str], coordinates: np.ndarray, values: Mapping[str, Sequence[float]]
+) -> dict[str, float]:
+    """The summary's default target for the measured ``coordinates``, each parameter's
+    value moved up to the next of its measured series (``values``;
+    :func:`~perfcast.modeling.advice.series_at_least`): the suggestions are for a run the
+    user can make there, and LULESH makes none at 108 ranks."""
+    target = default_target(largest_point(parameters, coordinates))
     for name, value in target.items():
         found = series_at_least(np.asarray(values[name]), value)
         target[name] = value if found is None else found
