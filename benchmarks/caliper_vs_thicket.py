@@ -13,8 +13,8 @@ over ranks of each region's inclusive time (thicket's ``Avg time/rank``, perfcas
   Thicket built here, which must give the same models.
 
 Printed: one row per call path with both models, SMAPE, and perfcast's verdict at
-jobsize = 1372 (4x the largest measured: the summary's target), then the whole-process
-times.
+jobsize = 1372 (4x the largest measured, 343; the summary's default target moves it up to
+the next cube of the series, 1728), then the whole-process times.
 
 The shared Caliper sets vary one parameter each (LULESH: jobsize; RAJAPerf: two problem
 sizes), so the second part takes a Thicket that varies two: LULESH measured here by

@@ -205,7 +205,8 @@ def test_report_reads_caliper_profiles_and_draws_the_efficiency_view(tmp_path, c
     efficiency = json.loads(text[start : text.index("</script>", start)])["efficiency"]
     assert efficiency["heading"].startswith("Speedup and parallel efficiency of main along jobsize")
     rows = efficiency["rows"]
-    assert [row["ranks"] for row in rows] == [27, 64, 125, 216, 343, 1372]
+    # the default target: 4x 343 ranks is 1372, moved up to the next cube of the series
+    assert [row["ranks"] for row in rows] == [27, 64, 125, 216, 343, 1728]
     assert rows[1]["efficiency"] == pytest.approx(47.238297 / 55.109814, rel=1e-3)
     assert [row["measured"] for row in rows] == [True] * 5 + [False]
     capsys.readouterr()

@@ -15,12 +15,12 @@ from perfcast.measure.design import ExperimentPlan
 from perfcast.modeling import PMNFModeler
 from perfcast.modeling.advice import series_at_least
 from perfcast.modeling.worth import width_gain
+from perfcast.report.summary import default_target
 from perfcast.workflows.design import (
     Budget,
     Suggestion,
     Suggestions,
     TargetWidth,
-    _series_target,
     parse_width,
     rank_runs,
 )
@@ -274,5 +274,4 @@ def test_the_default_target_is_a_run_the_measured_series_allows():
         ("main", "time", [p, s], 1.0 + p * s) for p in (1.0, 8.0, 27.0) for s in (3.0, 7.0, 30.0)
     ]
     coordinates = Experiment.from_rows(["p", "size"], rows).coordinates()
-    values = {"p": [1.0, 8.0, 27.0], "size": [3.0, 7.0, 30.0]}
-    assert _series_target(["p", "size"], coordinates, values) == {"p": 125.0, "size": 120.0}
+    assert default_target(["p", "size"], coordinates) == {"p": 125.0, "size": 120.0}

@@ -123,6 +123,39 @@ def test_at_sets_the_target_and_rejects_unknown_parameters(lulesh_like, capsys):
     assert "--top 0: give the number of call paths to rank" in capsys.readouterr().err
 
 
+def test_the_default_target_is_the_next_value_of_the_measured_series(tmp_path, capsys):
+    """LULESH runs only on cubes of ranks: after 1, 8, 27 the default target is 125 (the
+    next cube at or above 4x 27 = 108), as for ``perfcast design --suggest``, and the
+    efficiency view predicts at the same point, also where ``--at`` names only some
+    parameters; evenly spaced sizes keep 4x."""
+    truths = {"main": lambda p, size: 0.5 + 0.01 * p, "main->force": lambda p, size: size**2}
+    rows = [
+        (callpath, "time", (p, size), truth(p, size) * jitter)
+        for (callpath, truth), p, size, jitter in itertools.product(
+            truths.items(),
+            (1, 8, 27),
+            (10, 15, 20, 25, 30),
+            (0.99, 1.01),
+        )
+    ]
+    path = tmp_path / "cubes.json"
+    write_experiment(Experiment.from_rows(["p", "size"], rows, [Metric("time", "s")]), path)
+    argv = ["model", str(path), "--ranks-parameter", "p", "--efficiency", "weak"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert (
+        "target: p=125, size=120 (p, size at 4x the largest measured value, moved up to the "
+        "next value of the measured series where the values form one;" in out
+    )
+    section = out[out.index("Speedup and parallel efficiency of main along p") :].splitlines()
+    assert [line.split()[0] for line in section[2:-1]] == ["1", "8", "27", "125"]
+    assert section[-1].startswith("  the largest single call path under it at p=125: ")
+    assert main([*argv, "--at", "size=60"]) == 0
+    out = capsys.readouterr().out
+    assert "target: p=125, size=60 (p at 4x the largest measured value" in out
+    assert "  the largest single call path under it at p=125: " in out
+
+
 @pytest.mark.parametrize(
     ("pattern", "expected"),
     [

@@ -82,8 +82,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     adaptive.add_argument(
         "--at",
         metavar="NAME=VALUE,...",
-        help="with --until: the target (default: the target of perfcast model's summary, each "
-        "value moved up to the next of its measured series: 125 ranks, not 108, after 1, 8, 27)",
+        help="with --until: the target (default: perfcast model's, each parameter at 4x the "
+        "largest measured value, moved up to the next value of the measured series where the "
+        "values form one: 125 ranks after 1, 8, 27)",
     )
     adaptive.add_argument(
         "--per-round",

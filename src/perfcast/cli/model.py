@@ -24,8 +24,9 @@ from perfcast.priors import precedence
 from perfcast.report import STYLES, render_models
 from perfcast.report.efficiency import scaling_section
 from perfcast.report.summary import (
+    DEFAULT_TARGET_TEXT,
     DEFAULT_TOP,
-    TARGET_FACTOR,
+    default_target,
     describe_values,
     render_summary,
 )
@@ -88,7 +89,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--at",
         metavar="NAME=VALUE,...",
         help="the summary's target point for growth, e.g. p=4096,size=30 (default: each "
-        f"parameter at {TARGET_FACTOR:g}x its largest measured value)",
+        f"parameter at {DEFAULT_TARGET_TEXT})",
     )
     parser.add_argument(
         "--top",
@@ -256,10 +257,10 @@ def _efficiency(
     target: dict[str, float] | None,
     ranks: str,
 ) -> str:
-    """The scaling section at the summary's target."""
-    if target is None:
-        target = {name: TARGET_FACTOR * high for name, (_, high) in experiment.ranges().items()}
-    section = scaling_section(models, experiment, ranks, args.efficiency, target, args.subtree)
+    """The scaling section at the summary's target: ``--at`` (``target``) completed with
+    the summary's default, from the same measured points."""
+    chosen = {**default_target(experiment.parameters, experiment.coordinates()), **(target or {})}
+    section = scaling_section(models, experiment, ranks, args.efficiency, chosen, args.subtree)
     return section.text()
 
 

@@ -50,7 +50,7 @@ from perfcast.report.efficiency import scaling_section
 from perfcast.report.html import REPORT_FILE, write_report
 from perfcast.report.page import ReportInputs, report_data
 from perfcast.report.simulation import read_simulations
-from perfcast.report.summary import TARGET_FACTOR
+from perfcast.report.summary import DEFAULT_TARGET_TEXT
 from perfcast.workflows.report import ReportRequest, report_inputs
 
 
@@ -85,7 +85,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--at",
         metavar="NAME=VALUE,...",
         help="the target point for the rankings, e.g. p=4096,size=30 (default: each "
-        f"parameter at {TARGET_FACTOR:g}x its largest measured value)",
+        f"parameter at {DEFAULT_TARGET_TEXT})",
     )
     parser.add_argument(
         "--level",

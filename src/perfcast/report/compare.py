@@ -37,8 +37,9 @@ no false one); with three repetitions too (p 7e-20 and 6e-16).
 
 Call paths only in one campaign (code added or removed, a renamed function) are listed
 as such. Changes are sorted by their absolute size at the target, the largest first.
-The comparison is at the target of B's page (``--at``, by default 4x B's largest point),
-so the page's rankings and the comparison speak of the same point.
+The comparison is at the target of B's page (``--at``, by default from B's points: 4x the
+largest measured value, moved up to the next value of the measured series where the values
+form one), so the page's rankings and the comparison speak of the same point.
 """
 
 from __future__ import annotations

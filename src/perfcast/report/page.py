@@ -32,8 +32,8 @@ from perfcast.modeling.pmnf import Model
 from perfcast.report.campaign import CampaignFacts
 from perfcast.report.summary import (
     CALLPATH_WIDTH,
+    DEFAULT_TARGET_TEXT,
     GROWTH_FLOOR,
-    TARGET_FACTOR,
     _summarise_metric,
     default_target,
     distinct_values,
@@ -192,7 +192,8 @@ def _tree(callpaths: Sequence[str]) -> tuple[list[dict[str, Any]], dict[str, int
 
 def _measured_points(inputs: ReportInputs) -> np.ndarray:
     """The measured points the summary's largest point is chosen from: the experiment's, or
-    without one the corner of the ranges the model file keeps."""
+    without one the corner of the ranges the model file keeps (one point: no series to move
+    the default target up to, so it stays at 4x)."""
     parameters = inputs.models.parameters
     if inputs.experiment is not None:
         return inputs.experiment.coordinates()
@@ -222,7 +223,7 @@ def report_data(
         raise InputError(f"{inputs.source} holds no models to report")
     measured = _measured_points(inputs)
     largest = largest_point(parameters, measured)
-    chosen_target = {**default_target(largest), **(target or {})}
+    chosen_target = {**default_target(parameters, measured), **(target or {})}
     defaulted = [p for p in parameters if p not in (target or {})]
     units = {}
     if inputs.experiment is not None:
@@ -303,8 +304,7 @@ def report_data(
         "largest": largest,
         "target": chosen_target,
         "target_how": (
-            f"{', '.join(defaulted)} at {TARGET_FACTOR:g}x the largest measured value "
-            "(--at NAME=VALUE,... sets it)"
+            f"{', '.join(defaulted)} at {DEFAULT_TARGET_TEXT} (--at NAME=VALUE,... sets it)"
             if defaulted
             else "as given with --at"
         ),

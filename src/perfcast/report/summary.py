@@ -7,7 +7,8 @@ answers the two questions a user asks first, each with the models behind the ans
 * which call paths cost most at the largest measured point (exclusive and, where sums
   over the call tree make sense, inclusive, each with its share of the total);
 * which grow fastest from there towards a target point (``--at``; by default every
-  parameter at :data:`TARGET_FACTOR` times its largest measured value).
+  parameter at 4x the largest measured value, moved up to the next value of the measured
+  series where the values form one: :func:`default_target`).
 
 Warnings are printed once per call path with the metrics they concern, warnings on call
 paths not listed are counted by text, and the last line says what was left out and which
@@ -29,14 +30,22 @@ from perfcast.experiment.io.registry import CAMPAIGN_STORE
 from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, TIME_METRIC, is_max
 from perfcast.experiment.names import display_names
 from perfcast.experiment.points import format_point
+from perfcast.modeling.advice import series_at_least
 from perfcast.modeling.extrapolation import Unfit, measurement_artifacts, unfit_reasons
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.pmnf import Factor, Model
 from perfcast.modeling.provenance import Provenance
 
 TARGET_FACTOR = 4.0
-"""Default target: every parameter at this many times its largest measured value, far
-enough to separate growth rates, near enough for the models to be worth believing."""
+"""Default target: every parameter at this many times its largest measured value (then
+moved up to its measured series, :func:`default_target`), far enough to separate growth
+rates, near enough for the models to be worth believing."""
+
+DEFAULT_TARGET_TEXT = (
+    f"{TARGET_FACTOR:g}x the largest measured value, moved up to the next value of the "
+    "measured series where the values form one"
+)
+"""What :func:`default_target` is, in the words the summary, the page and the help use."""
 
 DEFAULT_TOP = 10
 """Call paths per ranking."""
@@ -78,8 +87,21 @@ def largest_point(parameters: Sequence[str], coordinates: np.ndarray) -> dict[st
     return {p: float(v) for p, v in zip(parameters, best, strict=True)}
 
 
-def default_target(largest: Mapping[str, float]) -> dict[str, float]:
-    return {p: TARGET_FACTOR * v for p, v in largest.items()}
+def default_target(parameters: Sequence[str], coordinates: np.ndarray) -> dict[str, float]:
+    """The target for parameters ``--at`` leaves out, one for the summary, the report page,
+    the efficiency view and the suggested runs: :data:`TARGET_FACTOR` times the
+    :func:`largest_point` of ``coordinates`` (points x ``parameters``), each value moved up
+    to the first of its measured series at or above it
+    (:func:`~perfcast.modeling.advice.series_at_least`; kept where the values form none).
+    LULESH runs only on cubes of ranks: after 1, 8, 27 the target is 125, a run it can
+    make, not 108; powers of two and evenly spaced values keep 4x."""
+    values = distinct_values(parameters, coordinates)
+    target: dict[str, float] = {}
+    for name, largest in largest_point(parameters, coordinates).items():
+        scaled = TARGET_FACTOR * largest
+        found = series_at_least(np.asarray(values[name]), scaled)
+        target[name] = scaled if found is None else found
+    return target
 
 
 def summarised_metrics(models: ModelSet, requested: Sequence[str] | None = None) -> list[str]:
@@ -395,13 +417,9 @@ def render_summary(
     if not models:
         return "\n".join([*lines, "No models."])
     largest = largest_point(parameters, measured)
-    chosen_target = {**default_target(largest), **(target or {})}
+    chosen_target = {**default_target(parameters, measured), **(target or {})}
     defaulted = [p for p in parameters if p not in (target or {})]
-    how = (
-        f"{', '.join(defaulted)} at {TARGET_FACTOR:g}x the largest measured value"
-        if defaulted
-        else "as given"
-    )
+    how = f"{', '.join(defaulted)} at {DEFAULT_TARGET_TEXT}" if defaulted else "as given"
     lines.append(
         f"Largest measured point: {format_point(largest)}; target: {format_point(chosen_target)} "
         f"({how}; set it with --at NAME=VALUE,...). Values below are the models' values."

@@ -71,7 +71,7 @@ from perfcast.measure.design import (
 from perfcast.measure.runner import Backend
 from perfcast.measure.smpi import SmpiBackend
 from perfcast.measure.store import CampaignStore
-from perfcast.modeling.advice import extend_series, series_at_least
+from perfcast.modeling.advice import extend_series
 from perfcast.modeling.extrapolation import extrapolated, more_values, too_few_values
 from perfcast.modeling.intervals import DEFAULT_LEVEL, prediction_interval
 from perfcast.modeling.modeler import PMNFModeler
@@ -82,7 +82,6 @@ from perfcast.report.summary import (
     GROWTH_FLOOR,
     default_target,
     distinct_values,
-    largest_point,
     summarised_metrics,
 )
 from perfcast.workflows.model import ModelRequest, model_campaign
@@ -511,9 +510,10 @@ class SuggestRequest:
         store: its campaign store (default: the spec's).
         count: runs to suggest (1 to :data:`MAX_SUGGESTIONS`).
         target: the point the prediction is for (``--at``; parameters left out: the
-            summary's default target, :data:`~perfcast.report.summary.TARGET_FACTOR` times
-            the largest measured value, moved up to the next value of the measured series
-            where the values form one: 125 ranks, not 108, after LULESH's 1, 8, 27).
+            summary's default target, 4x the largest measured value, moved up to the next
+            value of the measured series where the values form one:
+            :func:`~perfcast.report.summary.default_target`, 125 ranks after LULESH's 1, 8,
+            27).
         metric: the metric whose call paths matter (``--metric``; default: the summary's):
             ``cpu_time`` where ranks shared cores, as ``perfcast model --metric`` takes it.
     """
@@ -546,7 +546,7 @@ def suggest_runs(request: SuggestRequest) -> Suggestions:
         )
     coordinates = measured.coordinates()
     values = distinct_values(parameters, coordinates)
-    target = {**_series_target(parameters, coordinates, values), **(request.target or {})}
+    target = {**default_target(parameters, coordinates), **(request.target or {})}
     fixed, seconds, stored = _stored_runs(spec, store, parameters)
     names = [p.name for p in spec.parameters]
     predict = run_time_model(names, seconds)
@@ -581,20 +581,6 @@ def suggest_runs(request: SuggestRequest) -> Suggestions:
         suggestions.suggestions,
         fitted.notes,
     )
-
-
-def _series_target(
-    parameters: Sequence[str], coordinates: np.ndarray, values: Mapping[str, Sequence[float]]
-) -> dict[str, float]:
-    """The summary's default target for the measured ``coordinates``, each parameter's
-    value moved up to the next of its measured series (``values``;
-    :func:`~perfcast.modeling.advice.series_at_least`): the suggestions are for a run the
-    user can make there, and LULESH makes none at 108 ranks."""
-    target = default_target(largest_point(parameters, coordinates))
-    for name, value in target.items():
-        found = series_at_least(np.asarray(values[name]), value)
-        target[name] = value if found is None else found
-    return target
 
 
 def _stored_runs(
