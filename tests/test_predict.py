@@ -2,6 +2,7 @@
 models, points outside a model's domain, and the notes that keep a prediction from
 misleading (extrapolation, shared cores, callees above their callers)."""
 
+import gc
 import json
 import re
 import shutil
@@ -14,6 +15,7 @@ import pytest
 from campaign_helpers import build_program, write_spec
 
 from perfcast.cli import main
+from perfcast.errors import InputError
 from perfcast.experiment import Experiment
 from perfcast.measure.local import available_cores
 from perfcast.modeling import ModelSet, PMNFModeler
@@ -355,3 +357,25 @@ def test_models_without_uncertainty_are_printed_without_an_interval(tmp_path, ca
         "Extra-P, have none: fit them again with `perfcast model ... -o`"
     )
     assert not any("[low, high]" in n for n in notes)
+
+
+def test_reading_and_writing_a_model_file_leave_the_cycle_collector_as_they_found_it(tmp_path):
+    """The model file is built and read with Python's cycle collector paused (millions of
+    acyclic dictionaries; ``ModelSet._collection_paused``): a caller's collector must come
+    back on after a good file, after a malformed one, and stay off where the caller had it
+    off."""
+    path = save(tmp_path, [model("main", "time", 1.0, (2.0, "p", 1, 1))])
+    loaded = ModelSet.load(path).get(("main", "time"))
+    assert loaded is not None and loaded.evaluate({"p": 4.0, "size": 1.0}) == 17.0
+    assert gc.isenabled()
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"perfcast_models": 1, "parameters": ["p"], "models": [{}]}))
+    with pytest.raises(InputError, match=r"broken\.json"):
+        ModelSet.load(broken)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        ModelSet.load(path).save(tmp_path / "again.json")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
