@@ -59,12 +59,14 @@ times ``p``; a campaign draws a point's measured repetitions in an order its see
 time it took on this machine, so the repetitions differ by this machine's compute noise,
 which the section reports.
 
-Run (the committed tables: the synthetic truths took 18 minutes on two cores, Extra-P's
+Run (the committed tables: the synthetic truths took 35 minutes on two cores, Extra-P's
 advisor most of it; the application under 2 minutes from its cached pool, plus about 20 to
-measure the pool the first time)::
+measure the pool the first time). 40 and 16 seeds, because the medians of 20 and 8 moved by
+a row's verdict from one set of seeds to the next (2 parameters at 10 % noise: 1x at 20
+seeds, 2x at 40)::
 
     python3 benchmarks/adaptive_design.py --quick
-    python3 benchmarks/adaptive_design.py --seeds 20 --seeds3 8 --no-app \\
+    python3 benchmarks/adaptive_design.py --seeds 40 --seeds3 16 --no-app \\
         --output benchmarks/results/adaptive_design.txt
     python3 benchmarks/adaptive_design.py --app-only \\
         --output benchmarks/results/adaptive_design_virtual.txt
