@@ -17,6 +17,7 @@ from perfcast.measure.design import (
     describe_plan,
     plan_from_spec,
 )
+from perfcast.modeling.advice import DEFAULT_TARGET_TEXT
 from perfcast.taint.campaign import default_profile_path
 
 
@@ -53,9 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--at",
         metavar="NAME=VALUE,...",
-        help="with --suggest: the target (default: perfcast model's, each parameter at 4x the "
-        "largest measured value, moved up to the next value of the measured series where the "
-        "values form one: 125 ranks after 1, 8, 27)",
+        help="with --suggest: the target (default: perfcast model's, each parameter at "
+        f"{DEFAULT_TARGET_TEXT}: 125 ranks after 1, 8, 27)",
     )
     parser.add_argument("--store", type=Path, help="with --suggest: the campaign store")
     parser.add_argument(

@@ -16,6 +16,7 @@ from perfcast.measure.local import LocalBackend
 from perfcast.measure.runner import Backend
 from perfcast.measure.slurm import SlurmBackend
 from perfcast.measure.smpi import SmpiBackend, VirtualCluster
+from perfcast.modeling.advice import DEFAULT_TARGET_TEXT
 from perfcast.simulate.platform import read_platform
 
 BACKENDS = ("local", "slurm", "smpi")
@@ -82,9 +83,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     adaptive.add_argument(
         "--at",
         metavar="NAME=VALUE,...",
-        help="with --until: the target (default: perfcast model's, each parameter at 4x the "
-        "largest measured value, moved up to the next value of the measured series where the "
-        "values form one: 125 ranks after 1, 8, 27)",
+        help="with --until: the target (default: perfcast model's, each parameter at "
+        f"{DEFAULT_TARGET_TEXT}: 125 ranks after 1, 8, 27)",
     )
     adaptive.add_argument(
         "--per-round",

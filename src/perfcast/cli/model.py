@@ -16,6 +16,7 @@ from perfcast.experiment.io.registry import CAMPAIGN_STORE, detect_format
 from perfcast.experiment.names import select_callpaths
 from perfcast.experiment.points import parse_point
 from perfcast.modeling import PMNFModeler
+from perfcast.modeling.advice import DEFAULT_TARGET_TEXT
 from perfcast.modeling.modelset import MODEL_FILE, ModelSet
 from perfcast.modeling.options import add_flags, from_arguments
 from perfcast.modeling.scaling import SCALINGS, total_over_ranks
@@ -24,7 +25,6 @@ from perfcast.priors import precedence
 from perfcast.report import STYLES, render_models
 from perfcast.report.efficiency import scaling_section
 from perfcast.report.summary import (
-    DEFAULT_TARGET_TEXT,
     DEFAULT_TOP,
     default_target,
     describe_values,

@@ -36,6 +36,7 @@ from perfcast.errors import InputError
 from perfcast.experiment import read_experiment
 from perfcast.experiment.io.registry import CAMPAIGN_STORE, detect_format
 from perfcast.experiment.points import parse_point
+from perfcast.modeling.advice import DEFAULT_TARGET_TEXT
 from perfcast.modeling.intervals import DEFAULT_LEVEL
 from perfcast.modeling.modelset import MODEL_FILE
 from perfcast.modeling.options import add_flags, from_arguments
@@ -50,7 +51,6 @@ from perfcast.report.efficiency import scaling_section
 from perfcast.report.html import REPORT_FILE, write_report
 from perfcast.report.page import ReportInputs, report_data
 from perfcast.report.simulation import read_simulations
-from perfcast.report.summary import DEFAULT_TARGET_TEXT
 from perfcast.workflows.report import ReportRequest, report_inputs
 
 

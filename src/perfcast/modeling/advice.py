@@ -47,6 +47,19 @@ def extend_series(values: np.ndarray, count: int) -> list[float]:
     return more
 
 
+TARGET_FACTOR = 4.0
+"""Default target: every parameter at this many times its largest measured value (then
+moved up to its measured series, :func:`perfcast.report.summary.default_target`), far
+enough to separate growth rates, near enough for the models to be worth believing."""
+
+DEFAULT_TARGET_TEXT = (
+    f"{TARGET_FACTOR:g}x the largest measured value, moved up to the next value of the "
+    "measured series where the values form one"
+)
+"""What the default target is, in the words the summary, the page and every ``--at`` help
+use: here, not beside :func:`~perfcast.report.summary.default_target`, so that ``perfcast
+design`` and ``measure`` build their help without importing the report stage."""
+
 SERIES_STEPS = 64
 """The most continuation steps :func:`series_at_least` looks ahead."""
 

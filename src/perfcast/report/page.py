@@ -26,13 +26,13 @@ from perfcast.errors import InputError
 from perfcast.experiment.calltree import CallTree
 from perfcast.experiment.experiment import Experiment
 from perfcast.experiment.names import display_names, function_name
+from perfcast.modeling.advice import DEFAULT_TARGET_TEXT
 from perfcast.modeling.intervals import DEFAULT_LEVEL, prediction_interval
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.pmnf import Model
 from perfcast.report.campaign import CampaignFacts
 from perfcast.report.summary import (
     CALLPATH_WIDTH,
-    DEFAULT_TARGET_TEXT,
     GROWTH_FLOOR,
     _summarise_metric,
     default_target,

@@ -30,22 +30,11 @@ from perfcast.experiment.io.registry import CAMPAIGN_STORE
 from perfcast.experiment.metrics import INCLUSIVE_SUFFIX, TIME_METRIC, is_max
 from perfcast.experiment.names import display_names
 from perfcast.experiment.points import format_point
-from perfcast.modeling.advice import series_at_least
+from perfcast.modeling.advice import DEFAULT_TARGET_TEXT, TARGET_FACTOR, series_at_least
 from perfcast.modeling.extrapolation import Unfit, measurement_artifacts, unfit_reasons
 from perfcast.modeling.modelset import ModelSet
 from perfcast.modeling.pmnf import Factor, Model
 from perfcast.modeling.provenance import Provenance
-
-TARGET_FACTOR = 4.0
-"""Default target: every parameter at this many times its largest measured value (then
-moved up to its measured series, :func:`default_target`), far enough to separate growth
-rates, near enough for the models to be worth believing."""
-
-DEFAULT_TARGET_TEXT = (
-    f"{TARGET_FACTOR:g}x the largest measured value, moved up to the next value of the "
-    "measured series where the values form one"
-)
-"""What :func:`default_target` is, in the words the summary, the page and the help use."""
 
 DEFAULT_TOP = 10
 """Call paths per ranking."""
@@ -89,9 +78,10 @@ def largest_point(parameters: Sequence[str], coordinates: np.ndarray) -> dict[st
 
 def default_target(parameters: Sequence[str], coordinates: np.ndarray) -> dict[str, float]:
     """The target for parameters ``--at`` leaves out, one for the summary, the report page,
-    the efficiency view and the suggested runs: :data:`TARGET_FACTOR` times the
-    :func:`largest_point` of ``coordinates`` (points x ``parameters``), each value moved up
-    to the first of its measured series at or above it
+    the efficiency view and the suggested runs:
+    :data:`~perfcast.modeling.advice.TARGET_FACTOR` times the :func:`largest_point` of
+    ``coordinates`` (points x ``parameters``), each value moved up to the first of its
+    measured series at or above it
     (:func:`~perfcast.modeling.advice.series_at_least`; kept where the values form none).
     LULESH runs only on cubes of ranks: after 1, 8, 27 the target is 125, a run it can
     make, not 108; powers of two and evenly spaced values keep 4x."""
